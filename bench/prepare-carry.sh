@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds what the GPU machine runs (it has no Rust toolchain) into .carry/: the release xtask
+# binary and the integration-test binary, both with the PTX embedded.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rustup component add rust-src --toolchain nightly >/dev/null
+cargo build --release -p xtask
+test_bin=$(cargo test --release --no-run -p ferrotune-testkit --message-format=json 2>/dev/null \
+  | python3 -c 'import sys, json
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "ferrotune_tests":
+        print(m["executable"])')
+mkdir -p .carry
+cp target/release/xtask .carry/xtask
+cp "$test_bin" .carry/ferrotune_tests
+git rev-parse --short=12 HEAD > .carry/commit 2>/dev/null || echo unknown > .carry/commit
+if [ -n "$(git status --porcelain 2>/dev/null)" ]; then echo "$(cat .carry/commit)-dirty" > .carry/commit; fi
+ls -la .carry

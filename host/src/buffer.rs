@@ -1,0 +1,197 @@
+//! Buffers on either backend, and the borrowed views ops take (a view may start at any
+//! element offset, aligned or not).
+
+use std::ops::RangeBounds;
+
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DeviceRepr, ValidAsZeroBits};
+use ferrotune_kernels::Element;
+
+use crate::error::{DriverContext, Error, Result};
+use crate::stream::Stream;
+
+/// An element type the ops accept: f32, `half::f16`, `half::bf16`.
+pub trait Scalar: Element + DeviceRepr + ValidAsZeroBits + Default + std::fmt::Debug + Unpin {}
+impl<T: Element + DeviceRepr + ValidAsZeroBits + Default + std::fmt::Debug + Unpin> Scalar for T {}
+
+/// An owned buffer on the stream's backend.
+pub enum Buffer<T: Scalar> {
+    Cuda(CudaSlice<T>),
+    Cpu(Vec<T>),
+}
+
+/// A borrowed, writable range of a buffer.
+pub enum ViewMut<'a, T: Scalar> {
+    Cuda(CudaViewMut<'a, T>),
+    Cpu(&'a mut [T]),
+}
+
+/// A read-only range of a buffer.
+pub enum View<'a, T: Scalar> {
+    Cuda(CudaView<'a, T>),
+    Cpu(&'a [T]),
+}
+
+fn bounds(len: usize, r: impl RangeBounds<usize>) -> Result<(usize, usize)> {
+    use std::ops::Bound::*;
+    let start = match r.start_bound() {
+        Included(&s) => s,
+        Excluded(&s) => s + 1,
+        Unbounded => 0,
+    };
+    let end = match r.end_bound() {
+        Included(&e) => e + 1,
+        Excluded(&e) => e,
+        Unbounded => len,
+    };
+    if start > end || end > len {
+        return Err(Error::BufferTooSmall { op: "slice", what: "buffer", needed: end.max(start), got: len });
+    }
+    Ok((start, end))
+}
+
+impl<T: Scalar> Buffer<T> {
+    /// Copies `data` to a new buffer on `stream`'s backend.
+    pub fn from_slice(stream: &Stream, data: &[T]) -> Result<Buffer<T>> {
+        match stream {
+            Stream::Cuda { stream, .. } => Ok(Buffer::Cuda(
+                stream.clone_htod(data).ctx(|| format!("copying {} elements to the device", data.len()))?,
+            )),
+            Stream::Cpu(_) => Ok(Buffer::Cpu(data.to_vec())),
+        }
+    }
+
+    /// A new zero-filled buffer of `len` elements.
+    pub fn zeros(stream: &Stream, len: usize) -> Result<Buffer<T>> {
+        match stream {
+            Stream::Cuda { stream, .. } => {
+                Ok(Buffer::Cuda(stream.alloc_zeros(len).ctx(|| format!("allocating {len} elements on the device"))?))
+            }
+            Stream::Cpu(_) => Ok(Buffer::Cpu(vec![T::default(); len])),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Buffer::Cuda(s) => s.len(),
+            Buffer::Cpu(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn backend_name(&self) -> &'static str {
+        match self {
+            Buffer::Cuda(_) => "cuda",
+            Buffer::Cpu(_) => "cpu",
+        }
+    }
+
+    /// Copies the buffer to a host vector (waits for the stream's pending work on it).
+    pub fn to_vec(&self, stream: &Stream) -> Result<Vec<T>> {
+        match (self, stream) {
+            (Buffer::Cuda(s), Stream::Cuda { stream, .. }) => {
+                stream.clone_dtoh(s).ctx(|| format!("copying {} elements to the host", s.len()))
+            }
+            (Buffer::Cpu(v), _) => Ok(v.clone()),
+            (Buffer::Cuda(_), Stream::Cpu(_)) => {
+                Err(Error::BackendMismatch { op: "to_vec", what: "buffer", expected: "cpu", got: "cuda" })
+            }
+        }
+    }
+
+    /// Overwrites the buffer with `data` (same length).
+    pub fn copy_from(&mut self, stream: &Stream, data: &[T]) -> Result<()> {
+        if data.len() != self.len() {
+            return Err(Error::ShapeMismatch {
+                op: "copy_from",
+                what: "source",
+                expected: self.len(),
+                got: data.len(),
+            });
+        }
+        match (self, stream) {
+            (Buffer::Cuda(s), Stream::Cuda { stream, .. }) => {
+                stream.memcpy_htod(data, s).ctx(|| format!("copying {} elements to the device", data.len()))
+            }
+            (Buffer::Cpu(v), _) => {
+                v.copy_from_slice(data);
+                Ok(())
+            }
+            (Buffer::Cuda(_), Stream::Cpu(_)) => {
+                Err(Error::BackendMismatch { op: "copy_from", what: "buffer", expected: "cpu", got: "cuda" })
+            }
+        }
+    }
+
+    /// A read-only range (element offsets; need not be aligned).
+    pub fn view(&self, r: impl RangeBounds<usize>) -> Result<View<'_, T>> {
+        let (s, e) = bounds(self.len(), r)?;
+        Ok(match self {
+            Buffer::Cuda(b) => View::Cuda(b.slice(s..e)),
+            Buffer::Cpu(v) => View::Cpu(&v[s..e]),
+        })
+    }
+
+    /// The whole buffer, read-only.
+    pub fn all(&self) -> View<'_, T> {
+        match self {
+            Buffer::Cuda(b) => View::Cuda(b.as_view()),
+            Buffer::Cpu(v) => View::Cpu(v),
+        }
+    }
+
+    /// A writable range (element offsets; need not be aligned).
+    pub fn view_mut(&mut self, r: impl RangeBounds<usize>) -> Result<ViewMut<'_, T>> {
+        let (s, e) = bounds(self.len(), r)?;
+        Ok(match self {
+            Buffer::Cuda(b) => ViewMut::Cuda(b.slice_mut(s..e)),
+            Buffer::Cpu(v) => ViewMut::Cpu(&mut v[s..e]),
+        })
+    }
+
+    /// The whole buffer, writable.
+    pub fn all_mut(&mut self) -> ViewMut<'_, T> {
+        match self {
+            Buffer::Cuda(b) => ViewMut::Cuda(b.as_view_mut()),
+            Buffer::Cpu(v) => ViewMut::Cpu(v),
+        }
+    }
+}
+
+impl<T: Scalar> View<'_, T> {
+    pub fn len(&self) -> usize {
+        match self {
+            View::Cuda(v) => v.len(),
+            View::Cpu(s) => s.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn backend_name(&self) -> &'static str {
+        match self {
+            View::Cuda(_) => "cuda",
+            View::Cpu(_) => "cpu",
+        }
+    }
+}
+
+impl<T: Scalar> ViewMut<'_, T> {
+    pub fn len(&self) -> usize {
+        match self {
+            ViewMut::Cuda(v) => v.len(),
+            ViewMut::Cpu(s) => s.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn backend_name(&self) -> &'static str {
+        match self {
+            ViewMut::Cuda(_) => "cuda",
+            ViewMut::Cpu(_) => "cpu",
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Launch configurations of the elementwise family, checked once before any launch, and the
+//! built-in heuristic used until a tuned profile says otherwise.
+
+use ferrotune_kernels::DType;
+use ferrotune_kernels::elementwise::{ELEM_VARIANTS, ElemOp, ElemVariant};
+
+use crate::device::DeviceInfo;
+use crate::error::{Error, Result};
+
+/// How an elementwise op is launched. The GPU fields pick a PTX variant and the grid; the CPU
+/// field sizes the rayon tasks. The autotuner sweeps all of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ElemConfig {
+    /// Threads per block: a multiple of 32, at most 1024.
+    pub threads: u32,
+    /// 16-byte vectors or scalars, and vectors in flight per thread (a compiled variant).
+    pub variant: ElemVariant,
+    /// 0: enough blocks to cover the data in one pass. N > 0: at most N blocks per SM, each
+    /// looping over the data (a persistent grid).
+    pub blocks_per_sm: u32,
+    /// Elements per rayon task on the CPU backend.
+    pub cpu_chunk: usize,
+}
+
+impl ElemConfig {
+    /// The built-in choice (measured on the H100: see bench/results/).
+    pub fn heuristic(_op: ElemOp, dtype: DType, _device: Option<&DeviceInfo>) -> ElemConfig {
+        ElemConfig {
+            threads: 256,
+            variant: ElemVariant { vec16: true, unroll: if dtype == DType::F32 { 2 } else { 1 } },
+            blocks_per_sm: 0,
+            cpu_chunk: 1 << 16,
+        }
+    }
+
+    /// Checks the config against the compiled variants and the device limits.
+    pub fn validate(&self, op: ElemOp, device: Option<&DeviceInfo>) -> Result<()> {
+        let bad = |why: String| Err(Error::InvalidConfig { op: op.name(), why });
+        let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
+        if self.threads == 0 || !self.threads.is_multiple_of(32) || self.threads > max_threads {
+            return bad(format!("threads per block {} must be a multiple of 32 in 32..={max_threads}", self.threads));
+        }
+        if !ELEM_VARIANTS.contains(&self.variant) {
+            return bad(format!("variant {:?} is not compiled into the PTX (see ELEM_VARIANTS)", self.variant));
+        }
+        if self.cpu_chunk == 0 {
+            return bad("cpu_chunk must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Every config the tuner may try for the GPU: each compiled variant x block sizes x grid
+    /// policies.
+    pub fn gpu_space() -> Vec<ElemConfig> {
+        let mut v = Vec::new();
+        for variant in ELEM_VARIANTS {
+            for threads in [128, 256, 512, 1024] {
+                for blocks_per_sm in [0, 4, 8, 16] {
+                    v.push(ElemConfig { threads, variant, blocks_per_sm, cpu_chunk: 1 << 16 });
+                }
+            }
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heuristic_is_valid_for_every_op_and_dtype() {
+        for op in ElemOp::ALL {
+            for dt in DType::ALL {
+                ElemConfig::heuristic(op, dt, None).validate(op, None).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn bad_configs_are_rejected_with_a_reason() {
+        let ok = ElemConfig::heuristic(ElemOp::Add, DType::F32, None);
+        for bad in [
+            ElemConfig { threads: 0, ..ok },
+            ElemConfig { threads: 100, ..ok },
+            ElemConfig { threads: 2048, ..ok },
+            ElemConfig { variant: ElemVariant { vec16: true, unroll: 3 }, ..ok },
+            ElemConfig { cpu_chunk: 0, ..ok },
+        ] {
+            let e = bad.validate(ElemOp::Add, None).unwrap_err();
+            assert!(matches!(e, Error::InvalidConfig { .. }), "{e}");
+        }
+        assert_eq!(ElemConfig::gpu_space().len(), ELEM_VARIANTS.len() * 16);
+        assert!(ElemConfig::gpu_space().iter().all(|c| c.validate(ElemOp::Add, None).is_ok()));
+    }
+}

@@ -1,0 +1,63 @@
+//! The library's one error type: every failure an op, a buffer or the runtime can report.
+
+use cudarc::driver::DriverError;
+use cudarc::driver::sys::CUresult;
+
+/// Everything that can go wrong in ferrotune. Bad input is always reported here, before any
+/// kernel is launched; nothing panics on user input.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No CUDA driver or no device: the CUDA backend cannot be used.
+    #[error("no CUDA device: {0}")]
+    NoDevice(String),
+    /// The PTX was not built into this binary (see the build warning "GPU kernels not built").
+    #[error("GPU kernels not built into this binary: {0}")]
+    KernelsNotBuilt(String),
+    /// The device is older than the oldest architecture the PTX targets.
+    #[error("unsupported device {name} (compute capability {major}.{minor}); ferrotune needs 8.0 or newer")]
+    UnsupportedDevice { name: String, major: i32, minor: i32 },
+    /// Two operands of an op disagree in length or shape.
+    #[error("{op}: shape mismatch: {what} has {got} elements, expected {expected}")]
+    ShapeMismatch { op: &'static str, what: &'static str, expected: usize, got: usize },
+    /// A buffer is smaller than the op needs.
+    #[error("{op}: buffer too small: {what} has {got} elements, needs {needed}")]
+    BufferTooSmall { op: &'static str, what: &'static str, needed: usize, got: usize },
+    /// An input that must not be empty is.
+    #[error("{op}: {what} must not be empty")]
+    EmptyInput { op: &'static str, what: &'static str },
+    /// The op has no kernel for this element type.
+    #[error("{op}: unsupported dtype {dtype}")]
+    UnsupportedDtype { op: &'static str, dtype: &'static str },
+    /// A launch configuration the kernels or the device cannot run.
+    #[error("invalid config for {op}: {why}")]
+    InvalidConfig { op: &'static str, why: String },
+    /// Operands live on different backends (a CPU buffer passed to a CUDA stream...).
+    #[error("{op}: operand {what} lives on the {got} backend, the stream on {expected}")]
+    BackendMismatch { op: &'static str, what: &'static str, expected: &'static str, got: &'static str },
+    /// The device ran out of memory.
+    #[error("out of device memory ({context})")]
+    OutOfMemory { context: String },
+    /// Any other CUDA driver error, with what was being done.
+    #[error("CUDA error during {context}: {source}")]
+    Driver { context: String, source: DriverError },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Attaches what was being done to a driver error; out-of-memory becomes its own kind.
+pub(crate) trait DriverContext<T> {
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> DriverContext<T> for std::result::Result<T, DriverError> {
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|source| {
+            if source.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                Error::OutOfMemory { context: context() }
+            } else {
+                Error::Driver { context: context(), source }
+            }
+        })
+    }
+}

@@ -1,0 +1,58 @@
+//! The embedded PTX, loaded once per context, and the cache of kernel functions by name.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::Ptx;
+
+use crate::error::{DriverContext, Error, Result};
+
+/// The PTX modules built into this binary, newest architecture first.
+pub fn embedded_ptx() -> Result<Vec<(&'static str, &'static str)>> {
+    #[cfg(ferrotune_ptx)]
+    {
+        Ok(vec![
+            ("sm_90", include_str!(env!("FERROTUNE_PTX_SM_90"))),
+            ("sm_80", include_str!(env!("FERROTUNE_PTX_SM_80"))),
+        ])
+    }
+    #[cfg(not(ferrotune_ptx))]
+    {
+        Err(Error::KernelsNotBuilt(env!("FERROTUNE_PTX_MISSING").to_string()))
+    }
+}
+
+/// The newest embedded PTX the device can run (`cc` = compute capability).
+pub fn select_ptx(cc: (i32, i32)) -> Result<(&'static str, &'static str)> {
+    let want = cc.0 * 10 + cc.1;
+    embedded_ptx()?
+        .into_iter()
+        .find(|(arch, _)| arch[3..].parse::<i32>().is_ok_and(|a| a <= want))
+        .ok_or_else(|| Error::KernelsNotBuilt(format!("no PTX for compute capability {}.{}", cc.0, cc.1)))
+}
+
+/// A loaded module and the functions looked up in it so far.
+pub(crate) struct Kernels {
+    pub arch: &'static str,
+    module: Arc<CudaModule>,
+    functions: Mutex<HashMap<String, CudaFunction>>,
+}
+
+impl Kernels {
+    pub fn load(ctx: &Arc<CudaContext>, arch: &'static str, ptx: &'static str) -> Result<Kernels> {
+        let module = ctx.load_module(Ptx::from_src(ptx)).ctx(|| format!("loading the {arch} PTX module"))?;
+        Ok(Kernels { arch, module, functions: Mutex::new(HashMap::new()) })
+    }
+
+    /// The function `name`, looked up in the driver once and cached.
+    pub fn function(&self, name: &str) -> Result<CudaFunction> {
+        let mut map = self.functions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = map.get(name) {
+            return Ok(f.clone());
+        }
+        let f = self.module.load_function(name).ctx(|| format!("looking up kernel {name}"))?;
+        map.insert(name.to_string(), f.clone());
+        Ok(f)
+    }
+}

@@ -1,0 +1,10 @@
+//! The op API. Every op takes a stream (CUDA or CPU), checks its operands, then launches the
+//! PTX entry point or runs the same maths on the CPU pool.
+
+pub mod elementwise;
+pub mod reduce;
+
+pub use elementwise::{
+    Activation, GeluForm, add, add_mul_act, axpy, bias_add_inplace, copy, gelu, relu, run_elementwise, scale,
+};
+pub use reduce::sum;

@@ -1,0 +1,186 @@
+//! PTX intrinsics: thread indices, barriers, shared memory, warp shuffles, 16-byte global
+//! vector accesses and f16/bf16 conversions, each a thin safe-as-possible wrapper over one
+//! instruction. Only the GPU build compiles this file.
+
+use core::arch::asm;
+use core::arch::nvptx as nv;
+
+/// `threadIdx.x`.
+#[inline(always)]
+pub fn thread_idx_x() -> u32 {
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { nv::_thread_idx_x() as u32 }
+}
+
+/// `blockIdx.x`.
+#[inline(always)]
+pub fn block_idx_x() -> u32 {
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { nv::_block_idx_x() as u32 }
+}
+
+/// `blockDim.x`.
+#[inline(always)]
+pub fn block_dim_x() -> u32 {
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { nv::_block_dim_x() as u32 }
+}
+
+/// `gridDim.x`.
+#[inline(always)]
+pub fn grid_dim_x() -> u32 {
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { nv::_grid_dim_x() as u32 }
+}
+
+/// Lane index inside the warp (0..32).
+#[inline(always)]
+pub fn lane_id() -> u32 {
+    let l: u32;
+    // SAFETY: reads the %laneid special register.
+    unsafe { asm!("mov.u32 {l}, %laneid;", l = out(reg32) l) };
+    l
+}
+
+/// Block-wide barrier (`bar.sync 0`).
+///
+/// # Safety
+/// Every thread of the block must reach the same barrier (no divergent call sites), or the
+/// block deadlocks.
+#[inline(always)]
+pub unsafe fn sync_threads() {
+    // SAFETY: the caller upholds the convergence requirement.
+    unsafe { nv::_syncthreads() }
+}
+
+/// Butterfly shuffle across the full warp (`shfl.sync.bfly.b32`, all 32 lanes participate).
+///
+/// # Safety
+/// All 32 lanes of the warp must execute this call together.
+#[inline(always)]
+pub unsafe fn shfl_xor_f32(v: f32, lane_mask: u32) -> f32 {
+    let r: f32;
+    // SAFETY: the caller guarantees full-warp convergence, which the 0xffffffff mask states.
+    unsafe {
+        asm!("shfl.sync.bfly.b32 {r}, {v}, {m}, 0x1f, 0xffffffff;",
+             r = out(reg32) r, v = in(reg32) v, m = in(reg32) lane_mask)
+    };
+    r
+}
+
+/// Shuffle down across the full warp (`shfl.sync.down.b32`).
+///
+/// # Safety
+/// All 32 lanes of the warp must execute this call together.
+#[inline(always)]
+pub unsafe fn shfl_down_f32(v: f32, delta: u32) -> f32 {
+    let r: f32;
+    // SAFETY: the caller guarantees full-warp convergence, which the 0xffffffff mask states.
+    unsafe {
+        asm!("shfl.sync.down.b32 {r}, {v}, {d}, 0x1f, 0xffffffff;",
+             r = out(reg32) r, v = in(reg32) v, d = in(reg32) delta)
+    };
+    r
+}
+
+// Module-scope shared memory. Declaring `.shared` inside a function's `asm!` fails (the
+// declaration is duplicated wherever the function is inlined), so it lives here.
+core::arch::global_asm!(".extern .shared .align 16 .b8 ft_dyn_smem[];", ".shared .align 16 .b8 ft_reduce_smem[128];",);
+
+/// Shared-space address of the dynamic shared memory (size set at launch).
+#[inline(always)]
+pub fn dyn_smem_addr() -> u32 {
+    let a: u32;
+    // SAFETY: takes the address of a module-scope symbol.
+    unsafe { asm!("mov.u32 {a}, ft_dyn_smem;", a = out(reg32) a) };
+    a
+}
+
+/// Shared-space address of a static 128-byte scratch area (32 floats: one per warp), used by
+/// block reductions.
+#[inline(always)]
+pub fn reduce_smem_addr() -> u32 {
+    let a: u32;
+    // SAFETY: takes the address of a module-scope symbol.
+    unsafe { asm!("mov.u32 {a}, ft_reduce_smem;", a = out(reg32) a) };
+    a
+}
+
+/// Stores an f32 into shared memory.
+///
+/// # Safety
+/// `addr` must be a 4-byte aligned shared-space address inside a declared shared array.
+#[inline(always)]
+pub unsafe fn st_shared_f32(addr: u32, v: f32) {
+    // SAFETY: the caller guarantees the address is valid shared memory.
+    unsafe { asm!("st.shared.f32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v) };
+}
+
+/// Loads an f32 from shared memory.
+///
+/// # Safety
+/// `addr` must be a 4-byte aligned shared-space address inside a declared shared array.
+#[inline(always)]
+pub unsafe fn ld_shared_f32(addr: u32) -> f32 {
+    let v: f32;
+    // SAFETY: the caller guarantees the address is valid shared memory.
+    unsafe { asm!("ld.shared.f32 {v}, [{a}];", v = out(reg32) v, a = in(reg32) addr) };
+    v
+}
+
+/// 16-byte global load (`ld.global.v4.b32`).
+///
+/// # Safety
+/// `p` must point to 16 readable, 16-byte aligned bytes of global memory.
+#[inline(always)]
+pub unsafe fn ld_global_v4(p: *const u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller guarantees alignment and validity.
+    unsafe {
+        asm!("ld.global.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];",
+             p = in(reg64) p, a = out(reg32) a, b = out(reg32) b, c = out(reg32) c,
+             d = out(reg32) d, options(readonly, nostack))
+    };
+    [a, b, c, d]
+}
+
+/// 16-byte global store (`st.global.v4.b32`).
+///
+/// # Safety
+/// `p` must point to 16 writable, 16-byte aligned bytes of global memory.
+#[inline(always)]
+pub unsafe fn st_global_v4(p: *mut u32, v: [u32; 4]) {
+    // SAFETY: the caller guarantees alignment and validity.
+    unsafe {
+        asm!("st.global.v4.b32 [{p}], {{{a}, {b}, {c}, {d}}};",
+             p = in(reg64) p, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2],
+             d = in(reg32) v[3], options(nostack))
+    };
+}
+
+/// f16 bits → f32 (`cvt.f32.f16`, exact).
+#[inline(always)]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let f: f32;
+    // SAFETY: a register-to-register conversion.
+    unsafe { asm!("cvt.f32.f16 {f}, {h};", f = out(reg32) f, h = in(reg16) h, options(pure, nomem, nostack)) };
+    f
+}
+
+/// f32 → f16 bits, round to nearest even (`cvt.rn.f16.f32`).
+#[inline(always)]
+pub fn f32_to_f16(f: f32) -> u16 {
+    let h: u16;
+    // SAFETY: a register-to-register conversion.
+    unsafe { asm!("cvt.rn.f16.f32 {h}, {f};", h = out(reg16) h, f = in(reg32) f, options(pure, nomem, nostack)) };
+    h
+}
+
+/// f32 → bf16 bits, round to nearest even (`cvt.rn.bf16.f32`, sm_80+).
+#[inline(always)]
+pub fn f32_to_bf16(f: f32) -> u16 {
+    let h: u16;
+    // SAFETY: a register-to-register conversion.
+    unsafe { asm!("cvt.rn.bf16.f32 {h}, {f};", h = out(reg16) h, f = in(reg32) f, options(pure, nomem, nostack)) };
+    h
+}

@@ -1,0 +1,300 @@
+//! The memory-bound family: per-element maths (written once, used by the PTX entry points and
+//! by the CPU backend), the variant list the PTX contains, and the slice loops of the CPU path.
+
+use crate::element::Element;
+use crate::math;
+
+/// A map from `K` input elements to one output element. The GPU entry points and the CPU
+/// backend both call `apply`; this is the only place an op's maths is written.
+pub trait Map<const K: usize>: Copy + Send + Sync {
+    /// The op on f32 values (what f16/bf16 inputs are widened to).
+    fn map_f32(self, x: [f32; K]) -> f32;
+
+    /// The op on storage values: widen, compute in f32, round back (nearest even).
+    #[inline(always)]
+    fn apply<T: Element>(self, x: [T; K]) -> T {
+        T::from_f32(self.map_f32(x.map(T::to_f32)))
+    }
+}
+
+/// `y = x`: a bit copy (no conversion), the bandwidth probe.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CopyBits;
+impl Map<1> for CopyBits {
+    #[inline(always)]
+    fn map_f32(self, x: [f32; 1]) -> f32 {
+        x[0]
+    }
+    #[inline(always)]
+    fn apply<T: Element>(self, x: [T; 1]) -> T {
+        x[0]
+    }
+}
+
+/// `y = alpha * x`.
+#[derive(Clone, Copy, Debug)]
+pub struct Scale {
+    pub alpha: f32,
+}
+impl Map<1> for Scale {
+    #[inline(always)]
+    fn map_f32(self, x: [f32; 1]) -> f32 {
+        self.alpha * x[0]
+    }
+}
+
+/// `y = max(x, 0)`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Relu;
+impl Map<1> for Relu {
+    #[inline(always)]
+    fn map_f32(self, x: [f32; 1]) -> f32 {
+        math::relu(x[0])
+    }
+}
+
+/// `y = x Φ(x)` (exact GELU, erf form).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GeluErf;
+impl Map<1> for GeluErf {
+    #[inline(always)]
+    fn map_f32(self, x: [f32; 1]) -> f32 {
+        math::gelu_erf(x[0])
+    }
+}
+
+/// `y = 0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³)))` (tanh approximation of GELU).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GeluTanh;
+impl Map<1> for GeluTanh {
+    #[inline(always)]
+    fn map_f32(self, x: [f32; 1]) -> f32 {
+        math::gelu_tanh(x[0])
+    }
+}
+
+/// `out = a + b`; with a broadcast row of `b` this is also `bias_add`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Add;
+impl Map<2> for Add {
+    #[inline(always)]
+    fn map_f32(self, x: [f32; 2]) -> f32 {
+        x[0] + x[1]
+    }
+}
+
+/// `y = alpha * x + y` (inputs `[x, y]`, output written over `y`).
+#[derive(Clone, Copy, Debug)]
+pub struct Axpy {
+    pub alpha: f32,
+}
+impl Map<2> for Axpy {
+    #[inline(always)]
+    fn map_f32(self, x: [f32; 2]) -> f32 {
+        crate::arch::fmaf(self.alpha, x[0], x[1])
+    }
+}
+
+/// The activation at the end of the fused chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Activation {
+    None,
+    Relu,
+    GeluErf,
+    GeluTanh,
+}
+
+impl Activation {
+    pub const ALL: [Activation; 4] = [Activation::None, Activation::Relu, Activation::GeluErf, Activation::GeluTanh];
+
+    #[inline(always)]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            Activation::None => x,
+            Activation::Relu => math::relu(x),
+            Activation::GeluErf => math::gelu_erf(x),
+            Activation::GeluTanh => math::gelu_tanh(x),
+        }
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Activation::None => "none",
+            Activation::Relu => "relu",
+            Activation::GeluErf => "gelu_erf",
+            Activation::GeluTanh => "gelu_tanh",
+        }
+    }
+}
+
+/// The fused chain `out = act((a + b) * c)` in one pass. Each PTX entry point fixes `act` at
+/// compile time (the match folds away); the CPU backend passes it at run time.
+#[derive(Clone, Copy, Debug)]
+pub struct AddMulAct {
+    pub act: Activation,
+}
+impl Map<3> for AddMulAct {
+    #[inline(always)]
+    fn map_f32(self, x: [f32; 3]) -> f32 {
+        self.act.apply((x[0] + x[1]) * x[2])
+    }
+}
+
+/// The ops of this family, as named in entry points, profiles and on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElemOp {
+    Copy,
+    Scale,
+    Relu,
+    GeluErf,
+    GeluTanh,
+    Add,
+    Axpy,
+    BiasAdd,
+    Chain(Activation),
+}
+
+impl ElemOp {
+    pub const ALL: [ElemOp; 12] = [
+        ElemOp::Copy,
+        ElemOp::Scale,
+        ElemOp::Relu,
+        ElemOp::GeluErf,
+        ElemOp::GeluTanh,
+        ElemOp::Add,
+        ElemOp::Axpy,
+        ElemOp::BiasAdd,
+        ElemOp::Chain(Activation::None),
+        ElemOp::Chain(Activation::Relu),
+        ElemOp::Chain(Activation::GeluErf),
+        ElemOp::Chain(Activation::GeluTanh),
+    ];
+
+    /// The name used in entry points (`ft_<name>_<dtype>_...`) and on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ElemOp::Copy => "copy",
+            ElemOp::Scale => "scale",
+            ElemOp::Relu => "relu",
+            ElemOp::GeluErf => "gelu_erf",
+            ElemOp::GeluTanh => "gelu_tanh",
+            ElemOp::Add => "add",
+            ElemOp::Axpy => "axpy",
+            ElemOp::BiasAdd => "bias_add",
+            ElemOp::Chain(Activation::None) => "add_mul",
+            ElemOp::Chain(Activation::Relu) => "add_mul_relu",
+            ElemOp::Chain(Activation::GeluErf) => "add_mul_gelu_erf",
+            ElemOp::Chain(Activation::GeluTanh) => "add_mul_gelu_tanh",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<ElemOp> {
+        ElemOp::ALL.into_iter().find(|op| op.name() == s)
+    }
+
+    /// Number of tensors read (bias counts as one: it is read once per row but stays cached).
+    pub const fn inputs(self) -> usize {
+        match self {
+            ElemOp::Copy | ElemOp::Scale | ElemOp::Relu | ElemOp::GeluErf | ElemOp::GeluTanh => 1,
+            ElemOp::Add | ElemOp::Axpy | ElemOp::BiasAdd => 2,
+            ElemOp::Chain(_) => 3,
+        }
+    }
+
+    /// Fewest bytes the op must move through device memory for `n` output elements of `elem`
+    /// bytes: every full-size input read once, the output written once (bias: one row read).
+    pub const fn min_bytes(self, n: usize, elem: usize, bias_cols: usize) -> usize {
+        match self {
+            ElemOp::BiasAdd => (2 * n + bias_cols) * elem,
+            _ => (self.inputs() + 1) * n * elem,
+        }
+    }
+}
+
+/// A compile-time variant of an elementwise entry point: 16-byte vector accesses or scalar
+/// ones, and how many vectors each thread has in flight per loop step. Threads per block and
+/// the grid size are launch-time parameters and need no variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ElemVariant {
+    /// 16-byte vector loads/stores (needs 16-byte aligned pointers); else one element each.
+    pub vec16: bool,
+    /// Vectors per thread per loop step (independent loads in flight).
+    pub unroll: u32,
+}
+
+/// Every variant instantiated in the PTX for every elementwise op and dtype (see `entry/`).
+/// Adding one here and in the `variants!` list of `entry/elementwise.rs` makes it tunable.
+pub const ELEM_VARIANTS: [ElemVariant; 6] = [
+    ElemVariant { vec16: true, unroll: 1 },
+    ElemVariant { vec16: true, unroll: 2 },
+    ElemVariant { vec16: true, unroll: 4 },
+    ElemVariant { vec16: false, unroll: 1 },
+    ElemVariant { vec16: false, unroll: 2 },
+    ElemVariant { vec16: false, unroll: 4 },
+];
+
+impl ElemVariant {
+    /// The suffix of the entry point: `v16_u2`, `v1_u4`, ...
+    pub fn suffix(self) -> (&'static str, u32) {
+        (if self.vec16 { "v16" } else { "v1" }, self.unroll)
+    }
+}
+
+/// CPU path: `out[i] = op(inputs[0][i], ..)`. All slices have `out.len()` elements (checked by
+/// the caller, asserted here).
+#[inline]
+pub fn map_into<T: Element, const K: usize, Op: Map<K>>(op: Op, inputs: [&[T]; K], out: &mut [T]) {
+    for x in &inputs {
+        assert_eq!(x.len(), out.len(), "map_into: length mismatch");
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = op.apply(inputs.map(|x| x[i]));
+    }
+}
+
+/// CPU path for ops that overwrite their last input (`axpy`): `io[i] = op(.., io[i])`.
+#[inline]
+pub fn map_inplace<T: Element, Op: Map<2>>(op: Op, x: &[T], io: &mut [T]) {
+    assert_eq!(x.len(), io.len(), "map_inplace: length mismatch");
+    for (o, &xi) in io.iter_mut().zip(x) {
+        *o = op.apply([xi, *o]);
+    }
+}
+
+/// CPU path of `bias_add_inplace` for whole rows: `rows[r * cols + c] += bias[c]`.
+#[inline]
+pub fn bias_add_rows<T: Element>(rows: &mut [T], bias: &[T]) {
+    assert!(!bias.is_empty() && rows.len().is_multiple_of(bias.len()), "bias_add_rows: partial row");
+    for row in rows.chunks_exact_mut(bias.len()) {
+        for (o, &b) in row.iter_mut().zip(bias) {
+            *o = Add.apply([*o, b]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_names_round_trip() {
+        for op in ElemOp::ALL {
+            assert_eq!(ElemOp::from_name(op.name()), Some(op));
+        }
+        assert_eq!(ElemOp::from_name("nope"), None);
+    }
+
+    #[test]
+    fn min_bytes_counts_inputs_and_output() {
+        assert_eq!(ElemOp::Copy.min_bytes(10, 4, 0), 80);
+        assert_eq!(ElemOp::Chain(Activation::Relu).min_bytes(10, 2, 0), 80);
+        assert_eq!(ElemOp::BiasAdd.min_bytes(12, 4, 3), (24 + 3) * 4);
+    }
+
+    #[test]
+    fn copy_is_a_bit_copy() {
+        // A signalling-NaN payload survives: no conversion happens.
+        let x = [half::f16::from_bits(0x7d01)];
+        assert_eq!(CopyBits.apply(x).to_bits(), 0x7d01);
+    }
+}

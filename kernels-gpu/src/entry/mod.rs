@@ -1,0 +1,6 @@
+//! PTX entry points (GPU build only): each `extern "ptx-kernel"` function instantiates a kernel
+//! body for one op, dtype and compile-time variant. The host validates every launch (lengths,
+//! alignment, grid) before it reaches these, so kernels never fail at run time.
+
+mod elementwise;
+mod reduce;

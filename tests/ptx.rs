@@ -1,0 +1,39 @@
+//! The PTX built into the host library holds every entry point the host can ask for.
+
+use ferrotune::module::embedded_ptx;
+use ferrotune::ops::elementwise::entry_name;
+use ferrotune::{DType, ElemOp};
+use ferrotune_kernels::elementwise::ELEM_VARIANTS;
+
+#[test]
+fn every_entry_the_host_launches_is_in_the_ptx() {
+    let modules = match embedded_ptx() {
+        Ok(m) => m,
+        Err(e) => {
+            println!("every_entry_the_host_launches_is_in_the_ptx: skipped: {e}");
+            return;
+        }
+    };
+    for (arch, ptx) in modules {
+        let entries: std::collections::HashSet<_> = ferrotune_ptx_entries(ptx);
+        let mut wanted = vec!["ft_sum_f32".to_string()];
+        for op in ElemOp::ALL {
+            for dt in DType::ALL {
+                for v in ELEM_VARIANTS {
+                    wanted.push(entry_name(op, dt, v));
+                }
+            }
+        }
+        for w in &wanted {
+            assert!(entries.contains(w.as_str()), "{arch}: entry {w} missing from the PTX");
+        }
+        assert_eq!(entries.len(), wanted.len(), "{arch}: the PTX has entries the host never launches");
+    }
+}
+
+fn ferrotune_ptx_entries(ptx: &str) -> std::collections::HashSet<&str> {
+    ptx.lines()
+        .filter_map(|l| l.trim_start().strip_prefix(".visible .entry "))
+        .map(|r| r.split('(').next().unwrap_or(r).trim())
+        .collect()
+}

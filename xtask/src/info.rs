@@ -1,0 +1,47 @@
+//! `cargo xtask info`: the devices and what they can do, or the CPU backend in use.
+
+use ferrotune::{Backend, BackendChoice};
+
+pub fn run() -> anyhow::Result<()> {
+    match ferrotune::devices() {
+        Ok(devs) => {
+            for d in devs {
+                println!("device {}: {}", d.ordinal, d.name);
+                println!("  compute capability   {}.{} ({})", d.compute_capability.0, d.compute_capability.1, d.arch());
+                println!("  SMs                  {}", d.sm_count);
+                println!("  global memory        {:.1} GiB", d.global_mem_bytes as f64 / (1u64 << 30) as f64);
+                println!("  L2 cache             {:.1} MiB", d.l2_bytes as f64 / (1u64 << 20) as f64);
+                println!(
+                    "  shared mem / block   {} KiB (opt-in {} KiB)",
+                    d.shared_mem_per_block / 1024,
+                    d.shared_mem_per_block_optin / 1024
+                );
+                println!("  shared mem / SM      {} KiB", d.shared_mem_per_sm / 1024);
+                println!("  max threads          {} / block, {} / SM", d.max_threads_per_block, d.max_threads_per_sm);
+                println!("  registers / SM       {}", d.registers_per_sm);
+                println!("  SM clock             {} MHz", d.clock_khz / 1000);
+                println!(
+                    "  memory               {} MHz x {} bit ({:.0} GB/s theoretical)",
+                    d.memory_clock_khz / 1000,
+                    d.memory_bus_bits,
+                    d.theoretical_bandwidth() / 1e9
+                );
+                println!("  driver               CUDA {}.{}", d.driver_version / 1000, d.driver_version % 1000 / 10);
+            }
+            match Backend::new(BackendChoice::Cuda) {
+                Ok(Backend::Cuda(g)) => println!("kernels: PTX {} loaded", g.ptx_arch()?),
+                Ok(_) => {}
+                Err(e) => println!("kernels: {e}"),
+            }
+        }
+        Err(e) => {
+            let b = Backend::new(BackendChoice::Cpu)?;
+            let threads = match &b {
+                Backend::Cpu(c) => c.threads(),
+                Backend::Cuda(_) => 0,
+            };
+            println!("{e}: CPU backend, {threads} threads");
+        }
+    }
+    Ok(())
+}
