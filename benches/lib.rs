@@ -260,6 +260,10 @@ fn bench_op<T: Scalar>(backend: &Backend, s: &Stream, op: ElemOp, opts: &Options
         let short = Repeat { warmup: 2, iters: opts.repeat.iters.min(10) };
         let mut best = (f64::INFINITY, cfg);
         for c in ElemConfig::gpu_space() {
+            // Blocks larger than the variant's registers allow are pruned, not launched.
+            if ops::elementwise::max_threads(s, op, T::DTYPE, c.variant)?.is_some_and(|m| c.threads > m) {
+                continue;
+            }
             let st = time(&c, short, &mut out)?;
             swept += 1;
             if st.median_ms < best.0 {

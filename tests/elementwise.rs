@@ -4,9 +4,11 @@
 
 use ferrotune::config::ElemConfig;
 use ferrotune::ops::{self, Activation};
-use ferrotune::{Backend, Buffer, DType, ElemOp, Scalar, bf16, f16};
+use ferrotune::{Backend, Buffer, DType, ElemOp, ElemVariant, Scalar, bf16, f16};
 use ferrotune_kernels::elementwise::ELEM_VARIANTS;
-use ferrotune_testkit::{Rng, Tolerance, check_against_reference, close, cpu_backend, cuda_backend, poison};
+use ferrotune_testkit::{
+    Rng, Tolerance, check_against_reference, close, cpu_backend, cuda_backend, poison, reference_at,
+};
 use proptest::prelude::*;
 
 /// Guard elements before and after every view.
@@ -171,15 +173,36 @@ fn sum_matches_f64_sum_on_cpu() {
 fn gpu_matches_cpu_for_every_variant() {
     let Some(gpu) = cuda_backend("gpu_matches_cpu_for_every_variant") else { return };
     let cpu = cpu_backend();
-    let mut checked = 0;
+    let (mut checked, mut pruned) = (0, 0);
     for dt in DType::ALL {
         for op in ElemOp::ALL {
-            for (i, &n) in [1usize, 7, 33, 1000, 4099, (1 << 20) + 3].iter().enumerate() {
+            // FERROTUNE_TEST_SMALL drops the large size (for runs under compute-sanitizer).
+            let sizes: &[usize] = if std::env::var_os("FERROTUNE_TEST_SMALL").is_some() {
+                &[1, 7, 33, 1000, 4099]
+            } else {
+                &[1, 7, 33, 1000, 4099, (1 << 20) + 3]
+            };
+            for (i, &n) in sizes.iter().enumerate() {
                 for offset in [0usize, 1] {
                     for (j, variant) in ELEM_VARIANTS.iter().enumerate() {
+                        // Offset 1 is unaligned for every dtype: the scalar variant runs instead.
+                        let effective = ElemVariant { vec16: variant.vec16 && offset == 0, ..*variant };
+                        let limit = ops::elementwise::max_threads(&gpu.stream(), op, dt, effective).unwrap().unwrap();
                         let threads = [64, 128, 256, 512, 1024, 96][(i + j) % 6];
                         let blocks_per_sm = [0, 1, 4][(i + j + offset) % 3];
                         let cfg = ElemConfig { threads, variant: *variant, blocks_per_sm, cpu_chunk: 1 << 16 };
+                        if threads > limit {
+                            // Too many registers for this block size: a typed error, no launch.
+                            let r = match dt {
+                                DType::F32 => gpu_vs_cpu::<f32>(&gpu, &cpu, op, &cfg, n, offset, 1),
+                                DType::F16 => gpu_vs_cpu::<f16>(&gpu, &cpu, op, &cfg, n, offset, 1),
+                                DType::Bf16 => gpu_vs_cpu::<bf16>(&gpu, &cpu, op, &cfg, n, offset, 1),
+                            };
+                            let e = r.expect_err("a block too large for the kernel's registers must be refused");
+                            assert!(e.contains("threads per block") && e.contains("registers"), "{e}");
+                            pruned += 1;
+                            continue;
+                        }
                         let seed = (checked as u64) << 8 | n as u64;
                         let r = match dt {
                             DType::F32 => gpu_vs_cpu::<f32>(&gpu, &cpu, op, &cfg, n, offset, seed),
@@ -195,7 +218,7 @@ fn gpu_matches_cpu_for_every_variant() {
             }
         }
     }
-    println!("gpu_matches_cpu_for_every_variant: {checked} cases");
+    println!("gpu_matches_cpu_for_every_variant: {checked} cases, {pruned} refused (block too large)");
 }
 
 fn gpu_vs_cpu<T: Scalar>(
@@ -215,11 +238,14 @@ fn gpu_vs_cpu<T: Scalar>(
     let c = run_op(cpu, op, cfg, &inputs, offset, alpha)?;
     let refs: Vec<&[T]> = inputs.iter().map(|v| v.as_slice()).collect();
     check_against_reference(op, alpha, &refs, &g).map_err(|e| format!("GPU: {e}"))?;
-    // GPU and CPU run the same maths; they may differ by the fma and one output rounding.
+    // GPU and CPU run the same maths; they may differ by the fma, the approximate reciprocal
+    // and one output rounding: a few ulps, plus what the reference allows for intermediate
+    // rounding (axpy's unfused product on the CPU, for instance).
     let tol = Tolerance::of(T::DTYPE);
     for (i, (a, b)) in g.iter().zip(&c).enumerate() {
+        let ((_, slack), _) = reference_at(op, alpha, &refs, g.len(), i);
         let (a, b) = (a.to_f32() as f64, b.to_f32() as f64);
-        if !close(a, (b, 4e-6 * b.abs()), tol) {
+        if !close(a, (b, 4e-6 * b.abs() + 2.0 * slack), tol) {
             return Err(format!("{} {}: element {i}: GPU {a:e} vs CPU {b:e}", op.name(), T::DTYPE.name()));
         }
     }

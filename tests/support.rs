@@ -127,18 +127,24 @@ pub fn poison<T: Scalar>() -> T {
     T::from_f32(f32::NAN)
 }
 
+/// The reference (value, slack) of element `i` of an op with `n` outputs, and the inputs it
+/// used (bias is broadcast by `i % cols`).
+pub fn reference_at<T: Scalar>(op: ElemOp, alpha: f32, inputs: &[&[T]], n: usize, i: usize) -> ((f64, f64), Vec<f64>) {
+    let x: Vec<f64> = inputs
+        .iter()
+        .map(|v| if op == ElemOp::BiasAdd && v.len() != n { v[i % v.len()] } else { v[i] })
+        .map(|v| v.to_f32() as f64)
+        .collect();
+    (reference(op, alpha as f64, &x), x)
+}
+
 /// Checks `got` (one output per element) against the f64 reference of `op` over `inputs`
 /// (each of the op's input tensors; bias is broadcast by `i % cols`). Returns the index and
 /// values of the first mismatch.
 pub fn check_against_reference<T: Scalar>(op: ElemOp, alpha: f32, inputs: &[&[T]], got: &[T]) -> Result<(), String> {
     let tol = Tolerance::of(T::DTYPE);
     for (i, g) in got.iter().enumerate() {
-        let x: Vec<f64> = inputs
-            .iter()
-            .map(|v| if op == ElemOp::BiasAdd && v.len() != got.len() { v[i % v.len()] } else { v[i] })
-            .map(|v| v.to_f32() as f64)
-            .collect();
-        let want = reference(op, alpha as f64, &x);
+        let (want, x) = reference_at(op, alpha, inputs, got.len(), i);
         let g = g.to_f32() as f64;
         if !close(g, want, tol) {
             return Err(format!(

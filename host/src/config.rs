@@ -23,14 +23,18 @@ pub struct ElemConfig {
 }
 
 impl ElemConfig {
-    /// The built-in choice (measured on the H100: see bench/results/).
-    pub fn heuristic(_op: ElemOp, dtype: DType, _device: Option<&DeviceInfo>) -> ElemConfig {
-        ElemConfig {
-            threads: 256,
-            variant: ElemVariant { vec16: true, unroll: if dtype == DType::F32 { 2 } else { 1 } },
-            blocks_per_sm: 0,
-            cpu_chunk: 1 << 16,
-        }
+    /// The built-in choice, from the config sweep of `cargo xtask bench --sweep` on the H100
+    /// (bench/results/): 16-byte vectors everywhere; one vector per thread and large blocks
+    /// for the ops that only move bytes; more vectors in flight for the arithmetic-heavy GELU
+    /// family, whose instruction count per byte is highest.
+    pub fn heuristic(op: ElemOp, dtype: DType, _device: Option<&DeviceInfo>) -> ElemConfig {
+        let (threads, unroll, blocks_per_sm) = match (op, dtype) {
+            (ElemOp::GeluErf | ElemOp::GeluTanh, DType::F32) => (256, 4, 0),
+            (ElemOp::GeluErf | ElemOp::GeluTanh, _) => (256, 2, 0),
+            (ElemOp::BiasAdd, _) => (256, 1, 0),
+            _ => (1024, 1, 0),
+        };
+        ElemConfig { threads, variant: ElemVariant { vec16: true, unroll }, blocks_per_sm, cpu_chunk: 1 << 16 }
     }
 
     /// Checks the config against the compiled variants and the device limits.

@@ -32,11 +32,20 @@ pub fn select_ptx(cc: (i32, i32)) -> Result<(&'static str, &'static str)> {
         .ok_or_else(|| Error::KernelsNotBuilt(format!("no PTX for compute capability {}.{}", cc.0, cc.1)))
 }
 
+/// A kernel function and the limits its compiled code imposes on a launch.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    pub func: CudaFunction,
+    /// Most threads per block this function can launch with (its registers decide).
+    pub max_threads: u32,
+    pub registers: u32,
+}
+
 /// A loaded module and the functions looked up in it so far.
 pub(crate) struct Kernels {
     pub arch: &'static str,
     module: Arc<CudaModule>,
-    functions: Mutex<HashMap<String, CudaFunction>>,
+    functions: Mutex<HashMap<String, Kernel>>,
 }
 
 impl Kernels {
@@ -45,14 +54,18 @@ impl Kernels {
         Ok(Kernels { arch, module, functions: Mutex::new(HashMap::new()) })
     }
 
-    /// The function `name`, looked up in the driver once and cached.
-    pub fn function(&self, name: &str) -> Result<CudaFunction> {
+    /// The function `name` with its launch limits, looked up in the driver once and cached.
+    pub fn function(&self, name: &str) -> Result<Kernel> {
         let mut map = self.functions.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = map.get(name) {
-            return Ok(f.clone());
+        if let Some(k) = map.get(name) {
+            return Ok(k.clone());
         }
-        let f = self.module.load_function(name).ctx(|| format!("looking up kernel {name}"))?;
-        map.insert(name.to_string(), f.clone());
-        Ok(f)
+        let what = || format!("looking up kernel {name}");
+        let func = self.module.load_function(name).ctx(what)?;
+        let max_threads = func.max_threads_per_block().ctx(what)? as u32;
+        let registers = func.num_regs().ctx(what)? as u32;
+        let k = Kernel { func, max_threads, registers };
+        map.insert(name.to_string(), k.clone());
+        Ok(k)
     }
 }

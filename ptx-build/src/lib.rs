@@ -147,7 +147,7 @@ pub fn build(opts: &BuildOptions) -> Result<Vec<PtxArtifact>, PtxBuildError> {
             .arg(format!("-Ctarget-cpu={arch}"))
             // Full unrolling of the per-lane loops keeps vector arrays in registers (without
             // it the 16-bit, 4-deep variants spill their arrays to local memory).
-            .args(["-C", "llvm-args=-unroll-threshold=2000"]))
+            .args(["-C", "llvm-args=-unroll-threshold=8000"]))
         .map_err(PtxBuildError::NightlyMissing)?;
         if !output.status.success() {
             return Err(PtxBuildError::Compile {

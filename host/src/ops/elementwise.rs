@@ -235,6 +235,21 @@ pub fn entry_name(op: ElemOp, dtype: ferrotune_kernels::DType, variant: ElemVari
     format!("ft_{}_{}_{}_u{}", op.name(), dtype.name(), v, u)
 }
 
+/// Most threads per block the entry point of (op, dtype, variant) can launch with on this
+/// stream's device (its register use decides); `None` on the CPU backend. The tuner prunes
+/// configs above it; `run_elementwise` rejects them with `InvalidConfig`.
+pub fn max_threads(
+    s: &Stream,
+    op: ElemOp,
+    dtype: ferrotune_kernels::DType,
+    variant: ElemVariant,
+) -> Result<Option<u32>> {
+    match s {
+        Stream::Cpu(_) => Ok(None),
+        Stream::Cuda { gpu, .. } => Ok(Some(gpu.kernels()?.function(&entry_name(op, dtype, variant))?.max_threads)),
+    }
+}
+
 /// Blocks for `n` elements: one pass over the data, or a capped persistent grid.
 pub(crate) fn grid_blocks(n: usize, lanes: usize, cfg: &ElemConfig, variant: ElemVariant, sm_count: u32) -> u32 {
     let per_block = cfg.threads as usize * variant.unroll as usize * lanes;
@@ -283,11 +298,20 @@ fn run_gpu<T: Scalar>(
         variant.vec16 = false;
     }
     let name = entry_name(op, T::DTYPE, variant);
-    let func = kernels.function(&name)?;
+    let kernel = kernels.function(&name)?;
+    if cfg.threads > kernel.max_threads {
+        return Err(Error::InvalidConfig {
+            op: op.name(),
+            why: format!(
+                "{name} uses {} registers per thread, so at most {} threads per block; {} requested",
+                kernel.registers, kernel.max_threads, cfg.threads
+            ),
+        });
+    }
     let blocks = grid_blocks(n, if variant.vec16 { lanes } else { 1 }, cfg, variant, gpu.info.sm_count);
     let launch = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (cfg.threads, 1, 1), shared_mem_bytes: 0 };
     let cols = inputs[0].len();
-    let mut b = cs.launch_builder(&func);
+    let mut b = cs.launch_builder(&kernel.func);
     match op {
         ElemOp::Copy | ElemOp::Scale | ElemOp::Relu | ElemOp::GeluErf | ElemOp::GeluTanh => {
             b.arg(&ptrs[0]).arg(&po).arg(&n).arg(&alpha)

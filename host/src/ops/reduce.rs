@@ -28,7 +28,7 @@ pub fn sum(s: &Stream, x: &View<'_, f32>) -> Result<f32> {
             x.par_chunks(1 << 16).map(|c| ferrotune_kernels::reduce::sum_slice(c) as f64).sum::<f64>() as f32
         })),
         (Stream::Cuda { stream, gpu }, View::Cuda(v)) => {
-            let func = gpu.kernels()?.function("ft_sum_f32")?;
+            let func = gpu.kernels()?.function("ft_sum_f32")?.func;
             let (p, guard) = v.device_ptr(stream);
             // Elements before the first 16-byte boundary are added one by one by the kernel.
             let head = (((16 - p % 16) % 16) / 4).min(n as u64) as usize;
