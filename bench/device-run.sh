@@ -15,7 +15,7 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   # Kernel launches under each tool: every elementwise entry (small sizes) and the reduction.
   echo "=== compute-sanitizer"
   for tool in memcheck racecheck synccheck; do
-    FERROTUNE_TEST_SMALL=1 timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 .carry/ferrotune_tests --test-threads=1 gpu_ \
+    FERROTUNE_TEST_SMALL=1 timeout 170 compute-sanitizer --tool $tool --error-exitcode 9 .carry/ferrotune_tests --test-threads=1 gpu_ \
       > "$OUT/sanitizer-$tool.txt" 2>&1
     echo "$tool: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.txt" | tail -1)"
   done

@@ -30,7 +30,7 @@ impl ElemConfig {
     pub fn heuristic(op: ElemOp, dtype: DType, _device: Option<&DeviceInfo>) -> ElemConfig {
         let (threads, unroll, blocks_per_sm) = match (op, dtype) {
             (ElemOp::GeluErf | ElemOp::GeluTanh, DType::F32) => (256, 4, 0),
-            (ElemOp::GeluErf | ElemOp::GeluTanh, _) => (256, 2, 0),
+            (ElemOp::GeluErf | ElemOp::GeluTanh, _) => (256, 1, 0),
             (ElemOp::BiasAdd, _) => (256, 1, 0),
             _ => (1024, 1, 0),
         };
