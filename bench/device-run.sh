@@ -5,6 +5,7 @@
 set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export FERROTUNE_COMMIT=$(cat .carry/commit)
+export FERROTUNE_REQUIRE_GPU=1
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 T="${TESTS:-gpu_ errors ptx public_wrappers}"
@@ -15,9 +16,10 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   # Kernel launches under each tool: every elementwise entry (small sizes) and the reduction.
   echo "=== compute-sanitizer"
   for tool in memcheck racecheck synccheck; do
-    FERROTUNE_TEST_SMALL=1 timeout 170 compute-sanitizer --tool $tool --error-exitcode 9 .carry/ferrotune_tests --test-threads=1 gpu_ \
+    FERROTUNE_TEST_SMALL=1 timeout 170 compute-sanitizer --tool $tool --error-exitcode 9 .carry/ferrotune_tests --test-threads=1 --nocapture gpu_ \
       > "$OUT/sanitizer-$tool.txt" 2>&1
     echo "$tool: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.txt" | tail -1)"
+    grep -E "cases|test result" "$OUT/sanitizer-$tool.txt"
   done
 fi
 [ "${BENCH:-1}" = 1 ] || exit 0

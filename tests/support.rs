@@ -109,6 +109,11 @@ impl Rng {
 pub fn cuda_backend(test: &str) -> Option<Backend> {
     match Backend::new(BackendChoice::Cuda) {
         Ok(b) => Some(b),
+        // On the GPU machine a skip would hide a broken setup: FERROTUNE_REQUIRE_GPU=1 makes it
+        // a failure.
+        Err(e) if std::env::var_os("FERROTUNE_REQUIRE_GPU").is_some() => {
+            panic!("{test}: FERROTUNE_REQUIRE_GPU is set but the CUDA backend failed: {e}")
+        }
         Err(e) => {
             println!("{test}: skipped: no CUDA device ({e})");
             None
