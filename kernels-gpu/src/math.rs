@@ -116,10 +116,9 @@ pub fn exp(x: f32) -> f32 {
     exp_hl(x, -0.0)
 }
 
-/// `erfc(z)` for `z >= 0`, given `-z^2` as `nz2_hi + nz2_lo` (see [`exp_hl`]).
+/// The erfc fit `Q(t)` (Horner).
 #[inline(always)]
-fn erfc_core(z: f32, nz2_hi: f32, nz2_lo: f32) -> f32 {
-    let t = recip_ge1(fmaf(ERFC_A, z, 1.0));
+fn erfc_q(t: f32) -> f32 {
     let mut q = ERFC_Q8;
     q = fmaf(q, t, ERFC_Q7);
     q = fmaf(q, t, ERFC_Q6);
@@ -129,7 +128,14 @@ fn erfc_core(z: f32, nz2_hi: f32, nz2_lo: f32) -> f32 {
     q = fmaf(q, t, ERFC_Q2);
     q = fmaf(q, t, ERFC_Q1);
     q = fmaf(q, t, ERFC_Q0);
-    exp_hl(nz2_hi, nz2_lo) * (t * q)
+    q
+}
+
+/// `erfc(z)` for `z >= 0`, given `-z^2` as `nz2_hi + nz2_lo` (see [`exp_hl`]).
+#[inline(always)]
+fn erfc_core(z: f32, nz2_hi: f32, nz2_lo: f32) -> f32 {
+    let t = recip_ge1(fmaf(ERFC_A, z, 1.0));
+    exp_hl(nz2_hi, nz2_lo) * (t * erfc_q(t))
 }
 
 /// `erfc(z)`, made for `z >= 0`: there its relative error stays below about 1e-6 until the
@@ -223,17 +229,8 @@ pub fn gelu_erf_fast(x: f32) -> f32 {
     let a = if a > 15.0 { 15.0 } else { a };
     let z = a * core::f32::consts::FRAC_1_SQRT_2;
     let t = recip_ge1(fmaf(ERFC_A, z, 1.0));
-    let mut q = ERFC_Q8;
-    q = fmaf(q, t, ERFC_Q7);
-    q = fmaf(q, t, ERFC_Q6);
-    q = fmaf(q, t, ERFC_Q5);
-    q = fmaf(q, t, ERFC_Q4);
-    q = fmaf(q, t, ERFC_Q3);
-    q = fmaf(q, t, ERFC_Q2);
-    q = fmaf(q, t, ERFC_Q1);
-    q = fmaf(q, t, ERFC_Q0);
     // Φ(-|x|) = erfc(|x| / √2) / 2 = e^{-x^2/2} t Q(t) / 2.
-    let tail = 0.5 * exp2_approx(-0.5 * core::f32::consts::LOG2_E * (a * a)) * (t * q);
+    let tail = 0.5 * exp2_approx(-0.5 * core::f32::consts::LOG2_E * (a * a)) * (t * erfc_q(t));
     let xm = if x < -15.0 { -15.0 } else { x };
     xm * if x > 0.0 { 1.0 - tail } else { tail }
 }
