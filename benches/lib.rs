@@ -1,141 +1,155 @@
-//! The elementwise benchmark: for each op and dtype, the median time, the bytes the op must
-//! move, GB/s, and the ratio to the copy ceiling measured in the same run (the best of our
-//! copy kernel and the driver's device-to-device copy on CUDA; a parallel memcpy on the
-//! CPU). Every timed output is checked against the f64 reference first.
+//! ferrotune's benchmark library: ceilings first (copy bandwidth, peer GEMM rates), then every
+//! op row checked against the f64 reference and timed, placed under the roofline built from
+//! those ceilings; JSON and markdown results, the regression gate and the roofline plot.
+//! `cargo xtask bench` and `cargo xtask roofline` are thin wrappers around it.
 
-use ferrotune::config::ElemConfig;
-use ferrotune::ops;
-use ferrotune::{Backend, Buffer, DType, ElemOp, Result, Scalar, Stream, View, bf16, f16};
-use ferrotune_autotune::measure::{Repeat, Stats, time_on_stream};
-use ferrotune_testkit::{Rng, check_against_reference};
-use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
+pub mod ceilings;
+pub mod compare;
+pub mod elementwise;
+pub mod error;
+pub mod report;
+pub mod roofline;
 
-/// Version of the JSON layout below; bump it when a field changes meaning.
-pub const SCHEMA: &str = "ferrotune-bench/1";
+use ferrotune::peer::GemmMath;
+use ferrotune::profiler::Profiler;
+use ferrotune::{Backend, DType, ElemOp, bf16, f16};
+use ferrotune_autotune::measure::Repeat;
+
+pub use ceilings::CeilingOptions;
+pub use compare::{CompareConfig, Comparison, Verdict, compare};
+pub use error::{BenchError, Result};
+pub use report::{Report, Row, RowKey, SCHEMA};
+pub use roofline::Roofs;
+
+use elementwise::RowSpec;
+use report::{DeviceJson, MemoryJson, RunConfig};
 
 /// What to run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Options {
     pub ops: Vec<ElemOp>,
     pub dtypes: Vec<DType>,
-    /// Bytes of each full-size tensor (inputs and output alike).
-    pub bytes_per_tensor: usize,
+    /// Bytes of each full-size tensor (inputs and output alike); one set of rows per entry.
+    pub sizes: Vec<usize>,
     pub repeat: Repeat,
     /// Also time every GPU config of the tuning space and report the best.
     pub sweep: bool,
+    /// Recorded in the report: the run used the quick set.
+    pub quick: bool,
+    pub ceilings: CeilingOptions,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Report {
-    pub schema: String,
-    pub backend: String,
-    pub device: Option<DeviceJson>,
-    pub cpu_threads: usize,
-    pub date: String,
-    pub commit: String,
-    pub bytes_per_tensor: usize,
-    pub warmup: usize,
-    pub iters: usize,
-    pub ceilings: Vec<Ceiling>,
-    /// The copy ceiling the ratios use (GB/s): the best of `ceilings`.
-    pub copy_gbps: f64,
-    pub rows: Vec<Row>,
-}
+const MIB: usize = 1 << 20;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct DeviceJson {
-    pub name: String,
-    pub compute_capability: String,
-    pub sm_count: u32,
-    pub l2_bytes: u32,
-    pub driver: String,
-    pub ptx_arch: String,
-}
-
-/// A bandwidth ceiling measured in the run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Ceiling {
-    pub name: String,
-    pub bytes: usize,
-    pub stats: Stats,
-    pub gbps: f64,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ConfigJson {
-    pub threads: u32,
-    pub vec16: bool,
-    pub unroll: u32,
-    pub blocks_per_sm: u32,
-    pub cpu_chunk: usize,
-}
-
-impl From<&ElemConfig> for ConfigJson {
-    fn from(c: &ElemConfig) -> Self {
-        ConfigJson {
-            threads: c.threads,
-            vec16: c.variant.vec16,
-            unroll: c.variant.unroll,
-            blocks_per_sm: c.blocks_per_sm,
-            cpu_chunk: c.cpu_chunk,
+impl Options {
+    /// The full run: every op and dtype; 256 MiB tensors and 8192³ GEMMs on CUDA, 64 MiB and
+    /// 1024³ on the CPU.
+    pub fn full(backend: &Backend) -> Options {
+        let cuda = matches!(backend, Backend::Cuda(_));
+        let size = if cuda { 256 * MIB } else { 64 * MIB };
+        let repeat = Repeat { warmup: 5, iters: 50 };
+        Options {
+            ops: ElemOp::ALL.to_vec(),
+            dtypes: DType::ALL.to_vec(),
+            sizes: vec![size],
+            repeat,
+            sweep: false,
+            quick: false,
+            ceilings: CeilingOptions {
+                gemm_size: if cuda { 8192 } else { 1024 },
+                gemm_maths: GemmMath::ALL.to_vec(),
+                gemm_repeat: Repeat { warmup: 3, iters: 20 },
+                copy_bytes: size,
+                copy_repeat: repeat,
+            },
         }
     }
-}
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Row {
-    pub op: String,
-    pub dtype: String,
-    pub elements: usize,
-    /// Bias length for bias_add; 0 otherwise.
-    pub cols: usize,
-    /// Fewest bytes the op must move (inputs read once, output written once).
-    pub bytes: usize,
-    pub config: ConfigJson,
-    pub stats: Stats,
-    pub gbps: f64,
-    pub ratio_to_copy: f64,
-    /// The output matched the f64 reference within the dtype's tolerance.
-    pub correct: bool,
-    /// First mismatch, when not correct.
-    pub mismatch: Option<String>,
-    /// With `sweep`: the fastest config of the tuning space and its time.
-    pub best_config: Option<ConfigJson>,
-    pub best_gbps: Option<f64>,
-    pub configs_swept: usize,
-}
-
-fn gbps(bytes: usize, ms: f64) -> f64 {
-    bytes as f64 / (ms * 1e-3) / 1e9
-}
-
-/// Runs the benchmark on `backend`. `progress` gets one line per finished row.
-pub fn run(backend: &Backend, opts: &Options, mut progress: impl FnMut(&str)) -> Result<Report> {
-    let s = backend.stream();
-    let ceilings = measure_ceilings(backend, &s, opts)?;
-    let copy_gbps = ceilings.iter().map(|c| c.gbps).fold(0.0, f64::max);
-    for c in &ceilings {
-        progress(&format!("ceiling {:<24} {:>9.3} ms {:>8.1} GB/s", c.name, c.stats.median_ms, c.gbps));
+    /// Seconds, not minutes: copy, add, gelu_erf, add_mul_gelu_erf in f32 on 32 MiB tensors;
+    /// 4096³ GEMMs on CUDA, 512³ on the CPU.
+    pub fn quick(backend: &Backend) -> Options {
+        let cuda = matches!(backend, Backend::Cuda(_));
+        let repeat = Repeat { warmup: 2, iters: 10 };
+        Options {
+            ops: ["copy", "add", "gelu_erf", "add_mul_gelu_erf"].iter().filter_map(|s| ElemOp::from_name(s)).collect(),
+            dtypes: vec![DType::F32],
+            sizes: vec![32 * MIB],
+            repeat,
+            sweep: false,
+            quick: true,
+            ceilings: CeilingOptions {
+                gemm_size: if cuda { 4096 } else { 512 },
+                gemm_maths: GemmMath::ALL.to_vec(),
+                gemm_repeat: Repeat { warmup: 2, iters: 10 },
+                copy_bytes: 32 * MIB,
+                copy_repeat: repeat,
+            },
+        }
     }
-    let mut rows = Vec::new();
-    for &dt in &opts.dtypes {
-        for &op in &opts.ops {
-            let row = match dt {
-                DType::F32 => bench_op::<f32>(backend, &s, op, opts, copy_gbps)?,
-                DType::F16 => bench_op::<f16>(backend, &s, op, opts, copy_gbps)?,
-                DType::Bf16 => bench_op::<bf16>(backend, &s, op, opts, copy_gbps)?,
-            };
-            progress(&format!(
-                "{:<18} {:<5} {:>9.3} ms {:>8.1} GB/s {:>6.3}x copy {}",
-                row.op,
-                row.dtype,
-                row.stats.median_ms,
-                row.gbps,
-                row.ratio_to_copy,
-                if row.correct { "ok" } else { "MISMATCH" }
+
+    /// Options that cannot produce a row are an error before anything runs.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |why: String| Err(BenchError::Options(why));
+        if self.ops.is_empty() || self.dtypes.is_empty() || self.sizes.is_empty() {
+            return bad("no ops, dtypes or sizes to run".into());
+        }
+        if self.repeat.iters == 0 || self.ceilings.gemm_repeat.iters == 0 || self.ceilings.copy_repeat.iters == 0 {
+            return bad("iters must be at least 1".into());
+        }
+        let smallest = elementwise::BIAS_COLS * 4;
+        if let Some(s) = self.sizes.iter().find(|&&s| s < smallest) {
+            return bad(format!(
+                "size {s} bytes is below one {}-column row of f32 ({smallest} bytes)",
+                elementwise::BIAS_COLS
             ));
-            rows.push(row);
+        }
+        if self.ceilings.copy_bytes < 4 || self.ceilings.gemm_size == 0 {
+            return bad("the ceilings need a copy of at least one f32 and a GEMM edge of at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// Runs the benchmark on `backend`: ceilings, then every (size, dtype, op) row. Allocations
+/// and timed regions go through `prof` (write its trace with `Profiler::chrome_trace`).
+/// `progress` gets one line per ceiling and per row. `date` and `commit` are left for the
+/// caller to fill.
+pub fn run(backend: &Backend, opts: &Options, prof: &mut Profiler, mut progress: impl FnMut(&str)) -> Result<Report> {
+    opts.validate()?;
+    let s = backend.stream();
+    let mut notes = Vec::new();
+    let ceilings = ceilings::measure(backend, &s, &opts.ceilings, prof, &mut notes)?;
+    for c in &ceilings {
+        let rate = match c.kind {
+            report::CeilingKind::Bandwidth => format!("{:>10.1} GB/s", c.bytes_per_s / 1e9),
+            report::CeilingKind::Compute => format!("{:>15}", report::format_flops(c.flops_per_s)),
+        };
+        progress(&format!("ceiling {:<34} {:>9.3} ms {rate}", c.name, c.stats.median_ms));
+    }
+    let roofs = Roofs::from_ceilings(&ceilings);
+    let mut rows = Vec::new();
+    for &bytes_per_tensor in &opts.sizes {
+        for &dt in &opts.dtypes {
+            for &op in &opts.ops {
+                let spec = RowSpec { op, bytes_per_tensor, repeat: opts.repeat, sweep: opts.sweep };
+                let row = match dt {
+                    DType::F32 => elementwise::bench_row::<f32>(backend, &s, spec, &roofs, prof)?,
+                    DType::F16 => elementwise::bench_row::<f16>(backend, &s, spec, &roofs, prof)?,
+                    DType::Bf16 => elementwise::bench_row::<bf16>(backend, &s, spec, &roofs, prof)?,
+                };
+                progress(&format!(
+                    "{:<18} {:<5} {:>9.3} ms {:>8.1} GB/s {:>9.2} GFLOP/s {:>5.1}% of {} roof {}",
+                    row.op,
+                    row.dtype,
+                    row.stats.median_ms,
+                    row.bytes_per_s / 1e9,
+                    row.flops_per_s / 1e9,
+                    100.0 * row.roof_fraction,
+                    row.roof.name(),
+                    if row.correct { "ok" } else { "MISMATCH" }
+                ));
+                rows.push(row);
+            }
         }
     }
     let device = match backend {
@@ -146,148 +160,56 @@ pub fn run(backend: &Backend, opts: &Options, mut progress: impl FnMut(&str)) ->
                 compute_capability: format!("{}.{}", d.compute_capability.0, d.compute_capability.1),
                 sm_count: d.sm_count,
                 l2_bytes: d.l2_bytes,
+                registers_per_sm: d.registers_per_sm,
+                max_threads_per_sm: d.max_threads_per_sm,
+                shared_mem_per_sm: d.shared_mem_per_sm,
+                theoretical_bandwidth_bytes_per_s: d.theoretical_bandwidth(),
                 driver: format!("CUDA {}.{}", d.driver_version / 1000, d.driver_version % 1000 / 10),
                 ptx_arch: g.ptx_arch()?.to_string(),
             })
         }
         Backend::Cpu(_) => None,
     };
+    let cpu_threads = match backend {
+        Backend::Cpu(c) => c.threads(),
+        Backend::Cuda(_) => rayon::current_num_threads(),
+    };
     Ok(Report {
         schema: SCHEMA.into(),
         backend: backend.name().into(),
         device,
-        cpu_threads: rayon::current_num_threads(),
+        host_cpu: host_cpu(),
+        cpu_threads,
         date: String::new(),
         commit: String::new(),
-        bytes_per_tensor: opts.bytes_per_tensor,
-        warmup: opts.repeat.warmup,
-        iters: opts.repeat.iters,
+        run: RunConfig {
+            quick: opts.quick,
+            ops: opts.ops.iter().map(|o| o.name().to_string()).collect(),
+            dtypes: opts.dtypes.iter().map(|d| d.name().to_string()).collect(),
+            sizes_bytes: opts.sizes.clone(),
+            warmup: opts.repeat.warmup,
+            iters: opts.repeat.iters,
+            sweep: opts.sweep,
+            gemm_size: opts.ceilings.gemm_size,
+        },
         ceilings,
-        copy_gbps,
+        roofs,
         rows,
+        memory: MemoryJson { peak_bytes: prof.memory().peak_bytes(), allocations: prof.memory().allocations() },
+        notes,
+        planted_slowdown: None,
     })
 }
 
-/// The copy ceilings: our copy kernel (f32, heuristic config) and, on CUDA, the driver's
-/// device-to-device copy; on the CPU a parallel memcpy in the backend's pool.
-fn measure_ceilings(backend: &Backend, s: &Stream, opts: &Options) -> Result<Vec<Ceiling>> {
-    let n = opts.bytes_per_tensor / 4;
-    let mut rng = Rng::new(1);
-    let src = Buffer::from_slice(s, &rng.vec::<f32>(n, -1.0, 1.0))?;
-    let mut dst = Buffer::<f32>::zeros(s, n)?;
-    let bytes = 2 * n * 4;
-    let mut out = Vec::new();
-    let cfg = ElemConfig::heuristic(ElemOp::Copy, DType::F32, backend.device());
-    let st = time_on_stream(s, opts.repeat, |_| {
-        ops::run_elementwise(s, ElemOp::Copy, &cfg, &[&src.all()], &mut dst.all_mut(), 0.0)
-    })?;
-    out.push(Ceiling { name: "copy kernel (f32)".into(), bytes, gbps: gbps(bytes, st.median_ms), stats: st });
-    match (backend, &src, &mut dst) {
-        (Backend::Cuda(_), Buffer::Cuda(a), Buffer::Cuda(b)) => {
-            let cs = s.cuda_stream().expect("a CUDA backend gives CUDA streams");
-            let st = time_on_stream(s, opts.repeat, |_| {
-                cs.memcpy_dtod(a, b).map_err(|e| ferrotune::Error::Driver { context: "cuMemcpyDtoD".into(), source: e })
-            })?;
-            out.push(Ceiling { name: "driver memcpy DtoD".into(), bytes, gbps: gbps(bytes, st.median_ms), stats: st });
-        }
-        (Backend::Cpu(cpu), Buffer::Cpu(a), Buffer::Cpu(b)) => {
-            let st = time_on_stream(s, opts.repeat, |_| {
-                cpu.install(|| {
-                    b.par_chunks_mut(1 << 16).zip(a.par_chunks(1 << 16)).for_each(|(d, s)| d.copy_from_slice(s))
-                });
-                Ok(())
-            })?;
-            out.push(Ceiling { name: "parallel memcpy".into(), bytes, gbps: gbps(bytes, st.median_ms), stats: st });
-        }
-        _ => {}
-    }
-    Ok(out)
-}
-
-/// `check_against_reference` over chunks in parallel (chunks are whole bias rows).
-fn check_parallel<T: Scalar>(op: ElemOp, alpha: f32, inputs: &[&[T]], got: &[T], cols: usize) -> Option<String> {
-    let chunk = cols * (1usize << 16).div_ceil(cols);
-    let n = got.len();
-    (0..n.div_ceil(chunk)).into_par_iter().find_map_first(|c| {
-        let r = c * chunk..((c + 1) * chunk).min(n);
-        let part: Vec<&[T]> = inputs.iter().map(|x| if x.len() == n { &x[r.clone()] } else { *x }).collect();
-        check_against_reference(op, alpha, &part, &got[r.clone()]).err().map(|e| format!("chunk at {}: {e}", r.start))
-    })
-}
-
-/// Bias rows for the bench: 4096 columns (a typical hidden size).
-const BIAS_COLS: usize = 4096;
-
-fn bench_op<T: Scalar>(backend: &Backend, s: &Stream, op: ElemOp, opts: &Options, copy_gbps: f64) -> Result<Row> {
-    let elem = T::DTYPE.size_bytes();
-    let n = (opts.bytes_per_tensor / elem) / BIAS_COLS * BIAS_COLS;
-    let cols = if op == ElemOp::BiasAdd { BIAS_COLS } else { 0 };
-    let mut rng = Rng::new(42);
-    let alpha = 0.5f32;
-    // Separate inputs (besides the output) and the output's initial contents.
-    let n_in = match op {
-        ElemOp::Add => 2,
-        ElemOp::Chain(_) => 3,
-        _ => 1,
-    };
-    let host_in: Vec<Vec<T>> = (0..n_in)
-        .map(|i| if op == ElemOp::BiasAdd && i == 0 { rng.vec(cols, -2.0, 2.0) } else { rng.vec(n, -4.0, 4.0) })
-        .collect();
-    let out_init: Vec<T> = rng.vec(n, -4.0, 4.0);
-    let ins = host_in.iter().map(|h| Buffer::from_slice(s, h)).collect::<Result<Vec<_>>>()?;
-    let mut out = Buffer::from_slice(s, &out_init)?;
-    let views: Vec<View<'_, T>> = ins.iter().map(|b| b.all()).collect();
-    let refs: Vec<&View<'_, T>> = views.iter().collect();
-    let cfg = ElemConfig::heuristic(op, T::DTYPE, backend.device());
-
-    // Correctness first: one run on fresh data, checked against the f64 reference.
-    ops::run_elementwise(s, op, &cfg, &refs, &mut out.all_mut(), alpha)?;
-    let got = out.to_vec(s)?;
-    let ref_inputs: Vec<&[T]> = match op {
-        ElemOp::Axpy => vec![&host_in[0], &out_init],
-        ElemOp::BiasAdd => vec![&out_init, &host_in[0]],
-        _ => host_in.iter().map(|v| v.as_slice()).collect(),
-    };
-    let mismatch = check_parallel(op, alpha, &ref_inputs, &got, cols.max(1));
-
-    let bytes = op.min_bytes(n, elem, cols);
-    let time = |cfg: &ElemConfig, repeat: Repeat, out: &mut Buffer<T>| {
-        time_on_stream(s, repeat, |_| ops::run_elementwise(s, op, cfg, &refs, &mut out.all_mut(), alpha))
-    };
-    let stats = time(&cfg, opts.repeat, &mut out)?;
-    let (mut best_config, mut best_gbps, mut swept) = (None, None, 0);
-    if opts.sweep && matches!(backend, Backend::Cuda(_)) {
-        let short = Repeat { warmup: 2, iters: opts.repeat.iters.min(10) };
-        let mut best = (f64::INFINITY, cfg);
-        for c in ElemConfig::gpu_space() {
-            // Blocks larger than the variant's registers allow are pruned, not launched.
-            if ops::elementwise::max_threads(s, op, T::DTYPE, c.variant)?.is_some_and(|m| c.threads > m) {
-                continue;
-            }
-            let st = time(&c, short, &mut out)?;
-            swept += 1;
-            if st.median_ms < best.0 {
-                best = (st.median_ms, c);
-            }
-        }
-        best_config = Some(ConfigJson::from(&best.1));
-        best_gbps = Some(gbps(bytes, best.0));
-    }
-    let g = gbps(bytes, stats.median_ms);
-    Ok(Row {
-        op: op.name().into(),
-        dtype: T::DTYPE.name().into(),
-        elements: n,
-        cols,
-        bytes,
-        config: ConfigJson::from(&cfg),
-        stats,
-        gbps: g,
-        ratio_to_copy: g / copy_gbps,
-        correct: mismatch.is_none(),
-        mismatch,
-        best_config,
-        best_gbps,
-        configs_swept: swept,
-    })
+/// The CPU's model name from /proc/cpuinfo, or the architecture where that is unreadable.
+fn host_cpu() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }

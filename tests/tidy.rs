@@ -32,10 +32,23 @@ fn kernels_know_nothing_of_the_driver_or_formats() {
 #[test]
 fn only_host_touches_the_driver() {
     // Architecture Invariant: cudarc appears only in host/ (xtask and benches go through it).
-    for c in ["kernels-gpu", "ptx-build", "autotune", "xtask", "benches", "tests"] {
+    for c in ["kernels-gpu", "ptx-build", "autotune", "xtask", "benches", "tests", "profile"] {
         assert!(!deps(c).iter().any(|x| x == "cudarc"), "{c} depends on cudarc directly");
     }
     assert!(deps("host").iter().any(|x| x == "cudarc"));
+}
+
+#[test]
+fn only_the_profile_crate_knows_the_profile_format() {
+    // Architecture Invariant: ferrotune-profile depends on serde and toml only (no driver, no
+    // host), so the format can be read anywhere; nobody else parses profiles' TOML.
+    let d = deps("profile");
+    for x in &d {
+        assert!(["serde", "toml", "thiserror"].contains(&x.as_str()), "profile depends on {x}");
+    }
+    for c in ["host", "autotune", "xtask"] {
+        assert!(!deps(c).iter().any(|x| x == "toml"), "{c} depends on toml: profiles go through ferrotune-profile");
+    }
 }
 
 #[test]
@@ -52,7 +65,17 @@ fn cfg_nvptx_lives_only_in_arch_entry_and_conversions() {
 #[test]
 fn every_source_file_says_why_it_exists() {
     let mut missing = Vec::new();
-    for dir in ["kernels-gpu/src", "ptx-build/src", "host/src", "autotune/src", "xtask/src", "benches", "tests"] {
+    for dir in [
+        "kernels-gpu/src",
+        "ptx-build/src",
+        "host/src",
+        "autotune/src",
+        "autotune/tests",
+        "profile/src",
+        "xtask/src",
+        "benches",
+        "tests",
+    ] {
         visit(&root().join(dir), &mut |p| {
             let text = std::fs::read_to_string(p).unwrap();
             if !text.trim_start().starts_with("//!") {

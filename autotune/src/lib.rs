@@ -1,5 +1,18 @@
-//! ferrotune's autotuner. Today: the measurement every timing in the project goes through
-//! (the bench uses it too, so there is one timing loop). Search spaces, strategies and TOML
-//! profiles build on it.
+//! ferrotune's autotuner: the measurement every timing in the project goes through (the bench
+//! uses it too, so there is one timing loop); typed search spaces with constraints and
+//! device-aware pruning; strategies and budgets; verified, fault-isolated evaluation in a
+//! worker process; and the tuning loop that writes TOML profiles (through `ferrotune-profile`).
 
+pub mod elem;
 pub mod measure;
+pub mod process;
+pub mod protocol;
+pub mod space;
+pub mod strategy;
+pub mod tuner;
+pub mod worker;
+
+pub use process::{ProcessEvaluator, Timeouts, WorkerCommand};
+pub use protocol::{EvalOutcome, Shape};
+pub use strategy::{Budget, Strategy};
+pub use tuner::{Control, Event, TuneError, TuneOptions, TuneReport, tune};

@@ -7,6 +7,9 @@ use ferrotune_kernels::elementwise::{ELEM_VARIANTS, ElemOp, ElemVariant};
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 
+/// Run-time choice of configs from tuning profiles (see `tuned`).
+pub use crate::tuned::{Source, explain, use_profiles};
+
 /// How an elementwise op is launched. The GPU fields pick a PTX variant and the grid; the CPU
 /// field sizes the rayon tasks. The autotuner sweeps all of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -22,8 +22,11 @@ pub mod error;
 pub mod event;
 pub mod module;
 pub mod ops;
+pub mod peer;
 pub mod pinned;
+pub mod profiler;
 pub mod stream;
+pub mod tuned;
 
 pub use backend::{Backend, BackendChoice, Cpu, Gpu};
 pub use buffer::{Buffer, Scalar, View, ViewMut};
@@ -32,6 +35,9 @@ pub use device::{DeviceInfo, device_count, devices, driver_present};
 pub use error::{Error, Result};
 pub use event::{Event, EventTimer};
 pub use ferrotune_kernels::{DType, elementwise::ElemOp, elementwise::ElemVariant};
+/// The tuning-profile format (re-exported for tools and tests).
+pub use ferrotune_profile as profile;
 pub use half::{bf16, f16};
 pub use pinned::PinnedBuffer;
 pub use stream::Stream;
+pub use tuned::Source;

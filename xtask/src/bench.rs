@@ -1,52 +1,85 @@
-//! `cargo xtask bench`: runs the elementwise benchmark on the chosen backend (CUDA when a
-//! device is present, else the CPU, and it says which), prints a table, writes JSON.
+//! `cargo xtask bench`: runs the benchmark on the chosen backend (CUDA when a device is
+//! present, else the CPU, and it says which), prints the table, writes JSON, markdown and a
+//! Chrome trace, and gates against a baseline. The work is in `ferrotune-bench`.
+
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use ferrotune::profiler::Profiler;
 use ferrotune::{Backend, BackendChoice, DType, ElemOp};
 use ferrotune_autotune::measure::Repeat;
-use ferrotune_bench::Options;
+use ferrotune_bench::{CompareConfig, Options, Report};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Ops to run, comma-separated, or `all`.
-    #[arg(long, value_delimiter = ',', default_value = "all")]
-    ops: Vec<String>,
+    #[arg(long, value_delimiter = ',')]
+    ops: Option<Vec<String>>,
     /// Dtypes: f32, f16, bf16 (comma-separated) or `all`.
-    #[arg(long, value_delimiter = ',', default_value = "all")]
-    dtypes: Vec<String>,
-    /// A small set in seconds: copy, add, gelu_erf, add_mul_gelu_erf in f32 on 32 MiB tensors.
+    #[arg(long, value_delimiter = ',')]
+    dtypes: Option<Vec<String>>,
+    /// A small set in seconds: copy, add, gelu_erf, add_mul_gelu_erf in f32 on 32 MiB tensors,
+    /// 4096³ GEMM ceilings (512³ on the CPU). Other flags given still apply.
     #[arg(long)]
     quick: bool,
     /// auto | cuda | cpu.
     #[arg(long, default_value = "auto")]
     backend: BackendChoice,
-    /// MiB per tensor (default 256 on CUDA, 64 on the CPU).
+    /// MiB per tensor, comma-separated (one set of rows per size; fractions allowed).
+    /// Default 256 on CUDA, 64 on the CPU, 32 with --quick.
+    #[arg(long, value_delimiter = ',', alias = "size-mib")]
+    sizes: Option<Vec<f64>>,
+    /// Untimed runs before each measurement (default 5; 2 with --quick).
     #[arg(long)]
-    size_mib: Option<usize>,
-    #[arg(long, default_value_t = 5)]
-    warmup: usize,
-    #[arg(long, default_value_t = 50)]
-    iters: usize,
+    warmup: Option<usize>,
+    /// Timed runs per row (default 50; 10 with --quick).
+    #[arg(long)]
+    iters: Option<usize>,
+    /// Edge of the square GEMM of the compute ceilings (default 8192 on CUDA, 1024 on the CPU).
+    #[arg(long)]
+    gemm_size: Option<usize>,
     /// Also time every config of the GPU tuning space per op and report the best.
     #[arg(long)]
     sweep: bool,
-    /// Write the results as JSON here.
+    /// Write the results as JSON here (schema: docs/bench-json.md).
     #[arg(long)]
-    json: Option<std::path::PathBuf>,
+    json: Option<PathBuf>,
+    /// Write the results as a markdown page here.
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// Write a Chrome trace (chrome://tracing, Perfetto) of every timed region here.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Compare with this baseline JSON (rows matched on op, dtype, shape, backend).
+    #[arg(long)]
+    compare: Option<PathBuf>,
+    /// Slowdown that warns (0.10 = 10%); when given it is also the failing threshold.
+    #[arg(long)]
+    threshold: Option<f64>,
+    /// Exit non-zero when a row is slower than the baseline by more than 25% (or
+    /// --threshold), or when the baseline is from another device.
+    #[arg(long)]
+    fail_on_regression: bool,
+    /// Test of the gate: multiply every measured row time by FACTOR (marked in the JSON).
+    #[arg(long, hide = true)]
+    plant_slowdown: Option<f64>,
 }
 
-fn parse_list<T>(items: &[String], all: &[T], parse: impl Fn(&str) -> Option<T>, what: &str) -> anyhow::Result<Vec<T>>
-where
-    T: Copy,
-{
+fn parse_list<T: Copy>(
+    items: &[String],
+    all: &[T],
+    parse: impl Fn(&str) -> Option<T>,
+    what: &str,
+) -> anyhow::Result<Vec<T>> {
     if items.iter().any(|s| s == "all") {
         return Ok(all.to_vec());
     }
     items.iter().map(|s| parse(s).with_context(|| format!("unknown {what} '{s}'"))).collect()
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let backend = Backend::new(args.backend)?;
+/// Opens the backend and says which one runs (and why the CPU, when it is the CPU).
+pub fn open_backend(choice: BackendChoice) -> anyhow::Result<Backend> {
+    let backend = Backend::new(choice)?;
     match &backend {
         Backend::Cuda(g) => println!("backend: cuda ({}, {}, PTX {})", g.info().name, g.info().arch(), g.ptx_arch()?),
         Backend::Cpu(c) => {
@@ -54,36 +87,78 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("backend: cpu, {} threads ({why})", c.threads());
         }
     }
-    let (mut ops, mut dtypes) = (
-        parse_list(&args.ops, &ElemOp::ALL, ElemOp::from_name, "op")?,
-        parse_list(&args.dtypes, &DType::ALL, |s| DType::ALL.into_iter().find(|d| d.name() == s), "dtype")?,
-    );
-    let mut mib = args.size_mib.unwrap_or(if matches!(backend, Backend::Cuda(_)) { 256 } else { 64 });
-    let mut repeat = Repeat { warmup: args.warmup, iters: args.iters };
-    if args.quick {
-        ops = ["copy", "add", "gelu_erf", "add_mul_gelu_erf"].iter().filter_map(|s| ElemOp::from_name(s)).collect();
-        dtypes = vec![DType::F32];
-        mib = args.size_mib.unwrap_or(32);
-        repeat = Repeat { warmup: 2, iters: 10 };
-    }
-    let opts = Options { ops, dtypes, bytes_per_tensor: mib << 20, repeat, sweep: args.sweep };
-    let mut report = ferrotune_bench::run(&backend, &opts, |line| println!("{line}"))?;
+    Ok(backend)
+}
+
+/// Runs the bench with `opts`, prints progress and the table, fills in date and commit.
+pub fn run_report(backend: &Backend, opts: &Options, trace: Option<&Path>) -> anyhow::Result<Report> {
+    let s = backend.stream();
+    let mut prof = Profiler::new(&s)?;
+    let mut report = ferrotune_bench::run(backend, opts, &mut prof, |line| println!("{line}"))?;
     report.date = utc_now();
     report.commit = commit();
-    let worst = report.rows.iter().min_by(|a, b| a.ratio_to_copy.total_cmp(&b.ratio_to_copy));
-    if let Some(w) = worst {
-        println!("worst ratio to copy: {:.3} ({} {})", w.ratio_to_copy, w.op, w.dtype);
+    if let Some(path) = trace {
+        ferrotune_bench::report::write_file(path, &prof.chrome_trace()?)?;
+        println!("wrote {} (open in chrome://tracing or ui.perfetto.dev)", path.display());
     }
-    let wrong: Vec<_> = report.rows.iter().filter(|r| !r.correct).collect();
+    Ok(report)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let backend = open_backend(args.backend)?;
+    let mut opts = if args.quick { Options::quick(&backend) } else { Options::full(&backend) };
+    if let Some(ops) = &args.ops {
+        opts.ops = parse_list(ops, &ElemOp::ALL, ElemOp::from_name, "op")?;
+    }
+    if let Some(dtypes) = &args.dtypes {
+        opts.dtypes = parse_list(dtypes, &DType::ALL, |s| DType::ALL.into_iter().find(|d| d.name() == s), "dtype")?;
+    }
+    if let Some(sizes) = &args.sizes {
+        opts.sizes = sizes.iter().map(|mib| (mib * (1u64 << 20) as f64) as usize).collect();
+        opts.ceilings.copy_bytes = opts.sizes.iter().copied().max().unwrap_or(opts.ceilings.copy_bytes);
+    }
+    opts.repeat =
+        Repeat { warmup: args.warmup.unwrap_or(opts.repeat.warmup), iters: args.iters.unwrap_or(opts.repeat.iters) };
+    opts.ceilings.copy_repeat = opts.repeat;
+    if let Some(g) = args.gemm_size {
+        opts.ceilings.gemm_size = g;
+    }
+    opts.sweep = args.sweep;
+    // Checked before the run so a bad flag costs nothing.
+    let gate = CompareConfig::from_flags(args.threshold, args.fail_on_regression)?;
+    let baseline = args.compare.as_deref().map(Report::load).transpose()?;
+
+    let mut report = run_report(&backend, &opts, args.trace.as_deref())?;
+    if let Some(f) = args.plant_slowdown {
+        report.plant_slowdown(f)?;
+        println!("PLANTED SLOWDOWN: every row time multiplied by {f} (a test of the gate, not a result)");
+    }
+    println!("\n{}", report.render_table());
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        report.save(path)?;
         println!("wrote {}", path.display());
     }
-    if !wrong.is_empty() {
-        for r in &wrong {
-            eprintln!("MISMATCH {} {}: {}", r.op, r.dtype, r.mismatch.as_deref().unwrap_or(""));
+    if let Some(path) = &args.markdown {
+        ferrotune_bench::report::write_file(path, &report.to_markdown())?;
+        println!("wrote {}", path.display());
+    }
+    let wrong: Vec<_> = report.rows.iter().filter(|r| !r.correct).collect();
+    for r in &wrong {
+        eprintln!("MISMATCH {} {}: {}", r.op, r.dtype, r.mismatch.as_deref().unwrap_or(""));
+    }
+    if let (Some(base), Some(path)) = (&baseline, &args.compare) {
+        println!("\ncomparing with {}", path.display());
+        let cmp = ferrotune_bench::compare(base, &report, gate)?;
+        print!("{}", cmp.render());
+        if cmp.failed() && args.fail_on_regression {
+            anyhow::bail!(
+                "{} rows regressed by more than {:.0}%",
+                cmp.regressions().count(),
+                100.0 * gate.fail_threshold
+            );
         }
+    }
+    if !wrong.is_empty() {
         anyhow::bail!("{} rows did not match the reference", wrong.len());
     }
     Ok(())

@@ -2,8 +2,11 @@
 
 mod bench;
 mod info;
+mod profile;
 mod ptx;
+mod roofline;
 mod test;
+mod tune;
 
 use clap::{Parser, Subcommand};
 
@@ -20,10 +23,20 @@ enum Cmd {
     Ptx(ptx::Args),
     /// Print the CUDA devices and their capabilities (or the CPU backend in use).
     Info,
-    /// Benchmark ops: median time, GB/s, ratio to the copy probe measured in the same run.
+    /// Benchmark ops against ceilings measured in the same run; JSON, markdown, trace, regression gate.
     Bench(bench::Args),
+    /// Plot bench results on the roofline of their measured ceilings; say what bounds each op.
+    Roofline(roofline::Args),
     /// Run the whole test suite (installs rust-src for the PTX build when missing).
     Test(test::Args),
+    /// Autotune ops into a TOML profile (candidates run, verified and timed in worker processes).
+    Tune(tune::Args),
+    /// Inspect, validate, merge tuning profiles; explain which config an op gets.
+    #[command(subcommand)]
+    Profile(profile::Cmd),
+    /// Internal: the tuner's worker process (JSON requests on stdin, answers on stdout).
+    #[command(hide = true)]
+    TuneWorker,
 }
 
 fn main() {
@@ -32,7 +45,11 @@ fn main() {
         Cmd::Ptx(a) => ptx::run(a),
         Cmd::Info => info::run(),
         Cmd::Bench(a) => bench::run(a),
+        Cmd::Roofline(a) => roofline::run(a),
         Cmd::Test(a) => test::run(a),
+        Cmd::Tune(a) => tune::run(a),
+        Cmd::Profile(c) => profile::run(c),
+        Cmd::TuneWorker => tune::worker(),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

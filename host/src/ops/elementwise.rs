@@ -101,7 +101,8 @@ fn run_default<T: Scalar>(
     out: &mut ViewMut<'_, T>,
     alpha: f32,
 ) -> Result<()> {
-    let cfg = ElemConfig::heuristic(op, T::DTYPE, s.gpu().map(|g| g.info()));
+    // A tuned profile entry for this machine and size when there is one, else the heuristic.
+    let cfg = crate::tuned::config_for(s, op, T::DTYPE, out.len());
     run_elementwise(s, op, &cfg, inputs, out, alpha)
 }
 

@@ -1,0 +1,549 @@
+//! The worker process: the only place the tuner touches a device. It reads one request per
+//! line on stdin and answers one JSON line on stdout: describe the machine, prepare a shape
+//! (fresh random inputs, rotated buffer sets larger than the cache), then run, verify and
+//! time candidates. A candidate that faults takes only this process down; the tuner records
+//! it and starts a new worker.
+//!
+//! Fault injection (to prove that isolation works, on any machine): `FERROTUNE_TUNE_INJECT`
+//! = `KIND@key=value,...;KIND@...` with KIND `fault` (CUDA: a kernel reading an unmapped
+//! address; CPU: the process aborts), `wrong` (one output element corrupted before
+//! verification), `hang` (never returns) or `error` (a launch error), and keys `threads`,
+//! `vec16`, `unroll`, `blocks_per_sm`, `cpu_chunk`, `op`, `dtype` selecting the candidates.
+//! `FERROTUNE_TUNE_FAKE_TIME=1` replaces measured times by a fixed function of the config
+//! (run and verification stay real), so tests know which candidate must win.
+
+use std::io::{BufRead, Write};
+
+use ferrotune::ops;
+use ferrotune::{Backend, BackendChoice, Buffer, DType, ElemConfig, ElemOp, Error, Scalar, Stream, View, bf16, f16};
+use ferrotune_kernels::elementwise::ELEM_VARIANTS;
+use ferrotune_testkit::{Rng, check_against_reference, poison};
+use rayon::prelude::*;
+
+use crate::measure::{Repeat, Stats, time_on_stream};
+use crate::protocol::{ConfigJson, DefaultJson, Description, EvalOutcome, Request, ResourceJson, Response, Shape};
+use crate::space::{KernelResources, Limits};
+
+/// The cache size assumed on the CPU backend (a large last-level cache).
+const CPU_CACHE_BYTES: u64 = 64 << 20;
+
+/// One injected misbehaviour and the candidates it applies to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Injection {
+    pub kind: InjectKind,
+    pub matches: Vec<(String, String)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InjectKind {
+    Fault,
+    Wrong,
+    Hang,
+    Error,
+}
+
+/// Parses `FERROTUNE_TUNE_INJECT`'s syntax (see the module docs).
+pub fn parse_injections(spec: &str) -> Result<Vec<Injection>, String> {
+    let mut out = Vec::new();
+    for part in spec.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        let (kind, rest) = part.split_once('@').unwrap_or((part, ""));
+        let kind = match kind.trim() {
+            "fault" => InjectKind::Fault,
+            "wrong" => InjectKind::Wrong,
+            "hang" => InjectKind::Hang,
+            "error" => InjectKind::Error,
+            k => return Err(format!("unknown injection '{k}' (fault, wrong, hang, error)")),
+        };
+        let mut matches = Vec::new();
+        for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = kv.split_once('=').ok_or_else(|| format!("'{kv}' is not key=value"))?;
+            let k = k.trim();
+            if !["threads", "vec16", "unroll", "blocks_per_sm", "cpu_chunk", "op", "dtype"].contains(&k) {
+                return Err(format!("unknown injection key '{k}'"));
+            }
+            matches.push((k.to_string(), v.trim().to_string()));
+        }
+        out.push(Injection { kind, matches });
+    }
+    Ok(out)
+}
+
+impl Injection {
+    fn applies(&self, shape: &Shape, c: &ConfigJson) -> bool {
+        self.matches.iter().all(|(k, v)| {
+            let have = match k.as_str() {
+                "threads" => c.threads.to_string(),
+                "vec16" => c.vec16.to_string(),
+                "unroll" => c.unroll.to_string(),
+                "blocks_per_sm" => c.blocks_per_sm.to_string(),
+                "cpu_chunk" => c.cpu_chunk.to_string(),
+                "op" => shape.op.name().to_string(),
+                _ => shape.dtype.name().to_string(),
+            };
+            have == *v
+        })
+    }
+}
+
+/// The synthetic time of `FERROTUNE_TUNE_FAKE_TIME`: smallest at cpu_chunk 2^14, 256
+/// threads, vec16, unroll 2, blocks_per_sm 0.
+pub fn fake_ms(c: &ConfigJson) -> f64 {
+    let lg = |x: f64| x.max(1.0).log2();
+    1.0 + 0.1 * (lg(c.cpu_chunk as f64) - 14.0).abs()
+        + 0.01 * (lg(f64::from(c.threads)) - 8.0).abs()
+        + if c.vec16 { 0.0 } else { 0.05 }
+        + 0.01 * (f64::from(c.unroll) - 2.0).abs()
+        + 0.001 * f64::from(c.blocks_per_sm)
+}
+
+/// One set of buffers (inputs and output) of a prepared shape.
+struct Set<T: Scalar> {
+    ins: Vec<Buffer<T>>,
+    out: Buffer<T>,
+}
+
+struct Bench<T: Scalar> {
+    shape: Shape,
+    cols: usize,
+    alpha: f32,
+    sets: Vec<Set<T>>,
+    host_in: Vec<Vec<T>>,
+    out_init: Vec<T>,
+    /// The first output that passed the f64 reference check: later candidates that match it
+    /// bit for bit are verified without recomputing the reference.
+    checked: Option<Vec<T>>,
+}
+
+enum Prepared {
+    F32(Bench<f32>),
+    F16(Bench<f16>),
+    Bf16(Bench<bf16>),
+}
+
+/// The worker's state between requests.
+pub struct Worker {
+    backend: Option<(String, Backend)>,
+    prepared: Option<Prepared>,
+    inject: Result<Vec<Injection>, String>,
+    fake_time: bool,
+}
+
+impl Default for Worker {
+    fn default() -> Self {
+        Worker::from_env()
+    }
+}
+
+impl Worker {
+    /// A worker configured by `FERROTUNE_TUNE_INJECT` and `FERROTUNE_TUNE_FAKE_TIME`.
+    pub fn from_env() -> Worker {
+        let inject = parse_injections(&std::env::var("FERROTUNE_TUNE_INJECT").unwrap_or_default());
+        let fake_time = std::env::var("FERROTUNE_TUNE_FAKE_TIME").is_ok_and(|v| v == "1");
+        Worker { backend: None, prepared: None, inject, fake_time }
+    }
+
+    fn backend(&mut self, name: &str) -> Result<Backend, String> {
+        if let Some((n, b)) = &self.backend
+            && (n == name || name == "auto")
+        {
+            return Ok(b.clone());
+        }
+        let choice: BackendChoice = name.parse()?;
+        let b = Backend::new(choice).map_err(|e| format!("opening the {name} backend: {e}"))?;
+        self.backend = Some((b.name().to_string(), b.clone()));
+        Ok(b)
+    }
+
+    /// Serves one request. The second value is true when the worker must exit after
+    /// answering (its CUDA context may be poisoned).
+    pub fn handle(&mut self, req: Request) -> (Response, bool) {
+        let err = |why: String| (Response::Error { why }, false);
+        match req {
+            Request::Describe { backend, ops, dtypes, resources_dir } => {
+                if let Err(why) = &self.inject {
+                    return err(format!("FERROTUNE_TUNE_INJECT: {why}"));
+                }
+                match self.backend(&backend).and_then(|b| describe(&b, &ops, &dtypes, resources_dir.as_deref())) {
+                    Ok(d) => (Response::Description(Box::new(d)), false),
+                    Err(why) => err(why),
+                }
+            }
+            Request::Prepare { backend, op, dtype, n, seed } => {
+                let (Some(op), Some(dtype)) =
+                    (ElemOp::from_name(&op), DType::ALL.into_iter().find(|d| d.name() == dtype))
+                else {
+                    return err(format!("unknown op or dtype: {op} {dtype}"));
+                };
+                let b = match self.backend(&backend) {
+                    Ok(b) => b,
+                    Err(why) => return err(why),
+                };
+                let shape = Shape { op, dtype, n };
+                self.prepared = None;
+                let r = match dtype {
+                    DType::F32 => prepare::<f32>(&b, shape, seed).map(Prepared::F32),
+                    DType::F16 => prepare::<f16>(&b, shape, seed).map(Prepared::F16),
+                    DType::Bf16 => prepare::<bf16>(&b, shape, seed).map(Prepared::Bf16),
+                };
+                match r {
+                    Ok(p) => {
+                        let (sets, bytes) = match &p {
+                            Prepared::F32(b) => b.footprint(),
+                            Prepared::F16(b) => b.footprint(),
+                            Prepared::Bf16(b) => b.footprint(),
+                        };
+                        self.prepared = Some(p);
+                        (Response::Prepared { sets, bytes_per_set: bytes }, false)
+                    }
+                    Err(e) => (Response::Error { why: format!("preparing {}: {e}", shape.label()) }, is_fatal(&e)),
+                }
+            }
+            Request::Eval { config, warmup, iters } => {
+                let Some((_, backend)) = &self.backend else { return err("eval before prepare".into()) };
+                let s = backend.stream();
+                let inject = self.inject.clone().unwrap_or_default();
+                let repeat = Repeat { warmup, iters };
+                let fake = self.fake_time;
+                let out = match &mut self.prepared {
+                    None => return err("eval before prepare".into()),
+                    Some(Prepared::F32(b)) => b.eval(&s, config, repeat, &inject, fake),
+                    Some(Prepared::F16(b)) => b.eval(&s, config, repeat, &inject, fake),
+                    Some(Prepared::Bf16(b)) => b.eval(&s, config, repeat, &inject, fake),
+                };
+                let fatal = matches!(out, EvalOutcome::Failed { fatal: true, .. });
+                (Response::Outcome(out), fatal)
+            }
+        }
+    }
+}
+
+/// Runs the worker on `input`/`output` until end of input or a fatal failure. Returns the
+/// process exit code.
+pub fn serve(input: impl BufRead, mut output: impl Write) -> i32 {
+    let mut w = Worker::from_env();
+    for line in input.lines() {
+        let Ok(line) = line else { return 2 };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (resp, fatal) = match serde_json::from_str::<Request>(&line) {
+            Ok(req) => w.handle(req),
+            Err(e) => (Response::Error { why: format!("bad request: {e}") }, false),
+        };
+        let text = serde_json::to_string(&resp).unwrap_or_else(|e| format!("{{\"kind\":\"error\",\"why\":\"{e}\"}}"));
+        if writeln!(output, "{text}").and_then(|_| output.flush()).is_err() {
+            return 2;
+        }
+        if fatal {
+            return 3;
+        }
+    }
+    0
+}
+
+fn is_fatal(e: &Error) -> bool {
+    matches!(e, Error::Driver { .. })
+}
+
+/// Resident blocks per SM by compute capability (CUDA's occupancy tables).
+fn max_blocks_per_sm(cc: (i32, i32)) -> u32 {
+    match cc {
+        (8, 6) | (8, 7) => 16,
+        (8, 9) => 24,
+        (7, 5) => 16,
+        _ => 32,
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct PtxasEntry {
+    name: String,
+    registers: u32,
+    shared_bytes: u32,
+}
+
+fn describe(
+    b: &Backend,
+    ops: &[String],
+    dtypes: &[String],
+    resources_dir: Option<&str>,
+) -> Result<Description, String> {
+    let s = b.stream();
+    let (device, build) = ferrotune::tuned::fingerprint(&s).map_err(|e| e.to_string())?;
+    let ops: Vec<ElemOp> = ops.iter().filter_map(|o| ElemOp::from_name(o)).collect();
+    let dtypes: Vec<DType> = DType::ALL.into_iter().filter(|d| dtypes.iter().any(|x| x == d.name())).collect();
+    let mut defaults = Vec::new();
+    for &op in &ops {
+        for &dt in &dtypes {
+            let config = ElemConfig::heuristic(op, dt, b.device()).into();
+            defaults.push(DefaultJson { op: op.name().into(), dtype: dt.name().into(), config });
+        }
+    }
+    let cpu_threads = match b {
+        Backend::Cpu(c) => c.threads(),
+        Backend::Cuda(_) => rayon::current_num_threads(),
+    };
+    let Some(info) = b.device() else {
+        return Ok(Description {
+            backend: "cpu".into(),
+            device,
+            build,
+            limits: None,
+            cache_bytes: CPU_CACHE_BYTES,
+            peak_gbps: 20.0,
+            clock_ghz: 3.0,
+            cpu_threads,
+            resources: Vec::new(),
+            defaults,
+            resources_from: "not applicable (CPU)".into(),
+        });
+    };
+    let Backend::Cuda(gpu) = b else { return Err("a device without a CUDA backend".into()) };
+    let arch = gpu.ptx_arch().map_err(|e| e.to_string())?;
+    // Register counts from ptxas's report when `cargo xtask ptx` wrote one beside the PTX;
+    // the limit itself always comes from the driver.
+    let report: Vec<PtxasEntry> = resources_dir
+        .map(|d| std::path::Path::new(d).join(format!("ferrotune_kernels.{arch}.resources.json")))
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let mut resources = Vec::new();
+    for &op in &ops {
+        for &dt in &dtypes {
+            for v in ELEM_VARIANTS {
+                let max_threads =
+                    ops::elementwise::max_threads(&s, op, dt, v).map_err(|e| e.to_string())?.unwrap_or(1024);
+                let name = ops::elementwise::entry_name(op, dt, v);
+                let (registers, shared_bytes) = report
+                    .iter()
+                    .find(|e| e.name == name)
+                    .map(|e| (e.registers, e.shared_bytes))
+                    // Without the report: the most registers that still allow `max_threads`.
+                    .unwrap_or((info.registers_per_sm / max_threads.max(1), 0));
+                resources.push(ResourceJson {
+                    op: op.name().into(),
+                    dtype: dt.name().into(),
+                    vec16: v.vec16,
+                    unroll: v.unroll,
+                    resources: KernelResources { registers, shared_bytes, max_threads },
+                });
+            }
+        }
+    }
+    Ok(Description {
+        backend: "cuda".into(),
+        device,
+        build,
+        limits: Some(Limits {
+            sm_count: info.sm_count,
+            max_threads_per_block: info.max_threads_per_block,
+            max_threads_per_sm: info.max_threads_per_sm,
+            max_blocks_per_sm: max_blocks_per_sm(info.compute_capability),
+            registers_per_sm: info.registers_per_sm,
+            shared_per_block: info.shared_mem_per_block,
+            shared_per_sm: info.shared_mem_per_sm,
+        }),
+        cache_bytes: u64::from(info.l2_bytes),
+        peak_gbps: info.theoretical_bandwidth() / 1e9,
+        clock_ghz: f64::from(info.clock_khz) / 1e6,
+        cpu_threads,
+        resources,
+        defaults,
+        resources_from: if report.is_empty() {
+            "driver (max threads); registers estimated".into()
+        } else {
+            "driver (max threads) + ptxas report (registers)".into()
+        },
+    })
+}
+
+/// Tensors read besides the output (in-place ops read the output too).
+fn separate_inputs(op: ElemOp) -> usize {
+    match op {
+        ElemOp::Add => 2,
+        ElemOp::Chain(_) => 3,
+        _ => 1,
+    }
+}
+
+fn prepare<T: Scalar>(b: &Backend, shape: Shape, seed: u64) -> ferrotune::Result<Bench<T>> {
+    let s = b.stream();
+    let n = shape.n;
+    // bias_add: rows of the largest power-of-two divisor of n, at most 4096 columns.
+    let cols = if shape.op == ElemOp::BiasAdd { 1usize << n.trailing_zeros().min(12) } else { 0 };
+    let mut rng = Rng::new(seed);
+    let host_in: Vec<Vec<T>> = (0..separate_inputs(shape.op))
+        .map(|i| if shape.op == ElemOp::BiasAdd && i == 0 { rng.vec(cols, -2.0, 2.0) } else { rng.vec(n, -4.0, 4.0) })
+        .collect();
+    let out_init: Vec<T> = rng.vec(n, -4.0, 4.0);
+    // Enough copies that consecutive timed runs never find their data in the cache.
+    let elem = T::DTYPE.size_bytes() as u64;
+    let set_bytes = (host_in.iter().map(|v| v.len() as u64).sum::<u64>() + n as u64) * elem;
+    let cache = b.device().map_or(CPU_CACHE_BYTES, |d| u64::from(d.l2_bytes));
+    let mem_cap = b.device().map_or(4u64 << 30, |d| d.global_mem_bytes as u64 / 4);
+    let want = (3 * cache).div_ceil(set_bytes.max(1)).clamp(2, 32);
+    let sets_n = want.min(mem_cap / set_bytes.max(1)).max(1) as usize;
+    let mut sets = Vec::with_capacity(sets_n);
+    for _ in 0..sets_n {
+        let ins = host_in.iter().map(|h| Buffer::from_slice(&s, h)).collect::<ferrotune::Result<Vec<_>>>()?;
+        sets.push(Set { ins, out: Buffer::from_slice(&s, &out_init)? });
+    }
+    s.synchronize()?;
+    Ok(Bench { shape, cols, alpha: 0.5, sets, host_in, out_init, checked: None })
+}
+
+/// `check_against_reference` over chunks in parallel (chunks are whole bias rows).
+fn check_parallel<T: Scalar>(op: ElemOp, alpha: f32, inputs: &[&[T]], got: &[T], cols: usize) -> Result<(), String> {
+    let chunk = cols * (1usize << 16).div_ceil(cols);
+    let n = got.len();
+    let bad = (0..n.div_ceil(chunk)).into_par_iter().find_map_first(|c| {
+        let r = c * chunk..((c + 1) * chunk).min(n);
+        let part: Vec<&[T]> = inputs.iter().map(|x| if x.len() == n { &x[r.clone()] } else { *x }).collect();
+        check_against_reference(op, alpha, &part, &got[r.clone()]).err().map(|e| format!("chunk at {}: {e}", r.start))
+    });
+    bad.map_or(Ok(()), Err)
+}
+
+impl<T: Scalar> Bench<T> {
+    fn footprint(&self) -> (usize, u64) {
+        let elem = T::DTYPE.size_bytes() as u64;
+        let per = (self.host_in.iter().map(|v| v.len() as u64).sum::<u64>() + self.shape.n as u64) * elem;
+        (self.sets.len(), per)
+    }
+
+    fn run(&mut self, s: &Stream, cfg: &ElemConfig, set: usize) -> ferrotune::Result<()> {
+        let k = set % self.sets.len();
+        let set = &mut self.sets[k];
+        let views: Vec<View<'_, T>> = set.ins.iter().map(|b| b.all()).collect();
+        let refs: Vec<&View<'_, T>> = views.iter().collect();
+        ops::run_elementwise(s, self.shape.op, cfg, &refs, &mut set.out.all_mut(), self.alpha)
+    }
+
+    fn eval(&mut self, s: &Stream, c: ConfigJson, repeat: Repeat, inject: &[Injection], fake: bool) -> EvalOutcome {
+        let failed = |e: Error| EvalOutcome::Failed { why: e.to_string(), fatal: is_fatal(&e) };
+        let shape = self.shape;
+        let hit = |k: InjectKind| inject.iter().any(|i| i.kind == k && i.applies(&shape, &c));
+        if hit(InjectKind::Hang) {
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        }
+        if hit(InjectKind::Error) {
+            return EvalOutcome::Failed { why: "injected launch error".into(), fatal: false };
+        }
+        if hit(InjectKind::Fault) {
+            if s.gpu().is_none() {
+                // The CPU has no device to fault: die the way a crashed process does.
+                std::process::abort();
+            }
+            if let Err(e) = ferrotune::tuned::launch_faulting_kernel(s) {
+                return EvalOutcome::Failed { why: format!("injected fault: {e}"), fatal: true };
+            }
+        }
+        let cfg: ElemConfig = c.into();
+        // Verification run on fresh output contents: poison where the op overwrites the
+        // output (an element never written then fails), the initial values where it updates.
+        let in_place = matches!(self.shape.op, ElemOp::Axpy | ElemOp::BiasAdd);
+        let init = if in_place { self.out_init.clone() } else { vec![poison::<T>(); self.shape.n] };
+        if let Err(e) = self.sets[0].out.copy_from(s, &init) {
+            return failed(e);
+        }
+        if let Err(e) = self.run(s, &cfg, 0) {
+            return failed(e);
+        }
+        let mut got = match self.sets[0].out.to_vec(s) {
+            Ok(v) => v,
+            Err(e) => return failed(e),
+        };
+        if hit(InjectKind::Wrong) && !got.is_empty() {
+            let i = got.len() / 2;
+            got[i] = T::from_f32(got[i].to_f32() + 1000.0);
+        }
+        let verified = match &self.checked {
+            Some(r)
+                if r.len() == got.len()
+                    && r.iter().zip(&got).all(|(a, b)| a.to_f32().to_bits() == b.to_f32().to_bits()) =>
+            {
+                "bit-identical to a reference-checked output".to_string()
+            }
+            _ => {
+                let ref_in: Vec<&[T]> = match self.shape.op {
+                    ElemOp::Axpy => vec![&self.host_in[0], &self.out_init],
+                    ElemOp::BiasAdd => vec![&self.out_init, &self.host_in[0]],
+                    _ => self.host_in.iter().map(|v| v.as_slice()).collect(),
+                };
+                if let Err(why) = check_parallel(self.shape.op, self.alpha, &ref_in, &got, self.cols.max(1)) {
+                    return EvalOutcome::Invalid { why };
+                }
+                if self.checked.is_none() {
+                    self.checked = Some(got);
+                }
+                "within tolerance of the f64 reference".to_string()
+            }
+        };
+        let stats = match time_on_stream(s, repeat, |i| self.run(s, &cfg, i)) {
+            Ok(st) => st,
+            Err(e) => return failed(e),
+        };
+        let stats = if fake {
+            let t = fake_ms(&c);
+            Stats { median_ms: t, min_ms: t, max_ms: t, mad_ms: 0.0, samples: stats.samples }
+        } else {
+            stats
+        };
+        EvalOutcome::Ok { stats, verified }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn injections_parse_and_match() {
+        let inj = parse_injections("fault@threads=256,vec16=true; wrong@cpu_chunk=4096;hang").unwrap();
+        assert_eq!(inj.len(), 3);
+        assert_eq!(inj[0].kind, InjectKind::Fault);
+        assert!(inj[2].matches.is_empty());
+        let shape = Shape { op: ElemOp::Add, dtype: DType::F32, n: 10 };
+        let mut c: ConfigJson = ElemConfig::heuristic(ElemOp::Add, DType::F32, None).into();
+        c.threads = 256;
+        assert!(inj[0].applies(&shape, &c));
+        c.vec16 = false;
+        assert!(!inj[0].applies(&shape, &c));
+        assert!(parse_injections("explode@threads=1").is_err());
+        assert!(parse_injections("fault@colour=red").is_err());
+        assert!(parse_injections("fault@threads").is_err());
+        assert_eq!(parse_injections("").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_cpu_worker_verifies_and_times_in_process() {
+        let mut w = Worker { backend: None, prepared: None, inject: Ok(vec![]), fake_time: false };
+        let describe = Request::Describe {
+            backend: "cpu".into(),
+            ops: vec!["add".into()],
+            dtypes: vec!["f16".into()],
+            resources_dir: None,
+        };
+        let (Response::Description(d), false) = w.handle(describe) else { panic!("describe failed") };
+        assert_eq!(d.backend, "cpu");
+        assert_eq!(d.defaults.len(), 1);
+        let prep = Request::Prepare { backend: "cpu".into(), op: "add".into(), dtype: "f16".into(), n: 5000, seed: 3 };
+        let (Response::Prepared { sets, .. }, _) = w.handle(prep) else { panic!("prepare failed") };
+        assert!(sets >= 2, "buffers are rotated");
+        let mut config = d.defaults[0].config;
+        config.cpu_chunk = 1024;
+        for _ in 0..2 {
+            let (Response::Outcome(EvalOutcome::Ok { stats, .. }), false) =
+                w.handle(Request::Eval { config, warmup: 1, iters: 3 })
+            else {
+                panic!("eval failed")
+            };
+            assert_eq!(stats.samples, 3);
+        }
+        w.inject = parse_injections("wrong@cpu_chunk=1024");
+        let (Response::Outcome(out), _) = w.handle(Request::Eval { config, warmup: 1, iters: 3 }) else { panic!() };
+        assert!(matches!(out, EvalOutcome::Invalid { ref why } if why.contains("element 2500")), "{out:?}");
+    }
+}

@@ -1,0 +1,274 @@
+//! Run-time use of tuning profiles: which `ElemConfig` an op call gets and why (exact profile
+//! entry → nearest bucket → same architecture → built-in heuristic). Profiles are loaded once
+//! and lookups are memoised, so an op call does no file I/O. The format itself lives in
+//! `ferrotune-profile`; this file only maps `ElemConfig` to and from named parameters.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use ferrotune_kernels::DType;
+use ferrotune_kernels::elementwise::{ElemOp, ElemVariant};
+use ferrotune_profile::{Config, Device, Match, Param, ProfileSet, Query};
+
+use crate::backend::Backend;
+use crate::config::ElemConfig;
+use crate::error::{Error, Result};
+use crate::stream::Stream;
+
+/// The layout of every elementwise op in profiles.
+pub const ELEM_LAYOUT: &str = "contiguous";
+
+/// Where a config came from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Source {
+    /// A tuned profile entry: the file, its line, and how closely it matched.
+    Profile { path: PathBuf, line: Option<usize>, how: Match },
+    /// The built-in heuristic, and why no profile entry applied.
+    Heuristic { why: String },
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Profile { path, line: Some(l), how } => write!(f, "{how} ({}:{l})", path.display()),
+            Source::Profile { path, line: None, how } => write!(f, "{how} ({})", path.display()),
+            Source::Heuristic { why } => write!(f, "built-in heuristic: {why}"),
+        }
+    }
+}
+
+/// The config's named parameters as profiles store them.
+pub fn to_params(c: &ElemConfig) -> Config {
+    let mut m = Config::new();
+    m.insert("threads".into(), Param::Int(c.threads.into()));
+    m.insert("vec16".into(), Param::Bool(c.variant.vec16));
+    m.insert("unroll".into(), Param::Int(c.variant.unroll.into()));
+    m.insert("blocks_per_sm".into(), Param::Int(c.blocks_per_sm.into()));
+    m.insert("cpu_chunk".into(), Param::Int(c.cpu_chunk as i64));
+    m
+}
+
+/// The config from named parameters; `None` when one is missing or out of range.
+pub fn from_params(m: &Config) -> Option<ElemConfig> {
+    let int = |k: &str| match m.get(k) {
+        Some(Param::Int(v)) => Some(*v),
+        _ => None,
+    };
+    let u32_of = |k: &str| int(k).and_then(|v| u32::try_from(v).ok());
+    let vec16 = match m.get("vec16") {
+        Some(Param::Bool(b)) => *b,
+        _ => return None,
+    };
+    Some(ElemConfig {
+        threads: u32_of("threads")?,
+        variant: ElemVariant { vec16, unroll: u32_of("unroll")? },
+        blocks_per_sm: u32_of("blocks_per_sm")?,
+        cpu_chunk: usize::try_from(int("cpu_chunk")?).ok()?,
+    })
+}
+
+/// The PTX hash of each architecture, computed once (the text is megabytes).
+fn ptx_hash(arch: &'static str, ptx: &'static str) -> String {
+    static HASHES: OnceLock<Mutex<HashMap<&'static str, String>>> = OnceLock::new();
+    let map = HASHES.get_or_init(Default::default);
+    let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
+    m.entry(arch).or_insert_with(|| ferrotune_profile::build_hash(ptx)).clone()
+}
+
+/// The device fingerprint and kernel build hash of the machine behind `s`: what profile
+/// entries are keyed by. CPU: architecture and worker threads; build = crate version + threads.
+pub fn fingerprint(s: &Stream) -> Result<(Device, String)> {
+    match s {
+        Stream::Cuda { gpu, .. } => {
+            let d = gpu.info();
+            let (arch, ptx) = crate::module::select_ptx(d.compute_capability)?;
+            let device = Device {
+                backend: "cuda".into(),
+                name: d.name.clone(),
+                arch: d.arch(),
+                sm_count: d.sm_count,
+                driver: format!("{}.{}", d.driver_version / 1000, d.driver_version % 1000 / 10),
+            };
+            Ok((device, ptx_hash(arch, ptx)))
+        }
+        Stream::Cpu(cpu) => {
+            let threads = cpu.threads();
+            let device = Device {
+                backend: "cpu".into(),
+                name: "cpu".into(),
+                arch: std::env::consts::ARCH.into(),
+                sm_count: threads as u32,
+                driver: "rayon".into(),
+            };
+            let build =
+                ferrotune_profile::build_hash(&format!("ferrotune-cpu {} {threads}", env!("CARGO_PKG_VERSION")));
+            Ok((device, build))
+        }
+    }
+}
+
+/// Where profiles are read from: `FERROTUNE_PROFILE` (a file or a directory) when set, else
+/// `~/.config/ferrotune/profiles/` and the `profiles/` directory shipped in the repository.
+pub fn default_profile_paths() -> Vec<PathBuf> {
+    if let Some(p) = std::env::var_os("FERROTUNE_PROFILE") {
+        return vec![PathBuf::from(p)];
+    }
+    let mut v = Vec::new();
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+    if let Some(c) = config {
+        v.push(c.join("ferrotune/profiles"));
+    }
+    v.push(PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles")));
+    v
+}
+
+/// Loads the profiles at `paths`, logging every file that cannot be used.
+pub fn load_profiles(paths: &[PathBuf]) -> ProfileSet {
+    let mut all = ProfileSet::default();
+    for p in paths {
+        let s = ProfileSet::load(p);
+        all.profiles.extend(s.profiles);
+        all.problems.extend(s.problems);
+    }
+    for why in &all.problems {
+        log::warn!("tuning profile not used: {why}");
+    }
+    all
+}
+
+type MemoKey = (ElemOp, DType, u64, String);
+
+struct Cache {
+    set: Arc<ProfileSet>,
+    memo: Mutex<HashMap<MemoKey, (ElemConfig, Source)>>,
+}
+
+fn cache() -> &'static RwLock<Option<Arc<Cache>>> {
+    static CACHE: RwLock<Option<Arc<Cache>>> = RwLock::new(None);
+    &CACHE
+}
+
+fn current() -> Arc<Cache> {
+    if let Some(c) = cache().read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        return c.clone();
+    }
+    let mut w = cache().write().unwrap_or_else(|p| p.into_inner());
+    w.get_or_insert_with(|| {
+        Arc::new(Cache { set: Arc::new(load_profiles(&default_profile_paths())), memo: Mutex::default() })
+    })
+    .clone()
+}
+
+/// Uses the profiles at `path` (a file or directory) from now on, instead of the default
+/// locations; `None` goes back to them. Reports a file that cannot be used as an error.
+pub fn use_profiles(path: Option<PathBuf>) -> Result<()> {
+    let set = match &path {
+        Some(p) => {
+            let set = load_profiles(std::slice::from_ref(p));
+            if let Some(why) = set.problems.first() {
+                return Err(Error::InvalidConfig { op: "tuning profile", why: why.clone() });
+            }
+            set
+        }
+        None => load_profiles(&default_profile_paths()),
+    };
+    *cache().write().unwrap_or_else(|p| p.into_inner()) =
+        Some(Arc::new(Cache { set: Arc::new(set), memo: Mutex::default() }));
+    Ok(())
+}
+
+/// Which config `op` on `n` elements of `dtype` gets on `backend`, and why.
+pub fn explain(op: ElemOp, dtype: DType, n: usize, backend: &Backend) -> (ElemConfig, Source) {
+    explain_in(&current().set, op, dtype, n, &backend.stream())
+}
+
+/// `explain` against an explicit set of profiles (what tests and tools use).
+pub fn explain_in(set: &ProfileSet, op: ElemOp, dtype: DType, n: usize, s: &Stream) -> (ElemConfig, Source) {
+    let device = s.gpu().map(|g| g.info());
+    let heuristic = |why: String| (ElemConfig::heuristic(op, dtype, device), Source::Heuristic { why });
+    if set.is_empty() {
+        return heuristic("no tuning profile loaded (FERROTUNE_PROFILE or ~/.config/ferrotune/profiles)".into());
+    }
+    let (dev, build) = match fingerprint(s) {
+        Ok(f) => f,
+        Err(e) => return heuristic(format!("no device fingerprint: {e}")),
+    };
+    let shape = [n as u64];
+    let q =
+        Query { device: &dev, build: &build, op: op.name(), dtype: dtype.name(), layout: ELEM_LAYOUT, shape: &shape };
+    let Some(found) = set.lookup(&q) else {
+        return heuristic(format!("no entry for {} {} on {dev} with kernel build {build}", op.name(), dtype.name()));
+    };
+    let line = found.entry.line;
+    let src = Source::Profile { path: found.path.clone(), line, how: found.how };
+    match from_params(&found.entry.config) {
+        Some(c) if c.validate(op, device).is_ok() => (c, src),
+        _ => heuristic(format!("the entry at {src} has an invalid config {:?}", found.entry.config)),
+    }
+}
+
+/// The config `run_default` launches with: the memoised `explain` for this stream's machine.
+pub(crate) fn config_for(s: &Stream, op: ElemOp, dtype: DType, n: usize) -> ElemConfig {
+    let c = current();
+    if c.set.is_empty() {
+        return ElemConfig::heuristic(op, dtype, s.gpu().map(|g| g.info()));
+    }
+    let machine = match s {
+        Stream::Cuda { gpu, .. } => format!("cuda{}", gpu.info().ordinal),
+        Stream::Cpu(cpu) => format!("cpu{}", cpu.threads()),
+    };
+    let key = (op, dtype, ferrotune_profile::bucket(n as u64), machine);
+    let mut memo = c.memo.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((cfg, _)) = memo.get(&key) {
+        return *cfg;
+    }
+    let (cfg, src) = explain_in(&c.set, op, dtype, n, s);
+    log::debug!("{} {} n={n}: {cfg:?} from {src}", op.name(), dtype.name());
+    memo.insert(key, (cfg, src));
+    cfg
+}
+
+/// Deliberately launches a kernel that reads and writes an unmapped address, so the context
+/// faults with an illegal-address error. Only the autotuner's fault-injection mode calls it,
+/// to prove that a faulting candidate is isolated in its worker process. CPU: an error.
+#[doc(hidden)]
+pub fn launch_faulting_kernel(s: &Stream) -> Result<()> {
+    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    let Stream::Cuda { stream, gpu } = s else {
+        return Err(Error::InvalidConfig { op: "fault injection", why: "needs the CUDA backend".into() });
+    };
+    let name = crate::ops::elementwise::entry_name(ElemOp::Copy, DType::F32, ElemVariant { vec16: false, unroll: 1 });
+    let kernel = gpu.kernels()?.function(&name)?;
+    let (bad, n, alpha) = (0x10u64, 1usize << 20, 0f32);
+    let mut b = stream.launch_builder(&kernel.func);
+    b.arg(&bad).arg(&bad).arg(&n).arg(&alpha);
+    let cfg = LaunchConfig { grid_dim: (1024, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    // SAFETY: not safe by design: the pointers are invalid so that the device faults. The
+    // fault stays inside the tuner's worker process, whose context is then discarded.
+    unsafe { b.launch(cfg) }
+        .map_err(|e| Error::Driver { context: "launching the faulting kernel".into(), source: e })?;
+    s.synchronize()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_round_trip_and_reject_missing_fields() {
+        for op in ElemOp::ALL {
+            let c = ElemConfig::heuristic(op, DType::F16, None);
+            assert_eq!(from_params(&to_params(&c)), Some(c));
+        }
+        let mut m = to_params(&ElemConfig::heuristic(ElemOp::Add, DType::F32, None));
+        m.remove("unroll");
+        assert_eq!(from_params(&m), None);
+        let mut m = to_params(&ElemConfig::heuristic(ElemOp::Add, DType::F32, None));
+        m.insert("threads".into(), Param::Int(-1));
+        assert_eq!(from_params(&m), None);
+    }
+}

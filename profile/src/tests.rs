@@ -1,0 +1,229 @@
+//! Unit tests of the format: round trip, bucketing, lookup order, merge, and the malformed
+//! files that must be clear errors naming file and line.
+
+use super::*;
+
+pub(crate) fn h100() -> Device {
+    Device {
+        backend: "cuda".into(),
+        name: "NVIDIA H100".into(),
+        arch: "sm_90".into(),
+        sm_count: 132,
+        driver: "13.0".into(),
+    }
+}
+
+fn cfg(threads: i64) -> Config {
+    let mut c = Config::new();
+    c.insert("threads".into(), Param::Int(threads));
+    c.insert("vec16".into(), Param::Bool(true));
+    c
+}
+
+fn entry(device: Device, n: u64, threads: i64) -> Entry {
+    Entry {
+        op: "add".into(),
+        dtype: "f32".into(),
+        layout: "contiguous".into(),
+        shape: vec![bucket(n)],
+        measured_shape: vec![n],
+        build: "fnv1a64:1".into(),
+        median_ms: 1.5,
+        mad_ms: 0.01,
+        throughput_gbps: 1000.0,
+        default_ms: Some(2.0),
+        strategy: "exhaustive".into(),
+        evaluations: 10,
+        date: "2026-01-01T00:00:00Z".into(),
+        tool_version: "0.1.0".into(),
+        device,
+        config: cfg(threads),
+        runners_up: vec![Ranked { median_ms: 1.6, config: cfg(128) }],
+        line: None,
+    }
+}
+
+fn journal(outcome: Outcome) -> JournalRecord {
+    JournalRecord {
+        op: "add".into(),
+        dtype: "f32".into(),
+        layout: "contiguous".into(),
+        measured_shape: vec![1000],
+        build: "fnv1a64:1".into(),
+        role: "search".into(),
+        outcome,
+        median_ms: (outcome == Outcome::Ok).then_some(1.0),
+        mad_ms: None,
+        detail: Some("why".into()),
+        device: h100(),
+        config: cfg(64),
+    }
+}
+
+fn parse(text: &str) -> Result<Profile> {
+    Profile::parse(text, Path::new("p.toml"))
+}
+
+#[test]
+fn round_trip_keeps_everything() {
+    let p = Profile {
+        source: None,
+        entries: vec![entry(h100(), 1 << 20, 256), entry(h100(), 3 << 24, 1024)],
+        journal: vec![journal(Outcome::Ok), journal(Outcome::Timeout)],
+    };
+    let text = p.to_toml().unwrap();
+    let mut back = parse(&text).unwrap();
+    assert!(back.entries.iter().all(|e| e.line.is_some()), "lines are recorded");
+    for e in &mut back.entries {
+        e.line = None;
+    }
+    back.source = None;
+    assert_eq!(back, p, "{text}");
+}
+
+#[test]
+fn buckets_are_powers_of_two_below() {
+    assert_eq!(bucket(0), 0);
+    assert_eq!(bucket(1), 1);
+    assert_eq!(bucket(1000), 512);
+    assert_eq!(bucket(1024), 1024);
+    assert_eq!(bucket(u64::MAX), 1 << 63);
+    assert_eq!(bucket_shape(&[4096, 3000, 129]), vec![4096, 2048, 128]);
+}
+
+#[test]
+fn lookup_order_exact_then_bucket_then_arch() {
+    let other = Device { name: "NVIDIA H200".into(), sm_count: 132, ..h100() };
+    let newer_driver = Device { driver: "13.1".into(), ..h100() };
+    let set = |entries: Vec<Entry>| ProfileSet {
+        profiles: vec![Profile { source: Some("x.toml".into()), entries, journal: vec![] }],
+        problems: vec![],
+    };
+    let q = |dev: &Device, n: u64| {
+        let shape = [n];
+        let q = Query { device: dev, build: "fnv1a64:1", op: "add", dtype: "f32", layout: "contiguous", shape: &shape };
+        let s = set(vec![entry(h100(), 1 << 20, 256), entry(h100(), 1 << 10, 64), entry(other.clone(), 1 << 26, 512)]);
+        s.lookup(&q).map(|f| (f.how, f.entry.config))
+    };
+    assert_eq!(q(&h100(), (1 << 20) + 5), Some((Match::Exact, cfg(256))));
+    let (how, c) = q(&h100(), 1 << 18).unwrap();
+    assert_eq!((how, c), (Match::NearestBucket { bucket: vec![1 << 20], distance: 2 }, cfg(256)));
+    let (how, _) = q(&newer_driver, 1 << 20).unwrap();
+    assert_eq!(how, Match::NearestBucket { bucket: vec![1 << 20], distance: 0 }, "driver change: same device");
+    let third = Device { name: "GH200".into(), sm_count: 144, ..h100() };
+    let (how, c) = q(&third, 1 << 26).unwrap();
+    assert!(matches!(how, Match::SameArch { ref device, .. } if device == "NVIDIA H200"), "{how:?}");
+    assert_eq!(c, cfg(512));
+    let a100 = Device { arch: "sm_80".into(), name: "A100".into(), ..h100() };
+    assert_eq!(q(&a100, 1 << 20), None, "another architecture never matches");
+    // Another kernel build never matches, even on the same device.
+    let shape = [1u64 << 20];
+    let stale =
+        Query { device: &h100(), build: "fnv1a64:2", op: "add", dtype: "f32", layout: "contiguous", shape: &shape };
+    assert!(set(vec![entry(h100(), 1 << 20, 256)]).lookup(&stale).is_none());
+}
+
+#[test]
+fn syntax_errors_name_file_line_and_column() {
+    let text = "format = \"ferrotune-profile\"\nversion = 1\n\n[[entry]]\nop = \"add\nx = 1\n";
+    let e = parse(text).unwrap_err();
+    match &e {
+        ProfileError::Syntax { path, line, .. } => {
+            assert_eq!(path, Path::new("p.toml"));
+            assert_eq!(*line, 5, "{e}");
+        }
+        other => panic!("expected a syntax error, got {other}"),
+    }
+    assert!(e.to_string().starts_with("p.toml:5:"), "{e}");
+}
+
+#[test]
+fn unknown_version_and_format_are_refused_with_their_line() {
+    let e = parse("# c\nformat = \"ferrotune-profile\"\nversion = 7\n").unwrap_err();
+    assert!(matches!(e, ProfileError::UnknownVersion { line: 3, .. }), "{e}");
+    assert!(e.to_string().contains("p.toml:3: unknown profile version 7"), "{e}");
+    let e = parse("format = \"something-else\"\nversion = 1\n").unwrap_err();
+    assert!(matches!(e, ProfileError::WrongFormat { line: 1, .. }), "{e}");
+    let e = parse("[tool]\nx = 1\n").unwrap_err();
+    assert!(matches!(e, ProfileError::NotAProfile { .. }), "{e}");
+    let e = parse("format = \"ferrotune-profile\"\n").unwrap_err();
+    assert!(e.to_string().contains("missing `version`"), "{e}");
+}
+
+#[test]
+fn bad_entries_are_refused_with_their_line() {
+    let mut p = Profile { source: None, entries: vec![entry(h100(), 1000, 256)], journal: vec![] };
+    p.entries[0].median_ms = -1.0;
+    let text = p.to_toml().unwrap();
+    let e = parse(&text).unwrap_err();
+    let line = text.lines().position(|l| l.trim() == "[[entry]]").unwrap() + 1;
+    assert!(matches!(&e, ProfileError::Invalid { line: l, .. } if *l == line), "{e} (entry at line {line})");
+    // An unknown field is a typo, not silently ignored.
+    let text = entry_text().replace("strategy =", "strategee =");
+    assert!(matches!(parse(&text).unwrap_err(), ProfileError::Syntax { .. }));
+    // A shape that is not a bucket.
+    let text = entry_text().replace("shape = [512]", "shape = [1000]");
+    assert!(parse(&text).unwrap_err().to_string().contains("not a bucket"));
+}
+
+fn entry_text() -> String {
+    Profile { source: None, entries: vec![entry(h100(), 1000, 256)], journal: vec![] }.to_toml().unwrap()
+}
+
+#[test]
+fn foreign_devices_and_stale_builds_are_warned_about_by_line() {
+    let a100 = Device { arch: "sm_80".into(), name: "A100".into(), ..h100() };
+    let text =
+        Profile { source: None, entries: vec![entry(a100, 1000, 256), entry(h100(), 1000, 256)], journal: vec![] }
+            .to_toml()
+            .unwrap();
+    let p = parse(&text).unwrap();
+    let w = p.foreign(&h100(), "fnv1a64:1");
+    assert_eq!(w.len(), 1);
+    assert_eq!(w[0].line, p.entries[0].line);
+    assert!(w[0].to_string().starts_with("p.toml:"), "{}", w[0]);
+    assert!(w[0].msg.contains("A100"));
+    let w = p.foreign(&h100(), "fnv1a64:other");
+    assert_eq!(w.len(), 2, "{w:?}");
+}
+
+#[test]
+fn merge_keeps_the_newer_entry_and_adds_the_rest() {
+    let mut a = Profile { source: None, entries: vec![entry(h100(), 1000, 256)], journal: vec![] };
+    let mut newer = entry(h100(), 1000, 512);
+    newer.date = "2026-02-01T00:00:00Z".into();
+    let b = Profile { source: None, entries: vec![newer.clone(), entry(h100(), 1 << 24, 1024)], journal: vec![] };
+    let r = a.merge(&b);
+    assert_eq!(r, MergeReport { added: 1, replaced: 1, kept: 0 });
+    assert_eq!(a.entries[0], newer);
+    let r = a.merge(&Profile { source: None, entries: vec![entry(h100(), 1000, 64)], journal: vec![] });
+    assert_eq!(r, MergeReport { added: 0, replaced: 0, kept: 1 }, "older entry does not win");
+}
+
+#[test]
+fn save_is_atomic_and_loads_back() {
+    let dir = std::env::temp_dir().join(format!("ferrotune-profile-test-{}", std::process::id()));
+    let path = dir.join("sub/p.toml");
+    let p = Profile { source: None, entries: vec![entry(h100(), 1000, 256)], journal: vec![journal(Outcome::Failed)] };
+    p.save_atomic(&path).unwrap();
+    let back = Profile::load(&path).unwrap();
+    assert_eq!(back.entries.len(), 1);
+    assert_eq!(back.journal, p.journal);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.join("sub")).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(leftovers.len(), 1, "no temporary file is left behind: {leftovers:?}");
+    let set = ProfileSet::load(&dir.join("sub"));
+    assert_eq!(set.profiles.len(), 1);
+    std::fs::write(dir.join("sub/bad.toml"), "format = \"ferrotune-profile\"\nversion = 2\n").unwrap();
+    let set = ProfileSet::load(&dir.join("sub"));
+    assert_eq!(set.profiles.len(), 1);
+    assert_eq!(set.problems.len(), 1);
+    assert!(set.problems[0].contains("bad.toml:2"), "{:?}", set.problems);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn build_hash_is_stable() {
+    assert_eq!(build_hash(""), "fnv1a64:cbf29ce484222325");
+    assert_ne!(build_hash("a"), build_hash("b"));
+    assert_eq!(utc_now().len(), 20);
+}

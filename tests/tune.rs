@@ -1,0 +1,134 @@
+//! Run-time use of tuning profiles, across crates: a profile written in the format is found
+//! by the host's lookup (exact, nearest bucket, heuristic), each fallback says why, and files
+//! that are malformed, of an unknown version or for another device are reported, not used.
+//! (Spaces, strategies, isolation and resume are tested in autotune/; the format in profile/.)
+
+use std::path::{Path, PathBuf};
+
+use ferrotune::profile::{Entry, Match, Profile, ProfileSet};
+use ferrotune::tuned::{Source, explain_in, fingerprint, from_params, to_params};
+use ferrotune::{DType, ElemConfig, ElemOp, ElemVariant};
+
+use ferrotune_testkit::cpu_backend;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ferrotune-tests-tune-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn entry_for(s: &ferrotune::Stream, op: ElemOp, n: u64, cfg: &ElemConfig) -> Entry {
+    let (device, build) = fingerprint(s).unwrap();
+    Entry {
+        op: op.name().into(),
+        dtype: "f32".into(),
+        layout: "contiguous".into(),
+        shape: vec![ferrotune::profile::bucket(n)],
+        measured_shape: vec![n],
+        build,
+        median_ms: 1.0,
+        mad_ms: 0.0,
+        throughput_gbps: 1.0,
+        default_ms: Some(2.0),
+        strategy: "exhaustive".into(),
+        evaluations: 1,
+        date: ferrotune::profile::utc_now(),
+        tool_version: "test".into(),
+        device,
+        config: to_params(cfg),
+        runners_up: vec![],
+        line: None,
+    }
+}
+
+fn write(dir: &Path, name: &str, p: &Profile) -> PathBuf {
+    let path = dir.join(name);
+    p.save_atomic(&path).unwrap();
+    path
+}
+
+#[test]
+fn the_host_uses_profile_entries_in_lookup_order_and_says_why() {
+    let b = cpu_backend();
+    let s = b.stream();
+    let dir = temp_dir("lookup");
+    let tuned = ElemConfig { cpu_chunk: 4096, ..ElemConfig::heuristic(ElemOp::Add, DType::F32, None) };
+    let p = Profile { source: None, entries: vec![entry_for(&s, ElemOp::Add, 1 << 20, &tuned)], journal: vec![] };
+    let path = write(&dir, "cpu.toml", &p);
+    let set = ProfileSet::load(&dir);
+    assert!(set.problems.is_empty(), "{:?}", set.problems);
+
+    let (cfg, src) = explain_in(&set, ElemOp::Add, DType::F32, (1 << 20) + 100, &s);
+    assert_eq!(cfg, tuned);
+    match &src {
+        Source::Profile { path: p, line, how: Match::Exact } => {
+            assert_eq!(p, &path);
+            assert!(line.is_some());
+        }
+        other => panic!("expected the exact entry, got {other}"),
+    }
+    let (cfg, src) = explain_in(&set, ElemOp::Add, DType::F32, 1 << 16, &s);
+    assert_eq!(cfg, tuned);
+    assert!(matches!(src, Source::Profile { how: Match::NearestBucket { distance: 4, .. }, .. }), "{src}");
+    // Another op, or another dtype: the heuristic, with the reason.
+    let (cfg, src) = explain_in(&set, ElemOp::Relu, DType::F32, 1 << 20, &s);
+    assert_eq!(cfg, ElemConfig::heuristic(ElemOp::Relu, DType::F32, None));
+    assert!(src.to_string().contains("built-in heuristic: no entry for relu f32"), "{src}");
+    let (_, src) = explain_in(&ProfileSet::default(), ElemOp::Add, DType::F32, 10, &s);
+    assert!(src.to_string().contains("no tuning profile loaded"), "{src}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_entry_with_an_uncompiled_variant_falls_back_to_the_heuristic() {
+    let b = cpu_backend();
+    let s = b.stream();
+    let dir = temp_dir("badcfg");
+    let bad = ElemConfig {
+        variant: ElemVariant { vec16: true, unroll: 3 },
+        ..ElemConfig::heuristic(ElemOp::Add, DType::F32, None)
+    };
+    let p = Profile { source: None, entries: vec![entry_for(&s, ElemOp::Add, 1024, &bad)], journal: vec![] };
+    write(&dir, "p.toml", &p);
+    let (cfg, src) = explain_in(&ProfileSet::load(&dir), ElemOp::Add, DType::F32, 1024, &s);
+    assert_eq!(cfg, ElemConfig::heuristic(ElemOp::Add, DType::F32, None));
+    assert!(src.to_string().contains("invalid config"), "{src}");
+    assert_eq!(from_params(&to_params(&bad)), Some(bad), "the params themselves round-trip");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_files_are_reported_with_file_and_line_and_never_used() {
+    let b = cpu_backend();
+    let s = b.stream();
+    let dir = temp_dir("bad");
+    let good = ElemConfig { cpu_chunk: 2048, ..ElemConfig::heuristic(ElemOp::Add, DType::F32, None) };
+    let p = Profile { source: None, entries: vec![entry_for(&s, ElemOp::Add, 1024, &good)], journal: vec![] };
+    let text = p.to_toml().unwrap();
+    std::fs::write(dir.join("a_syntax.toml"), text.replacen("op = \"add\"", "op = add", 1)).unwrap();
+    std::fs::write(dir.join("b_version.toml"), text.replace("version = 1", "version = 99")).unwrap();
+    let set = ProfileSet::load(&dir);
+    assert!(set.profiles.is_empty());
+    assert_eq!(set.problems.len(), 2, "{:?}", set.problems);
+    let line = text.lines().position(|l| l == "op = \"add\"").unwrap() + 1;
+    assert!(set.problems[0].contains(&format!("a_syntax.toml:{line}:")), "{}", set.problems[0]);
+    assert!(set.problems[1].contains("b_version.toml:") && set.problems[1].contains("unknown profile version 99"));
+    let (cfg, _) = explain_in(&set, ElemOp::Add, DType::F32, 1024, &s);
+    assert_eq!(cfg, ElemConfig::heuristic(ElemOp::Add, DType::F32, None), "a bad file is never used");
+
+    // A profile from another device: loads, is warned about by line, never matches.
+    let mut foreign = p.clone();
+    foreign.entries[0].device.arch = "sm_90".into();
+    foreign.entries[0].device.backend = "cuda".into();
+    let path = write(&dir, "foreign.toml.d", &foreign);
+    let loaded = Profile::load(&path).unwrap();
+    let (device, build) = fingerprint(&s).unwrap();
+    let w = loaded.foreign(&device, &build);
+    assert_eq!(w.len(), 1);
+    assert_eq!(w[0].line, loaded.entries[0].line);
+    assert!(w[0].to_string().contains("foreign.toml.d:"), "{}", w[0]);
+    let set = ProfileSet { profiles: vec![loaded], problems: vec![] };
+    assert!(matches!(explain_in(&set, ElemOp::Add, DType::F32, 1024, &s).1, Source::Heuristic { .. }));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,260 @@
+//! `cargo xtask tune`: parses the flags, runs the autotuner (its workers are this binary's
+//! hidden `tune-worker` subcommand), shows progress, prints the default-vs-tuned table.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use ferrotune::{DType, ElemOp};
+use ferrotune_autotune::measure::Repeat;
+use ferrotune_autotune::tuner::{CANDIDATE_TIMEOUT, Event};
+use ferrotune_autotune::{Budget, Control, EvalOutcome, Shape, Strategy, Timeouts, TuneOptions, WorkerCommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Ops, comma-separated, or `all`.
+    #[arg(long, value_delimiter = ',', default_value = "add,gelu_erf")]
+    ops: Vec<String>,
+    /// Dtypes: f32, f16, bf16 (comma-separated) or `all`.
+    #[arg(long, value_delimiter = ',', default_value = "f32")]
+    dtypes: Vec<String>,
+    /// Element counts, comma-separated; K, M, G suffixes are powers of 1024 (e.g. 16M).
+    #[arg(long, value_delimiter = ',', default_value = "16M")]
+    sizes: Vec<String>,
+    /// exhaustive | random | model.
+    #[arg(long, default_value = "model")]
+    strategy: Strategy,
+    /// Most candidates measured per shape (default: all for exhaustive, 16 otherwise).
+    #[arg(long)]
+    budget: Option<usize>,
+    /// Wall-clock limit per shape, seconds.
+    #[arg(long)]
+    time_limit: Option<f64>,
+    /// Stop a shape after this many candidates in a row without a 0.5% improvement.
+    #[arg(long)]
+    patience: Option<usize>,
+    /// The profile to write (created, or merged into and resumed from).
+    #[arg(long)]
+    profile: PathBuf,
+    /// auto | cuda | cpu.
+    #[arg(long, default_value = "auto")]
+    backend: String,
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Timed runs per candidate during the search.
+    #[arg(long, default_value_t = 20)]
+    iters: usize,
+    /// Timed runs of the final default-vs-winner comparison.
+    #[arg(long, default_value_t = 100)]
+    confirm_iters: usize,
+    /// Seconds before a candidate's worker is killed and the candidate recorded as a timeout.
+    #[arg(long, default_value_t = CANDIDATE_TIMEOUT.as_secs_f64())]
+    candidate_timeout: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Measure again shapes whose bucket the profile already has.
+    #[arg(long)]
+    retune: bool,
+    /// With --strategy exhaustive: replay the model-guided strategy with this budget over the
+    /// exhaustive measurements and report its gap to the exhaustive best.
+    #[arg(long)]
+    compare_model: Option<usize>,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+fn parse_size(s: &str) -> anyhow::Result<usize> {
+    let s = s.trim();
+    let (digits, mult) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1usize << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: usize = digits.parse().with_context(|| format!("size '{s}' is not a number (K/M/G suffixes allowed)"))?;
+    n.checked_mul(mult).filter(|n| *n > 0).with_context(|| format!("size '{s}' must be positive and fit in memory"))
+}
+
+fn parse_list<T: Copy>(
+    items: &[String],
+    all: &[T],
+    parse: impl Fn(&str) -> Option<T>,
+    what: &str,
+) -> anyhow::Result<Vec<T>> {
+    if items.iter().any(|s| s == "all") {
+        return Ok(all.to_vec());
+    }
+    items.iter().map(|s| parse(s).with_context(|| format!("unknown {what} '{s}'"))).collect()
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let ops = parse_list(&a.ops, &ElemOp::ALL, ElemOp::from_name, "op")?;
+    let dtypes = parse_list(&a.dtypes, &DType::ALL, |s| DType::ALL.into_iter().find(|d| d.name() == s), "dtype")?;
+    let sizes = a.sizes.iter().map(|s| parse_size(s)).collect::<anyhow::Result<Vec<_>>>()?;
+    let mut shapes = Vec::new();
+    for &op in &ops {
+        for &dtype in &dtypes {
+            for &n in &sizes {
+                shapes.push(Shape { op, dtype, n });
+            }
+        }
+    }
+    let default_budget = if a.strategy == Strategy::Exhaustive { None } else { Some(16) };
+    let opts = TuneOptions {
+        shapes,
+        strategy: a.strategy,
+        budget: Budget {
+            max_evals: a.budget.or(default_budget),
+            time_limit: a.time_limit.map(Duration::from_secs_f64),
+            patience: a.patience,
+        },
+        profile: a.profile.clone(),
+        backend: a.backend.clone(),
+        worker: WorkerCommand {
+            program: std::env::current_exe().context("finding the xtask binary to start workers")?,
+            args: vec!["tune-worker".into()],
+            env: vec![],
+        },
+        timeouts: Timeouts { candidate: Duration::from_secs_f64(a.candidate_timeout), ..Timeouts::default() },
+        search_repeat: Repeat { warmup: a.warmup, iters: a.iters },
+        confirm_repeat: Repeat { warmup: a.warmup, iters: a.confirm_iters },
+        seed: a.seed,
+        retune: a.retune,
+        compare_model: a.compare_model,
+        // Register counts from `cargo xtask ptx`'s report: in the current directory's target/
+        // (where the binary was carried to another machine) or this workspace's.
+        resources_dir: Some(if std::path::Path::new("target/ptx").is_dir() {
+            PathBuf::from("target/ptx")
+        } else {
+            crate::workspace_root().join("target/ptx")
+        }),
+    };
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>28} [{bar:30}] {pos}/{len} {msg}")
+            .map_err(|e| anyhow::anyhow!("progress template: {e}"))?
+            .progress_chars("=> "),
+    );
+    let report = ferrotune_autotune::tune(&opts, &mut |e| {
+        match e {
+            Event::Machine(d) => say(
+                &bar,
+                format!(
+                    "backend: {} on {} (build {}; registers from {})",
+                    d.backend, d.device, d.build, d.resources_from
+                ),
+            ),
+            Event::Warning(w) => say(&bar, format!("warning: {w}")),
+            Event::ShapeStart { shape, candidates, planned, pruned } => {
+                bar.reset();
+                bar.set_length(planned as u64);
+                bar.set_prefix(shape.label());
+                say(
+                    &bar,
+                    format!(
+                        "{}: {candidates} candidates, {} pruned{}",
+                        shape.label(),
+                        pruned.len(),
+                        pruned.first().map(|p| format!(" (e.g. {}: {})", p.point, p.reason)).unwrap_or_default()
+                    ),
+                );
+            }
+            Event::Candidate { config, role, outcome, reused, counts, .. } => {
+                if role == "search" {
+                    bar.set_position(counts.done as u64);
+                }
+                let best = counts.best_ms.map_or("-".into(), |b| format!("{b:.4} ms"));
+                bar.set_message(format!(
+                    "pruned {} failed {} invalid {} reused {} best {best}",
+                    counts.pruned, counts.failed, counts.invalid, counts.reused
+                ));
+                match outcome {
+                    EvalOutcome::Ok { .. } => {}
+                    other if !reused => say(&bar, format!("  {role} {config:?}: {}", summary(other))),
+                    _ => {}
+                }
+            }
+            Event::ShapeDone(r) => say(
+                &bar,
+                format!(
+                    "{} {} n={}: {} ({} evaluations, {} measured now, {} from the journal)",
+                    r.op, r.dtype, r.n, r.stop, r.evaluations, r.measured, r.reused
+                ),
+            ),
+        }
+        Control::Continue
+    });
+    bar.finish_and_clear();
+    let report = report?;
+    println!(
+        "\n{:<18} {:<5} {:>11} {:>12} {:>12} {:>8}  tuned config",
+        "op", "dtype", "elements", "default ms", "tuned ms", "speedup"
+    );
+    for s in &report.shapes {
+        let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.4}"));
+        let cfg = s.tuned_config.map_or("-".into(), |c| {
+            format!(
+                "threads={} vec16={} unroll={} blocks/SM={} chunk={}",
+                c.threads, c.vec16, c.unroll, c.blocks_per_sm, c.cpu_chunk
+            )
+        });
+        println!(
+            "{:<18} {:<5} {:>11} {:>12} {:>12} {:>8}  {cfg}{}",
+            s.op,
+            s.dtype,
+            s.n,
+            ms(s.default_ms),
+            ms(s.tuned_ms),
+            s.speedup.map_or("-".into(), |x| format!("{x:.3}x")),
+            if s.existing { " (from the profile)" } else { "" }
+        );
+        if let Some(m) = &s.model_compare {
+            println!(
+                "{:>18} model-guided, budget {}: best {:.4} ms after {} evaluations vs exhaustive {:.4} ms after {} (gap {:+.2}%)",
+                "",
+                m.budget,
+                m.model_best_ms,
+                m.model_evals_to_best,
+                m.exhaustive_best_ms,
+                m.exhaustive_evals,
+                m.gap * 100.0
+            );
+        }
+    }
+    if let Some(g) = report.geomean_speedup {
+        println!("geomean speedup over the built-in configs: {g:.3}x ({} shapes)", report.shapes.len());
+    }
+    println!("profile: {} (workers started: {})", a.profile.display(), report.worker_starts);
+    if let Some(path) = &a.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// A line above the progress bar, or on stdout when the bar is hidden (not a terminal).
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        println!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
+fn summary(o: &EvalOutcome) -> String {
+    match o {
+        EvalOutcome::Ok { stats, .. } => format!("{:.4} ms", stats.median_ms),
+        EvalOutcome::Invalid { why } => format!("INVALID (wrong output, never picked): {why}"),
+        EvalOutcome::Failed { why, .. } => format!("FAILED: {why}"),
+        EvalOutcome::Timeout { after_s } => format!("TIMEOUT after {after_s:.1} s (worker killed)"),
+    }
+}
+
+/// The hidden `tune-worker` subcommand: serve the tuner on stdin/stdout, then exit.
+pub fn worker() -> ! {
+    let code = ferrotune_autotune::worker::serve(std::io::stdin().lock(), std::io::stdout().lock());
+    std::process::exit(code)
+}
