@@ -2,5 +2,6 @@
 
 mod elementwise;
 mod errors;
+mod gemm;
 mod ptx;
 mod tidy;
