@@ -155,6 +155,17 @@ pub mod tc {
     /// Shared-memory row pitch in elements: BK plus 8 (16 bytes) so the eight 16-byte rows an
     /// `ldmatrix` reads fall in different bank groups.
     pub const PITCH: usize = BK + 8;
+    /// Depth of the `cp.async` ring used for k-contiguous aligned operands (A row-major,
+    /// B column-major); its stages live in dynamic shared memory.
+    pub const CP_STAGES: usize = 4;
+    /// Dynamic shared memory the `cp.async` kernel needs: each stage one A and one B tile.
+    pub const CP_SMEM_BYTES: usize = CP_STAGES * 2 * BM * PITCH * 2;
+
+    /// Whether a variant runs the `cp.async` body (and needs `CP_SMEM_BYTES` of dynamic
+    /// shared memory at launch).
+    pub fn uses_cp_async(v: &super::GemmVariant) -> bool {
+        v.dtype != crate::DType::F32 && v.vec && v.a == super::Layout::Row && v.b == super::Layout::Col
+    }
 }
 
 /// Tile shape of the FFMA kernel (f32): block 128 x 128 x 8, 256 threads of 8 x 8 outputs.

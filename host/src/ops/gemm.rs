@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, SyncOnDrop};
 use ferrotune_kernels::gemm::{self as kg, CpuOperands, GemmVariant};
 use rayon::prelude::*;
@@ -123,6 +124,7 @@ fn extent(layout: Layout, rows: usize, cols: usize, ld: usize) -> usize {
 
 const OP: &str = "gemm";
 
+#[allow(clippy::too_many_arguments)]
 fn check_operand(
     what: &'static str,
     len: usize,
@@ -304,7 +306,9 @@ fn variant<T: Scalar, O: Scalar>(g: &Gemm, pa: u64, pb: u64) -> GemmVariant {
         out_f32: O::DTYPE == DType::F32 && T::DTYPE != DType::F32,
     };
     let ve = v.vec_elems();
-    v.vec = pa % 16 == 0 && pb % 16 == 0 && [g.lda, g.ldb, g.stride_a, g.stride_b].iter().all(|x| x % ve == 0);
+    v.vec = pa.is_multiple_of(16)
+        && pb.is_multiple_of(16)
+        && [g.lda, g.ldb, g.stride_a, g.stride_b].iter().all(|x| x % ve == 0);
     v
 }
 
@@ -351,7 +355,26 @@ fn run_gpu<T: Scalar, O: Scalar>(
     if grid.1 > 65_535 {
         return Err(Error::InvalidConfig { op: OP, why: format!("m = {} needs more than 65535 block rows", g.m) });
     }
-    let launch = LaunchConfig { grid_dim: grid, block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+    let mut smem = 0u32;
+    if kg::tc::uses_cp_async(&v) {
+        // The cp.async ring lives in dynamic shared memory beyond the 48 KiB default: opt in.
+        smem = kg::tc::CP_SMEM_BYTES as u32;
+        if smem > gpu.info.shared_mem_per_block_optin {
+            return Err(Error::InvalidConfig {
+                op: OP,
+                why: format!(
+                    "{} needs {smem} bytes of shared memory, the device allows {}",
+                    name.as_str(),
+                    gpu.info.shared_mem_per_block_optin
+                ),
+            });
+        }
+        kernel
+            .func
+            .set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
+            .ctx(|| format!("raising the shared-memory limit of {}", name.as_str()))?;
+    }
+    let launch = LaunchConfig { grid_dim: grid, block_dim: (threads, 1, 1), shared_mem_bytes: smem };
     let dims = [g.m, g.n, g.k, g.lda, g.ldb, g.ldc].map(|x| x as u32);
     let strides = [g.stride_a, g.stride_b, g.stride_c].map(|x| x as u64);
     let e = g.epilogue;

@@ -295,3 +295,32 @@ macro_rules! mma_16816 {
 }
 mma_16816!(mma_m16n8k16_bf16, "bf16");
 mma_16816!(mma_m16n8k16_f16, "f16");
+
+/// `cp.async.cg.shared.global` of 16 bytes (sm_80+): copies `src_bytes` (0..=16) bytes from
+/// global memory to shared memory without passing through registers and zero-fills the rest.
+///
+/// # Safety
+/// `dst` is a 16-byte aligned shared address inside a declared array; `src` is 16-byte
+/// aligned and its first `src_bytes` bytes are readable (with 0 nothing is read).
+#[inline(always)]
+pub unsafe fn cp_async_16(dst: u32, src: *const u8, src_bytes: u32) {
+    // SAFETY: the caller guarantees both addresses.
+    unsafe {
+        asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src,
+             n = in(reg32) src_bytes, options(nostack))
+    };
+}
+
+/// Closes the group of `cp.async` copies issued so far by this thread.
+#[inline(always)]
+pub fn cp_async_commit() {
+    // SAFETY: bookkeeping only.
+    unsafe { asm!("cp.async.commit_group;", options(nostack)) };
+}
+
+/// Waits until at most `N` of this thread's committed `cp.async` groups are still pending.
+#[inline(always)]
+pub fn cp_async_wait<const N: u32>() {
+    // SAFETY: waits; no memory is touched by the instruction itself.
+    unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack)) };
+}

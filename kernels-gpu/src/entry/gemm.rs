@@ -5,8 +5,9 @@
 //! epilogue. `blockIdx.z` walks a strided batch.
 
 use crate::arch::nvptx::{
-    block_idx_x, block_idx_y, block_idx_z, gemm_smem_addr, ld_global_v4, ld_shared_v4_f32, ldmatrix_x4,
-    mma_m16n8k16_bf16, mma_m16n8k16_f16, st_shared_b16, st_shared_f32, st_shared_v4, sync_threads, thread_idx_x,
+    block_idx_x, block_idx_y, block_idx_z, cp_async_16, cp_async_commit, cp_async_wait, dyn_smem_addr, gemm_smem_addr,
+    ld_global_v4, ld_shared_v4_f32, ldmatrix_x4, mma_m16n8k16_bf16, mma_m16n8k16_f16, st_shared_b16, st_shared_f32,
+    st_shared_v4, sync_threads, thread_idx_x,
 };
 use crate::element::Element;
 use crate::gemm::{Epilogue, ffma, tc};
@@ -169,6 +170,41 @@ unsafe fn tc_store_tile<const KCONTIG: bool>(base: u32, regs: [[u32; 4]; 2], tid
     }
 }
 
+/// The tensor-core maths on one shared-memory stage: per 16-wide k step, ldmatrix the warp's
+/// A and B fragments, then 16 `mma.sync`.
+///
+/// # Safety
+/// `stage` holds a complete A and B tile; all 32 lanes of every warp call it.
+#[inline(always)]
+unsafe fn tc_compute<T: MmaElem>(stage: u32, wm: usize, wn: usize, lane: usize, acc: &mut [[[f32; 4]; 4]; 4]) {
+    for ks in 0..tc::BK / 16 {
+        let mut fa = [[0u32; 4]; 4];
+        for (mt, f) in fa.iter_mut().enumerate() {
+            // (16 rows, 16 k) of A for m-tile mt: lanes 0-15 rows at k, 16-31 at k + 8.
+            let r = wm * 64 + mt * 16 + lane % 16;
+            let kk = ks * 16 + (lane / 16) * 8;
+            // SAFETY: whole warp, row addresses inside the A tile, 16-byte aligned.
+            *f = unsafe { ldmatrix_x4(stage + ((r * tc::PITCH + kk) * 2) as u32) };
+        }
+        let mut fb = [[0u32; 2]; 4];
+        for np in 0..2 {
+            // Two n-tiles: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15).
+            let r = wn * 32 + np * 16 + lane % 8 + (lane / 16) * 8;
+            let kk = ks * 16 + ((lane / 8) % 2) * 8;
+            // SAFETY: whole warp, row addresses inside the B tile, 16-byte aligned.
+            let m = unsafe { ldmatrix_x4(stage + TC_TILE_BYTES + ((r * tc::PITCH + kk) * 2) as u32) };
+            fb[2 * np] = [m[0], m[1]];
+            fb[2 * np + 1] = [m[2], m[3]];
+        }
+        for (mt, row) in acc.iter_mut().enumerate() {
+            for (nt, cell) in row.iter_mut().enumerate() {
+                // SAFETY: whole warp.
+                *cell = unsafe { T::mma(fa[mt], fb[nt], *cell) };
+            }
+        }
+    }
+}
+
 /// One 128 x 128 output tile of `D = epilogue(A B)` on tensor cores.
 ///
 /// # Safety
@@ -211,32 +247,8 @@ unsafe fn tc_gemm<T: MmaElem, O: Element, const A_ROW: bool, const B_KC: bool, c
             ra = load_a((kt + 1) * tc::BK);
             rb = load_b((kt + 1) * tc::BK);
         }
-        for ks in 0..tc::BK / 16 {
-            let mut fa = [[0u32; 4]; 4];
-            for (mt, f) in fa.iter_mut().enumerate() {
-                // (16 rows, 16 k) of A for m-tile mt: lanes 0-15 rows at k, 16-31 at k + 8.
-                let r = wm * 64 + mt * 16 + lane % 16;
-                let kk = ks * 16 + (lane / 16) * 8;
-                // SAFETY: whole warp, row addresses inside the A tile, 16-byte aligned.
-                *f = unsafe { ldmatrix_x4(stage + ((r * tc::PITCH + kk) * 2) as u32) };
-            }
-            let mut fb = [[0u32; 2]; 4];
-            for np in 0..2 {
-                // Two n-tiles: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15).
-                let r = wn * 32 + np * 16 + lane % 8 + (lane / 16) * 8;
-                let kk = ks * 16 + ((lane / 8) % 2) * 8;
-                // SAFETY: whole warp, row addresses inside the B tile, 16-byte aligned.
-                let m = unsafe { ldmatrix_x4(stage + TC_TILE_BYTES + ((r * tc::PITCH + kk) * 2) as u32) };
-                fb[2 * np] = [m[0], m[1]];
-                fb[2 * np + 1] = [m[2], m[3]];
-            }
-            for (mt, row) in acc.iter_mut().enumerate() {
-                for (nt, cell) in row.iter_mut().enumerate() {
-                    // SAFETY: whole warp.
-                    *cell = unsafe { T::mma(fa[mt], fb[nt], *cell) };
-                }
-            }
-        }
+        // SAFETY: the stage holds a complete tile (barrier above); whole warps.
+        unsafe { tc_compute::<T>(stage, wm, wn, lane, &mut acc) };
         if has_next {
             let next = smem + ((kt + 1) % 2) as u32 * TC_STAGE_BYTES;
             // SAFETY: the other stage was last read before the previous barrier.
@@ -249,16 +261,116 @@ unsafe fn tc_gemm<T: MmaElem, O: Element, const A_ROW: bool, const B_KC: bool, c
         unsafe { sync_threads() };
     }
 
+    // SAFETY: forwarded from the caller.
+    unsafe { tc_epilogue(c, d, bias, pr, bm + wm * 64, bn + wn * 32, lane, &acc) };
+}
+
+/// Stores a warp's 64 x 32 accumulators (m-tile rows from `m0`, columns from `n0`).
+///
+/// # Safety
+/// The output pointers cover the problem.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn tc_epilogue<O: Element>(
+    c: *const O,
+    d: *mut O,
+    bias: *const O,
+    pr: Problem,
+    m0: usize,
+    n0: usize,
+    lane: usize,
+    acc: &[[[f32; 4]; 4]; 4],
+) {
     for (mt, row) in acc.iter().enumerate() {
         for (nt, cell) in row.iter().enumerate() {
             for (i, &v) in cell.iter().enumerate() {
-                let gm = bm + wm * 64 + mt * 16 + lane / 4 + (i / 2) * 8;
-                let gn = bn + wn * 32 + nt * 8 + (lane % 4) * 2 + i % 2;
-                // SAFETY: predicated on the bounds checked here.
+                let gm = m0 + mt * 16 + lane / 4 + (i / 2) * 8;
+                let gn = n0 + nt * 8 + (lane % 4) * 2 + i % 2;
+                // SAFETY: predicated on the bounds checked inside.
                 unsafe { store_out(c, d, bias, pr.out(), gm, gn, v) };
             }
         }
     }
+}
+
+/// Pipeline depth of the `cp.async` kernel: stages of A and B tiles in dynamic shared memory.
+pub(crate) const TC_CP_STAGES: usize = crate::gemm::tc::CP_STAGES;
+
+/// Issues the `cp.async` copies of one 128 x 32 k-contiguous tile (two 16-byte chunks per
+/// thread), zero-filling what lies outside the matrix.
+///
+/// # Safety
+/// `p` is 16-byte aligned and `ld` a multiple of 8; `dst` is a tile inside dynamic shared memory.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn tc_issue_tile(dst: u32, p: *const u16, ld: usize, row0: usize, rows: usize, k0: usize, k: usize, tid: usize) {
+    for i in 0..2 {
+        let c = tid + i * tc::THREADS as usize;
+        let (r, kc) = (c / 4, (c % 4) * 8);
+        let (gr, gk) = (row0 + r, k0 + kc);
+        let valid = if gr < rows { sat_sub(k, gk).min(8) } else { 0 };
+        // With nothing valid no byte is read; the base pointer stands in.
+        let src = if valid > 0 { unsafe { p.add(gr * ld + gk) } } else { p };
+        // SAFETY: 16-byte aligned (kc multiple of 8, ld multiple of 8), `valid` elements exist.
+        unsafe { cp_async_16(dst + ((r * tc::PITCH + kc) * 2) as u32, src as *const u8, (valid * 2) as u32) };
+    }
+}
+
+/// The tensor-core kernel for k-contiguous, 16-byte aligned operands (A row-major, B
+/// column-major): tiles go global -> shared with `cp.async` through a `CP_STAGES`-deep ring,
+/// so loads for later k-tiles are in flight while this one is multiplied.
+///
+/// # Safety
+/// 256 threads; dynamic shared memory of `CP_STAGES` stages; A and B 16-byte aligned with
+/// `lda`, `ldb` multiples of 8; pointers cover the problem.
+#[inline(always)]
+unsafe fn tc_gemm_cp<T: MmaElem, O: Element>(
+    a: *const u16,
+    b: *const u16,
+    c: *const O,
+    d: *mut O,
+    bias: *const O,
+    pr: Problem,
+) {
+    let tid = thread_idx_x() as usize;
+    let lane = tid % 32;
+    let warp = tid / 32;
+    let (wm, wn) = (warp / 4, warp % 4);
+    let bm = block_idx_y() as usize * tc::BM;
+    let bn = block_idx_x() as usize * tc::BN;
+    let smem = dyn_smem_addr();
+    let ktiles = pr.k.div_ceil(tc::BK);
+    let issue = |kt: usize| {
+        let stage = smem + (kt % TC_CP_STAGES) as u32 * TC_STAGE_BYTES;
+        // SAFETY: the stage lies in the dynamic buffer the host sized; operands as above.
+        unsafe {
+            tc_issue_tile(stage, a, pr.lda, bm, pr.m, kt * tc::BK, pr.k, tid);
+            tc_issue_tile(stage + TC_TILE_BYTES, b, pr.ldb, bn, pr.n, kt * tc::BK, pr.k, tid);
+        }
+    };
+    for kt in 0..TC_CP_STAGES - 1 {
+        if kt < ktiles {
+            issue(kt);
+        }
+        // Empty groups keep the group count in step with the tiles.
+        cp_async_commit();
+    }
+    let mut acc = [[[0.0f32; 4]; 4]; 4];
+    for kt in 0..ktiles {
+        cp_async_wait::<{ (TC_CP_STAGES - 2) as u32 }>();
+        // SAFETY: all threads; after it tile kt is complete and stage (kt - 1) is free.
+        unsafe { sync_threads() };
+        if kt + TC_CP_STAGES - 1 < ktiles {
+            issue(kt + TC_CP_STAGES - 1);
+        }
+        cp_async_commit();
+        let stage = smem + (kt % TC_CP_STAGES) as u32 * TC_STAGE_BYTES;
+        // SAFETY: tile kt is complete in this stage.
+        unsafe { tc_compute::<T>(stage, wm, wn, lane, &mut acc) };
+    }
+    cp_async_wait::<0>();
+    // SAFETY: forwarded from the caller.
+    unsafe { tc_epilogue(c, d, bias, pr, bm + wm * 64, bn + wn * 32, lane, &acc) };
 }
 
 /// What the epilogue needs, small enough to travel in registers to the non-inlined store.
@@ -482,6 +594,9 @@ macro_rules! gemm_entry {
     (@call tc, $T:ty, $O:ty, $ar:literal, $br:literal, $vec:literal, $a:expr, $b:expr, $c:expr, $d:expr, $bias:expr, $pr:expr) => {
         tc_gemm::<$T, $O, $ar, $br, $vec>($a as *const u16, $b as *const u16, $c, $d, $bias, $pr)
     };
+    (@call tc_cp, $T:ty, $O:ty, $ar:literal, $br:literal, $vec:literal, $a:expr, $b:expr, $c:expr, $d:expr, $bias:expr, $pr:expr) => {
+        tc_gemm_cp::<$T, $O>($a as *const u16, $b as *const u16, $c, $d, $bias, $pr)
+    };
     (@call ffma, $T:ty, $O:ty, $ar:literal, $br:literal, $vec:literal, $a:expr, $b:expr, $c:expr, $d:expr, $bias:expr, $pr:expr) => {
         ffma_gemm::<$ar, $br, $vec>($a, $b, $c, $d, $bias, $pr)
     };
@@ -489,9 +604,9 @@ macro_rules! gemm_entry {
 
 // Arguments after the types: A row-major (k-contiguous), B column-major (k-contiguous), VEC.
 macro_rules! gemm_layouts {
-    ($body:ident, $T:ty, $O:ty, $dt:literal, $out:literal) => {
+    ($body:ident, $rc16:ident, $T:ty, $O:ty, $dt:literal, $out:literal) => {
         gemm_entry!(concat!("ft_gemm_", $dt, "_rr_v16_", $out), $body, $T, $O, true, false, true);
-        gemm_entry!(concat!("ft_gemm_", $dt, "_rc_v16_", $out), $body, $T, $O, true, true, true);
+        gemm_entry!(concat!("ft_gemm_", $dt, "_rc_v16_", $out), $rc16, $T, $O, true, true, true);
         gemm_entry!(concat!("ft_gemm_", $dt, "_cr_v16_", $out), $body, $T, $O, false, false, true);
         gemm_entry!(concat!("ft_gemm_", $dt, "_cc_v16_", $out), $body, $T, $O, false, true, true);
         gemm_entry!(concat!("ft_gemm_", $dt, "_rr_v1_", $out), $body, $T, $O, true, false, false);
@@ -501,8 +616,9 @@ macro_rules! gemm_layouts {
     };
 }
 
-gemm_layouts!(ffma, f32, f32, "f32", "f32");
-gemm_layouts!(tc, f16, f16, "f16", "f16");
-gemm_layouts!(tc, f16, f32, "f16", "f32");
-gemm_layouts!(tc, bf16, bf16, "bf16", "bf16");
-gemm_layouts!(tc, bf16, f32, "bf16", "f32");
+// The k-contiguous aligned layout (`rc`, `v16`) of the 16-bit types takes the cp.async body.
+gemm_layouts!(ffma, ffma, f32, f32, "f32", "f32");
+gemm_layouts!(tc, tc_cp, f16, f16, "f16", "f16");
+gemm_layouts!(tc, tc_cp, f16, f32, "f16", "f32");
+gemm_layouts!(tc, tc_cp, bf16, bf16, "bf16", "bf16");
+gemm_layouts!(tc, tc_cp, bf16, f32, "bf16", "f32");
