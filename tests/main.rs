@@ -3,6 +3,7 @@
 mod bench;
 mod elementwise;
 mod errors;
+mod gemm;
 mod ptx;
 mod tidy;
 mod tune;

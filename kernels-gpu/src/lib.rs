@@ -7,6 +7,7 @@
 pub mod arch;
 pub mod element;
 pub mod elementwise;
+pub mod gemm;
 pub mod math;
 pub mod reduce;
 

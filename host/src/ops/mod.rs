@@ -2,9 +2,11 @@
 //! PTX entry point or runs the same maths on the CPU pool.
 
 pub mod elementwise;
+pub mod gemm;
 pub mod reduce;
 
 pub use elementwise::{
     Activation, GeluForm, add, add_mul_act, axpy, bias_add_inplace, copy, gelu, relu, run_elementwise, scale,
 };
+pub use gemm::{Epilogue, Gemm, Layout, batched_matmul, gemm, linear_bias_gelu, matmul, matmul_bias_relu};
 pub use reduce::sum;

@@ -26,6 +26,20 @@ pub fn block_dim_x() -> u32 {
     unsafe { nv::_block_dim_x() as u32 }
 }
 
+/// `blockIdx.y`.
+#[inline(always)]
+pub fn block_idx_y() -> u32 {
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { nv::_block_idx_y() as u32 }
+}
+
+/// `blockIdx.z`.
+#[inline(always)]
+pub fn block_idx_z() -> u32 {
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { nv::_block_idx_z() as u32 }
+}
+
 /// `gridDim.x`.
 #[inline(always)]
 pub fn grid_dim_x() -> u32 {
@@ -183,4 +197,130 @@ pub fn f32_to_bf16(f: f32) -> u16 {
     // SAFETY: a register-to-register conversion.
     unsafe { asm!("cvt.rn.bf16.f32 {h}, {f};", h = out(reg16) h, f = in(reg32) f, options(pure, nomem, nostack)) };
     h
+}
+
+// Operand tiles of the GEMM kernels: two pipeline stages of A and B, 40 KiB (fits the 48 KiB
+// of static shared memory every block gets without opting in).
+core::arch::global_asm!(".shared .align 16 .b8 ft_gemm_smem[40960];");
+
+/// Shared-space address of the GEMM tile buffers (40960 bytes).
+#[inline(always)]
+pub fn gemm_smem_addr() -> u32 {
+    let a: u32;
+    // SAFETY: takes the address of a module-scope symbol.
+    unsafe { asm!("mov.u32 {a}, ft_gemm_smem;", a = out(reg32) a) };
+    a
+}
+
+/// 16-byte shared store.
+///
+/// # Safety
+/// `addr` is a 16-byte aligned shared-space address inside a declared shared array.
+#[inline(always)]
+pub unsafe fn st_shared_v4(addr: u32, v: [u32; 4]) {
+    // SAFETY: the caller guarantees the address.
+    unsafe {
+        asm!("st.shared.v4.b32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg32) addr,
+             a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack))
+    };
+}
+
+/// 2-byte shared store.
+///
+/// # Safety
+/// `addr` is a 2-byte aligned shared-space address inside a declared shared array.
+#[inline(always)]
+pub unsafe fn st_shared_b16(addr: u32, v: u16) {
+    // SAFETY: the caller guarantees the address.
+    unsafe { asm!("st.shared.b16 [{p}], {v};", p = in(reg32) addr, v = in(reg16) v, options(nostack)) };
+}
+
+/// 16-byte shared load as four f32.
+///
+/// # Safety
+/// `addr` is a 16-byte aligned shared-space address inside a declared shared array.
+#[inline(always)]
+pub unsafe fn ld_shared_v4_f32(addr: u32) -> [f32; 4] {
+    let (a, b, c, d): (f32, f32, f32, f32);
+    // SAFETY: the caller guarantees the address.
+    unsafe {
+        asm!("ld.shared.v4.f32 {{{a}, {b}, {c}, {d}}}, [{p}];", p = in(reg32) addr,
+             a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d, options(readonly, nostack))
+    };
+    [a, b, c, d]
+}
+
+/// `ldmatrix.sync.aligned.m8n8.x4.shared.b16` (sm_75+): four 8x8 b16 matrices; lane `l`
+/// supplies the address of row `l % 8` of matrix `l / 8`, and receives in register `i` the
+/// two elements of matrix `i` at row `l / 4`, columns `2 (l % 4)` and `2 (l % 4) + 1`.
+///
+/// # Safety
+/// All 32 lanes execute it together; each address is a 16-byte aligned shared-space row.
+#[inline(always)]
+pub unsafe fn ldmatrix_x4(addr: u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller guarantees convergence and addresses.
+    unsafe {
+        asm!("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{a}, {b}, {c}, {d}}}, [{p}];", p = in(reg32) addr,
+             a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d, options(readonly, nostack))
+    };
+    [a, b, c, d]
+}
+
+macro_rules! mma_16816 {
+    ($name:ident, $ty:literal) => {
+        /// `mma.sync.aligned.m16n8k16.row.col.f32` on 16-bit inputs with f32 accumulators
+        /// (sm_80+), fragment layouts as in the PTX ISA: `a` = A rows `l/4` and `l/4 + 8`,
+        /// `b` = B columns `l/4`, `c`/result = rows `l/4`, `l/4 + 8`, columns `2(l%4) + {0,1}`.
+        ///
+        /// # Safety
+        /// All 32 lanes of the warp execute it together.
+        #[inline(always)]
+        pub unsafe fn $name(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+            let (d0, d1, d2, d3): (f32, f32, f32, f32);
+            // SAFETY: the caller guarantees warp convergence; registers only.
+            unsafe {
+                asm!(concat!("mma.sync.aligned.m16n8k16.row.col.f32.", $ty, ".", $ty, ".f32 ",
+                             "{{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, ",
+                             "{{{c0}, {c1}, {c2}, {c3}}};"),
+                     d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+                     a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+                     b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+                     c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+                     options(pure, nomem, nostack))
+            };
+            [d0, d1, d2, d3]
+        }
+    };
+}
+mma_16816!(mma_m16n8k16_bf16, "bf16");
+mma_16816!(mma_m16n8k16_f16, "f16");
+
+/// `cp.async.cg.shared.global` of 16 bytes (sm_80+): copies `src_bytes` (0..=16) bytes from
+/// global memory to shared memory without passing through registers and zero-fills the rest.
+///
+/// # Safety
+/// `dst` is a 16-byte aligned shared address inside a declared array; `src` is 16-byte
+/// aligned and its first `src_bytes` bytes are readable (with 0 nothing is read).
+#[inline(always)]
+pub unsafe fn cp_async_16(dst: u32, src: *const u8, src_bytes: u32) {
+    // SAFETY: the caller guarantees both addresses.
+    unsafe {
+        asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src,
+             n = in(reg32) src_bytes, options(nostack))
+    };
+}
+
+/// Closes the group of `cp.async` copies issued so far by this thread.
+#[inline(always)]
+pub fn cp_async_commit() {
+    // SAFETY: bookkeeping only.
+    unsafe { asm!("cp.async.commit_group;", options(nostack)) };
+}
+
+/// Waits until at most `N` of this thread's committed `cp.async` groups are still pending.
+#[inline(always)]
+pub fn cp_async_wait<const N: u32>() {
+    // SAFETY: waits; no memory is touched by the instruction itself.
+    unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack)) };
 }

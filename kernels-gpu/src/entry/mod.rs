@@ -3,4 +3,5 @@
 //! alignment, grid) before it reaches these, so kernels never fail at run time.
 
 mod elementwise;
+mod gemm;
 mod reduce;

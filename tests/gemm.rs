@@ -1,0 +1,283 @@
+//! GEMM against a float64 reference: CPU backend over random shapes (proptest), GPU over the
+//! edge shapes {1, 2, 15, 17, 31, 33, 127, 129}, large K, every layout, batches, epilogues,
+//! unaligned leading dimensions; outputs poisoned first. Plus the typed errors.
+
+use ferrotune::ops::gemm::{Epilogue, Gemm, Layout, gemm};
+use ferrotune::ops::{self, Activation};
+use ferrotune::{Backend, Buffer, DType, Error, Scalar, bf16, f16};
+use ferrotune_testkit::{Rng, Tolerance, cpu_backend, cuda_backend, poison};
+use proptest::prelude::*;
+
+fn act64(a: Activation, x: f64) -> f64 {
+    match a {
+        Activation::None => x,
+        Activation::Relu => x.max(0.0),
+        Activation::GeluErf => 0.5 * x * libm::erfc(-x / std::f64::consts::SQRT_2),
+        Activation::GeluTanh => {
+            let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+            x / (1.0 + (-2.0 * u).exp())
+        }
+    }
+}
+
+/// Inputs of one random problem, on the host.
+struct Case<T, O> {
+    g: Gemm,
+    a: Vec<T>,
+    b: Vec<T>,
+    c: Vec<O>,
+    bias: Vec<O>,
+}
+
+fn make_case<T: Scalar, O: Scalar>(rng: &mut Rng, g: Gemm) -> Case<T, O> {
+    let r = g.resolved();
+    let len = |stride: usize, rows: usize, ld: usize| if r.batch == 0 { 0 } else { (r.batch - 1) * stride + rows * ld };
+    let (ar, br) =
+        (if r.a_layout == Layout::Row { r.m } else { r.k }, if r.b_layout == Layout::Row { r.k } else { r.n });
+    Case {
+        g,
+        a: rng.vec(len(r.stride_a, ar, r.lda), -1.0, 1.0),
+        b: rng.vec(len(r.stride_b, br, r.ldb), -1.0, 1.0),
+        c: rng.vec(len(r.stride_c, r.m, r.ldc), -1.0, 1.0),
+        bias: rng.vec(r.n, -1.0, 1.0),
+    }
+}
+
+/// Runs the case on `backend`; returns D (poisoned before the run).
+fn run<T: Scalar, O: Scalar>(backend: &Backend, case: &Case<T, O>) -> Result<Vec<O>, Error> {
+    let s = backend.stream();
+    let r = case.g.resolved();
+    let a = Buffer::from_slice(&s, &case.a)?;
+    let b = Buffer::from_slice(&s, &case.b)?;
+    let c = Buffer::from_slice(&s, &case.c)?;
+    let bias = Buffer::from_slice(&s, &case.bias)?;
+    let mut d = Buffer::from_slice(&s, &vec![poison::<O>(); case.c.len()])?;
+    let (cv, bv) = (c.all(), bias.all());
+    gemm::<T, O>(
+        &s,
+        &case.g,
+        &a.all(),
+        &b.all(),
+        (r.epilogue.beta != 0.0).then_some(&cv),
+        r.epilogue.bias.then_some(&bv),
+        &mut d.all_mut(),
+    )?;
+    d.to_vec(&s)
+}
+
+/// Compares D with the f64 reference; elements outside the m x n windows must stay poisoned.
+fn check<T: Scalar, O: Scalar>(case: &Case<T, O>, d: &[O]) -> Result<(), String> {
+    let r = case.g.resolved();
+    let e = r.epilogue;
+    // f32 accumulation over k terms: allow 2e-5 of the sum of |terms| (random-sign sums stay
+    // far below the k * 2^-24 worst case); then the output dtype's rounding.
+    let acc_rel = 2e-5;
+    let tol = Tolerance::of(O::DTYPE);
+    let mut written = vec![false; d.len()];
+    for z in 0..r.batch {
+        for i in 0..r.m {
+            for j in 0..r.n {
+                let (mut acc, mut mag) = (0.0f64, 0.0f64);
+                for kk in 0..r.k {
+                    let av = case.a[z * r.stride_a + r.a_layout.index(i, kk, r.lda)].to_f32() as f64;
+                    let bv = case.b[z * r.stride_b + r.b_layout.index(kk, j, r.ldb)].to_f32() as f64;
+                    acc += av * bv;
+                    mag += (av * bv).abs();
+                }
+                let idx = z * r.stride_c + i * r.ldc + j;
+                let mut v = e.alpha as f64 * acc;
+                let mut scale = (e.alpha as f64).abs() * mag;
+                if e.beta != 0.0 {
+                    let cv = case.c[idx].to_f32() as f64;
+                    v += e.beta as f64 * cv;
+                    scale += (e.beta as f64 * cv).abs();
+                }
+                if e.bias {
+                    let bv = case.bias[j].to_f32() as f64;
+                    v += bv;
+                    scale += bv.abs();
+                }
+                let want = act64(e.act, v);
+                let delta = acc_rel * scale + 1e-30;
+                let spread = (act64(e.act, v + delta) - want).abs().max((act64(e.act, v - delta) - want).abs());
+                let got = d[idx].to_f32() as f64;
+                written[idx] = true;
+                if got.is_nan() || (got - want).abs() > spread + tol.rel * want.abs() + tol.abs.max(1e-6 * delta) {
+                    return Err(format!(
+                        "{:?} batch {z} ({i}, {j}): got {got:e}, want {want:e} (spread {spread:e}, k {})",
+                        case.g, r.k
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(i) = (0..d.len()).find(|&i| !written[i] && !d[i].to_f32().is_nan()) {
+        return Err(format!("D element {i} outside the output was written"));
+    }
+    Ok(())
+}
+
+fn layouts() -> [(Layout, Layout); 4] {
+    [(Layout::Row, Layout::Row), (Layout::Row, Layout::Col), (Layout::Col, Layout::Row), (Layout::Col, Layout::Col)]
+}
+
+fn epilogue(i: usize) -> Epilogue {
+    match i % 4 {
+        0 => Epilogue::PLAIN,
+        1 => Epilogue { alpha: 0.5, beta: -1.5, bias: false, act: Activation::None },
+        2 => Epilogue { alpha: 1.0, beta: 0.0, bias: true, act: Activation::Relu },
+        _ => Epilogue { alpha: 1.25, beta: 0.5, bias: true, act: Activation::GeluErf },
+    }
+}
+
+fn run_and_check<T: Scalar, O: Scalar>(backend: &Backend, g: Gemm, seed: u64) -> Result<(), String> {
+    let mut rng = Rng::new(seed);
+    let case = make_case::<T, O>(&mut rng, g);
+    let d = run(backend, &case).map_err(|e| format!("{g:?}: {e}"))?;
+    check(&case, &d)
+}
+
+fn dispatch(backend: &Backend, dt: DType, out_f32: bool, g: Gemm, seed: u64) -> Result<(), String> {
+    match (dt, out_f32) {
+        (DType::F32, _) => run_and_check::<f32, f32>(backend, g, seed),
+        (DType::F16, false) => run_and_check::<f16, f16>(backend, g, seed),
+        (DType::F16, true) => run_and_check::<f16, f32>(backend, g, seed),
+        (DType::Bf16, false) => run_and_check::<bf16, bf16>(backend, g, seed),
+        (DType::Bf16, true) => run_and_check::<bf16, f32>(backend, g, seed),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 120, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cpu_gemm_matches_f64_reference(
+        m in prop_oneof![Just(1usize), Just(2), 1usize..40], n in prop_oneof![Just(1usize), 1usize..40],
+        k in prop_oneof![Just(1usize), 1usize..70], lay in 0usize..4, epi in 0usize..4, batch in 1usize..3,
+        dt in prop::sample::select(DType::ALL.to_vec()), out_f32 in any::<bool>(), pad in 0usize..3,
+        seed in any::<u64>(),
+    ) {
+        let (la, lb) = layouts()[lay];
+        let mut g = Gemm::new(m, n, k).layouts(la, lb).batched(batch).epilogue(epilogue(epi));
+        // Padded leading dimensions (0 keeps them tight).
+        if pad > 0 {
+            let r = g.resolved();
+            g.lda = r.lda + pad;
+            g.ldb = r.ldb + pad;
+            g.ldc = r.ldc + pad;
+        }
+        let r = dispatch(&cpu_backend(), dt, out_f32, g, seed);
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+    }
+}
+
+#[test]
+fn gemm_reference_check_can_fail() {
+    // A result perturbed by 1% in f32 is caught.
+    let mut rng = Rng::new(3);
+    let case = make_case::<f32, f32>(&mut rng, Gemm::new(3, 4, 5));
+    let mut d = run(&cpu_backend(), &case).unwrap();
+    check(&case, &d).unwrap();
+    d[5] *= 1.01;
+    assert!(check(&case, &d).is_err());
+}
+
+/// Every dtype, layout and epilogue at the edge shapes, on the GPU.
+#[test]
+fn gpu_gemm_matches_f64_reference_at_edge_shapes() {
+    let Some(gpu) = cuda_backend("gpu_gemm_matches_f64_reference_at_edge_shapes") else { return };
+    let sizes = [1usize, 2, 15, 17, 31, 33, 127, 129];
+    let mut cases = 0;
+    for (t, dt) in DType::ALL.into_iter().enumerate() {
+        for (l, (la, lb)) in layouts().into_iter().enumerate() {
+            for (i, &m) in sizes.iter().enumerate() {
+                let n = sizes[(i + 3 + l) % sizes.len()];
+                let k = sizes[(i + 5 + t) % sizes.len()];
+                let g = Gemm::new(m, n, k).layouts(la, lb).epilogue(epilogue(i + l));
+                let out_f32 = (i + l) % 2 == 1;
+                if let Err(e) = dispatch(&gpu, dt, out_f32, g, (cases as u64) << 4) {
+                    panic!("{dt:?} out_f32 {out_f32}: {e}");
+                }
+                cases += 1;
+            }
+        }
+    }
+    println!("gpu_gemm_matches_f64_reference_at_edge_shapes: {cases} cases");
+}
+
+#[test]
+fn gpu_gemm_large_k_batched_and_unaligned() {
+    let Some(gpu) = cuda_backend("gpu_gemm_large_k_batched_and_unaligned") else { return };
+    for dt in DType::ALL {
+        for (la, lb) in layouts() {
+            // Large K (many k-tiles), a batch of 3 with padded strides.
+            let mut g = Gemm::new(70, 45, 1000).layouts(la, lb).batched(3).epilogue(epilogue(1));
+            g.stride_a = g.resolved().stride_a + 8;
+            dispatch(&gpu, dt, false, g, 1).unwrap();
+            // Odd leading dimensions: the scalar-load variant.
+            let mut g = Gemm::new(33, 17, 65).layouts(la, lb).epilogue(epilogue(3));
+            let r = g.resolved();
+            g.lda = r.lda + 1;
+            g.ldb = r.ldb + 3;
+            g.ldc = r.ldc + 5;
+            dispatch(&gpu, dt, true, g, 2).unwrap();
+        }
+    }
+}
+
+#[test]
+fn gemm_shorthands_and_gpu_cpu_agreement() {
+    let mut backends = vec![cpu_backend()];
+    backends.extend(cuda_backend("gemm_shorthands_and_gpu_cpu_agreement"));
+    for b in backends {
+        let s = b.stream();
+        // [1 2; 3 4] [5 6; 7 8] = [19 22; 43 50]
+        let a = Buffer::from_slice(&s, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+        let w = Buffer::from_slice(&s, &[5.0f32, 6.0, 7.0, 8.0]).unwrap();
+        let bias = Buffer::from_slice(&s, &[-20.0f32, 1.0]).unwrap();
+        let mut d = Buffer::<f32>::zeros(&s, 4).unwrap();
+        ops::matmul(&s, &a.all(), &w.all(), &mut d.all_mut(), 2, 2, 2).unwrap();
+        assert_eq!(d.to_vec(&s).unwrap(), [19.0, 22.0, 43.0, 50.0]);
+        ops::matmul_bias_relu(&s, &a.all(), &w.all(), &bias.all(), &mut d.all_mut(), 2, 2, 2).unwrap();
+        assert_eq!(d.to_vec(&s).unwrap(), [0.0, 23.0, 23.0, 51.0]);
+        // x wᵀ: w rows are output features. [1 2; 3 4] [5 7; 6 8] = [17 23; 39 53]
+        ops::linear_bias_gelu(&s, &a.all(), &w.all(), &bias.all(), &mut d.all_mut(), 2, 2, 2).unwrap();
+        let got = d.to_vec(&s).unwrap();
+        assert!((got[0] - act64(Activation::GeluErf, -3.0) as f32).abs() < 1e-5, "{got:?}");
+        assert!((got[3] - 54.0).abs() < 1e-4, "{got:?}");
+        let mut d2 = Buffer::<f32>::zeros(&s, 8).unwrap();
+        let a2 = Buffer::from_slice(&s, &[1.0f32, 2.0, 3.0, 4.0, 1.0, 0.0, 0.0, 1.0]).unwrap();
+        let b2 = Buffer::from_slice(&s, &[5.0f32, 6.0, 7.0, 8.0, 5.0, 6.0, 7.0, 8.0]).unwrap();
+        ops::batched_matmul(&s, &a2.all(), &b2.all(), &mut d2.all_mut(), 2, 2, 2, 2).unwrap();
+        assert_eq!(d2.to_vec(&s).unwrap(), [19.0, 22.0, 43.0, 50.0, 5.0, 6.0, 7.0, 8.0]);
+    }
+}
+
+#[test]
+fn gemm_bad_inputs_are_typed_errors() {
+    let b = cpu_backend();
+    let s = b.stream();
+    let a = Buffer::from_slice(&s, &[1.0f32; 6]).unwrap();
+    let mut d = Buffer::<f32>::zeros(&s, 4).unwrap();
+    // A needs 2 x 4 = 8 elements.
+    let e = ops::matmul(&s, &a.all(), &a.all(), &mut d.all_mut(), 2, 2, 4).unwrap_err();
+    assert!(matches!(e, Error::BufferTooSmall { what: "A", needed: 8, got: 6, .. }), "{e}");
+    // Leading dimension below the row length.
+    let mut g = Gemm::new(2, 2, 3);
+    g.lda = 2;
+    let e = gemm::<f32, f32>(&s, &g, &a.all(), &a.all(), None, None, &mut d.all_mut()).unwrap_err();
+    assert!(e.to_string().contains("leading dimension of A"), "{e}");
+    // beta != 0 without C, bias missing, bias too short.
+    let g = Gemm::new(2, 2, 3).epilogue(Epilogue { beta: 1.0, ..Epilogue::PLAIN });
+    assert!(gemm::<f32, f32>(&s, &g, &a.all(), &a.all(), None, None, &mut d.all_mut()).is_err());
+    let short = Buffer::from_slice(&s, &[1.0f32]).unwrap();
+    let e = ops::matmul_bias_relu(&s, &a.all(), &a.all(), &short.all(), &mut d.all_mut(), 2, 2, 3).unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { what: "bias", expected: 2, got: 1, .. }), "{e}");
+    // f16 inputs to a bf16 output is not a compiled combination.
+    let h = Buffer::from_slice(&s, &[f16::ONE; 6]).unwrap();
+    let mut db = Buffer::<bf16>::zeros(&s, 4).unwrap();
+    let e = ops::matmul(&s, &h.all(), &h.all(), &mut db.all_mut(), 2, 2, 3).unwrap_err();
+    assert!(matches!(e, Error::UnsupportedDtype { dtype: "bf16", .. }), "{e}");
+    // Empty problems are a no-op.
+    ops::matmul::<f32, f32>(&s, &a.all(), &a.all(), &mut d.all_mut(), 0, 2, 3).unwrap();
+}
