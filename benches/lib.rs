@@ -7,6 +7,7 @@ pub mod ceilings;
 pub mod compare;
 pub mod elementwise;
 pub mod error;
+pub mod gemm;
 pub mod report;
 pub mod roofline;
 

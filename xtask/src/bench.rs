@@ -12,9 +12,13 @@ use ferrotune_bench::{CompareConfig, Options, Report};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Ops to run, comma-separated, or `all`.
+    /// Ops to run, comma-separated, or `all`; `gemm` runs the GEMM comparison with cuBLAS
+    /// (GPU only) over `--shapes` and `--dtypes` (f32, tf32, f16, bf16).
     #[arg(long, value_delimiter = ',')]
     ops: Option<Vec<String>>,
+    /// GEMM shapes for `--ops gemm`, as MxNxK, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    shapes: Option<Vec<String>>,
     /// Dtypes: f32, f16, bf16 (comma-separated) or `all`.
     #[arg(long, value_delimiter = ',')]
     dtypes: Option<Vec<String>>,
@@ -105,6 +109,18 @@ pub fn run_report(backend: &Backend, opts: &Options, trace: Option<&Path>) -> an
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm")) {
+        return crate::bench_gemm::run(crate::bench_gemm::GemmArgs {
+            shapes: args
+                .shapes
+                .clone()
+                .unwrap_or_else(|| crate::bench_gemm::DEFAULT_SHAPES.split(',').map(String::from).collect()),
+            dtypes: args.dtypes.clone().unwrap_or_else(|| ["f32", "f16", "bf16"].map(String::from).to_vec()),
+            warmup: args.warmup.unwrap_or(3),
+            iters: args.iters.unwrap_or(20),
+            json: args.json.clone(),
+        });
+    }
     let backend = open_backend(args.backend)?;
     let mut opts = if args.quick { Options::quick(&backend) } else { Options::full(&backend) };
     if let Some(ops) = &args.ops {

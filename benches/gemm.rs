@@ -1,0 +1,249 @@
+//! The GEMM benchmark: our kernels against cuBLAS on the same shapes and dtypes in the same
+//! process, each result checked against a float64 reference on sampled elements; plus the
+//! batched and fused-epilogue comparisons.
+
+use ferrotune::ops::gemm::{Epilogue, Gemm, Layout, gemm};
+use ferrotune::ops::{self, Activation, GeluForm};
+use ferrotune::peer::{CublasGemm, GemmMath, GemmShape};
+use ferrotune::{Backend, Buffer, DType, Result, Scalar, Stream, bf16, f16};
+use ferrotune_autotune::measure::{Repeat, Stats, time_on_stream};
+use ferrotune_testkit::{Rng, Tolerance};
+use serde::{Deserialize, Serialize};
+
+/// One (dtype, shape) comparison.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GemmRow {
+    pub case: String,
+    pub dtype: String,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub batch: usize,
+    pub ours: Stats,
+    pub ours_tflops: f64,
+    /// The peer's time for the same work (cuBLAS, or another of our variants for the
+    /// batched/fused cases, named in `peer`).
+    pub peer: String,
+    pub peer_stats: Option<Stats>,
+    pub peer_tflops: Option<f64>,
+    /// ours / peer throughput (> 1: we are faster).
+    pub ratio: Option<f64>,
+    /// Sampled elements matched the f64 reference within the dtype tolerance.
+    pub correct: bool,
+    pub mismatch: Option<String>,
+}
+
+fn tflops(flops: f64, ms: f64) -> f64 {
+    flops / (ms * 1e-3) / 1e12
+}
+
+/// Checks `samples` random elements of D against a float64 dot product.
+fn check_samples<T: Scalar, O: Scalar>(
+    g: &Gemm,
+    a: &[T],
+    b: &[T],
+    d: &[O],
+    bias: Option<&[O]>,
+    samples: usize,
+) -> Option<String> {
+    let r = g.resolved();
+    let tol = Tolerance::of(O::DTYPE);
+    let mut rng = Rng::new(99);
+    for _ in 0..samples {
+        let z = (rng.next_u64() % r.batch as u64) as usize;
+        let i = (rng.next_u64() % r.m as u64) as usize;
+        let j = (rng.next_u64() % r.n as u64) as usize;
+        let (mut acc, mut mag) = (0.0f64, 0.0f64);
+        for kk in 0..r.k {
+            let av = a[z * r.stride_a + r.a_layout.index(i, kk, r.lda)].to_f32() as f64;
+            let bv = b[z * r.stride_b + r.b_layout.index(kk, j, r.ldb)].to_f32() as f64;
+            acc += av * bv;
+            mag += (av * bv).abs();
+        }
+        let mut v = r.epilogue.alpha as f64 * acc;
+        if let Some(bias) = bias {
+            v += bias[j].to_f32() as f64;
+        }
+        let want = match r.epilogue.act {
+            Activation::GeluErf => 0.5 * v * libm::erfc(-v / std::f64::consts::SQRT_2),
+            Activation::Relu => v.max(0.0),
+            _ => v,
+        };
+        let got = d[z * r.stride_c + i * r.ldc + j].to_f32() as f64;
+        let allowed = 2e-5 * mag + tol.rel * want.abs() + tol.abs;
+        if got.is_nan() || (got - want).abs() > allowed * 1.2 {
+            return Some(format!("({z}, {i}, {j}): got {got:e}, want {want:e} (allowed {allowed:e})"));
+        }
+    }
+    None
+}
+
+/// Operands of one problem on the device, and their host copies for the check.
+struct Operands<T: Scalar, O: Scalar> {
+    ha: Vec<T>,
+    hb: Vec<T>,
+    a: Buffer<T>,
+    b: Buffer<T>,
+    d: Buffer<O>,
+    hbias: Vec<O>,
+    bias: Buffer<O>,
+}
+
+fn operands<T: Scalar, O: Scalar>(s: &Stream, g: &Gemm, seed: u64) -> Result<Operands<T, O>> {
+    let r = g.resolved();
+    let mut rng = Rng::new(seed);
+    let ha: Vec<T> = rng.vec(r.batch * r.stride_a, -1.0, 1.0);
+    let hb: Vec<T> = rng.vec(r.batch * r.stride_b, -1.0, 1.0);
+    let hbias: Vec<O> = rng.vec(r.n, -1.0, 1.0);
+    let nan = O::from_f32(f32::NAN);
+    Ok(Operands {
+        a: Buffer::from_slice(s, &ha)?,
+        b: Buffer::from_slice(s, &hb)?,
+        d: Buffer::from_slice(s, &vec![nan; r.batch * r.stride_c])?,
+        bias: Buffer::from_slice(s, &hbias)?,
+        ha,
+        hb,
+        hbias,
+    })
+}
+
+fn run_ours<T: Scalar, O: Scalar>(s: &Stream, g: &Gemm, o: &mut Operands<T, O>) -> Result<()> {
+    let bias = o.bias.all();
+    gemm::<T, O>(s, g, &o.a.all(), &o.b.all(), None, g.epilogue.bias.then_some(&bias), &mut o.d.all_mut())
+}
+
+/// Our GEMM (A row-major, B column-major: `x wᵀ`) against cuBLAS for one shape and dtype.
+pub fn compare_with_cublas(backend: &Backend, math: GemmMath, shape: GemmShape, repeat: Repeat) -> Result<GemmRow> {
+    match math {
+        GemmMath::F32 => compare_typed::<f32>(backend, math, shape, repeat),
+        GemmMath::F16 => compare_typed::<f16>(backend, math, shape, repeat),
+        GemmMath::Bf16 => compare_typed::<bf16>(backend, math, shape, repeat),
+        GemmMath::Tf32 => Err(ferrotune::Error::UnsupportedDtype { op: "gemm", dtype: "tf32 (no TF32 kernel yet)" }),
+    }
+}
+
+fn compare_typed<T: Scalar>(backend: &Backend, math: GemmMath, shape: GemmShape, repeat: Repeat) -> Result<GemmRow> {
+    let s = backend.stream();
+    let g = Gemm::new(shape.m, shape.n, shape.k).layouts(Layout::Row, Layout::Col);
+    let mut o = operands::<T, T>(&s, &g, 7)?;
+    run_ours(&s, &g, &mut o)?;
+    let d = o.d.to_vec(&s)?;
+    let mismatch = check_samples(&g, &o.ha, &o.hb, &d, None, 256);
+    let ours = time_on_stream(&s, repeat, |_| run_ours(&s, &g, &mut o))?;
+    drop(o);
+    let peer = CublasGemm::new(&s, math, shape).and_then(|mut p| {
+        time_on_stream(&s, repeat, |_| {
+            p.launch().map_err(|e| ferrotune::Error::InvalidConfig { op: "cublas", why: e.to_string() })
+        })
+        .map_err(ferrotune::peer::PeerError::from)
+    });
+    let (peer_stats, peer_tflops) = match &peer {
+        Ok(st) => (Some(*st), Some(tflops(g.flops(), st.median_ms))),
+        Err(_) => (None, None),
+    };
+    let ours_tflops = tflops(g.flops(), ours.median_ms);
+    Ok(GemmRow {
+        case: "gemm".into(),
+        dtype: T::DTYPE.name().into(),
+        m: shape.m,
+        n: shape.n,
+        k: shape.k,
+        batch: 1,
+        ours,
+        ours_tflops,
+        peer: match &peer {
+            Ok(_) => "cuBLAS".into(),
+            Err(e) => format!("cuBLAS unavailable: {e}"),
+        },
+        peer_stats,
+        peer_tflops,
+        ratio: peer_tflops.map(|p| ours_tflops / p),
+        correct: mismatch.is_none(),
+        mismatch,
+    })
+}
+
+/// A strided batch in one launch against the same products launched one by one.
+pub fn batched_vs_loop(
+    backend: &Backend,
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    repeat: Repeat,
+) -> Result<GemmRow> {
+    let s = backend.stream();
+    let g = Gemm::new(m, n, k).batched(batch);
+    let mut o = operands::<bf16, bf16>(&s, &g, 11)?;
+    run_ours(&s, &g, &mut o)?;
+    let d = o.d.to_vec(&s)?;
+    let mismatch = check_samples(&g, &o.ha, &o.hb, &d, None, 256);
+    let ours = time_on_stream(&s, repeat, |_| run_ours(&s, &g, &mut o))?;
+    let r = g.resolved();
+    let single = Gemm::new(m, n, k);
+    let looped = time_on_stream(&s, repeat, |_| {
+        for z in 0..batch {
+            let a = o.a.view(z * r.stride_a..(z + 1) * r.stride_a)?;
+            let b = o.b.view(z * r.stride_b..(z + 1) * r.stride_b)?;
+            let mut dz = o.d.view_mut(z * r.stride_c..(z + 1) * r.stride_c)?;
+            gemm::<bf16, bf16>(&s, &single, &a, &b, None, None, &mut dz)?;
+        }
+        Ok(())
+    })?;
+    let (t_ours, t_loop) = (tflops(g.flops(), ours.median_ms), tflops(g.flops(), looped.median_ms));
+    Ok(GemmRow {
+        case: format!("batched {batch} x"),
+        dtype: "bf16".into(),
+        m,
+        n,
+        k,
+        batch,
+        ours,
+        ours_tflops: t_ours,
+        peer: format!("{batch} separate launches (ours)"),
+        peer_stats: Some(looped),
+        peer_tflops: Some(t_loop),
+        ratio: Some(t_ours / t_loop),
+        correct: mismatch.is_none(),
+        mismatch,
+    })
+}
+
+/// `gelu(x wᵀ + bias)` fused, against our GEMM alone and against GEMM + bias_add + gelu as
+/// three kernels. Returns (fused vs GEMM-only, fused vs three kernels).
+pub fn fused_linear_bias_gelu(backend: &Backend, m: usize, n: usize, k: usize, repeat: Repeat) -> Result<[GemmRow; 2]> {
+    let s = backend.stream();
+    let e = Epilogue { bias: true, act: Activation::GeluErf, ..Epilogue::PLAIN };
+    let fused = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(e);
+    let plain = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col);
+    let mut o = operands::<bf16, bf16>(&s, &fused, 13)?;
+    run_ours(&s, &fused, &mut o)?;
+    let d = o.d.to_vec(&s)?;
+    let mismatch = check_samples(&fused, &o.ha, &o.hb, &d, Some(&o.hbias), 256);
+    let t_fused = time_on_stream(&s, repeat, |_| run_ours(&s, &fused, &mut o))?;
+    let t_plain = time_on_stream(&s, repeat, |_| run_ours(&s, &plain, &mut o))?;
+    let mut tmp = Buffer::<bf16>::zeros(&s, m * n)?;
+    let t_three = time_on_stream(&s, repeat, |_| {
+        run_ours(&s, &plain, &mut o)?;
+        ops::bias_add_inplace(&s, &mut o.d.all_mut(), &o.bias.all(), m, n)?;
+        ops::gelu(&s, GeluForm::Erf, &o.d.all(), &mut tmp.all_mut())
+    })?;
+    let flops = fused.flops();
+    let row = |peer: &str, st: Stats| GemmRow {
+        case: "linear_bias_gelu".into(),
+        dtype: DType::Bf16.name().into(),
+        m,
+        n,
+        k,
+        batch: 1,
+        ours: t_fused,
+        ours_tflops: tflops(flops, t_fused.median_ms),
+        peer: peer.into(),
+        peer_stats: Some(st),
+        peer_tflops: Some(tflops(flops, st.median_ms)),
+        ratio: Some(st.median_ms / t_fused.median_ms),
+        correct: mismatch.is_none(),
+        mismatch: mismatch.clone(),
+    };
+    Ok([row("our GEMM without epilogue", t_plain), row("GEMM + bias_add + gelu (3 kernels, ours)", t_three)])
+}

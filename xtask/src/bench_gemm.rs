@@ -1,0 +1,89 @@
+//! `cargo xtask bench --ops gemm`: our GEMM against cuBLAS on the same shapes in the same
+//! process, plus the batched and fused-epilogue comparisons; a table on stdout and JSON.
+
+use anyhow::Context;
+use ferrotune::peer::{GemmMath, GemmShape};
+use ferrotune::{Backend, BackendChoice};
+use ferrotune_autotune::measure::Repeat;
+use ferrotune_bench::gemm::{GemmRow, batched_vs_loop, compare_with_cublas, fused_linear_bias_gelu};
+
+/// What `bench --ops gemm` runs.
+pub struct GemmArgs {
+    pub shapes: Vec<String>,
+    pub dtypes: Vec<String>,
+    pub warmup: usize,
+    pub iters: usize,
+    pub json: Option<std::path::PathBuf>,
+}
+
+/// The shapes of the GEMM issue's comparison table.
+pub const DEFAULT_SHAPES: &str =
+    "8192x8192x8192,4096x4096x4096,4000x4000x4000,1000x3000x700,512x3072x768,8192x3072x768";
+
+fn parse_shape(s: &str) -> anyhow::Result<GemmShape> {
+    let v: Vec<usize> =
+        s.split('x').map(|p| p.trim().parse()).collect::<Result<_, _>>().with_context(|| format!("bad shape '{s}'"))?;
+    anyhow::ensure!(v.len() == 3, "shape '{s}' is not MxNxK");
+    Ok(GemmShape { m: v[0], n: v[1], k: v[2] })
+}
+
+fn print(r: &GemmRow) {
+    println!(
+        "{:<18} {:<5} {:>5}x{:>5}x{:>5} b{:<3} ours {:>8.3} ms {:>7.1} TF/s | {:<40} {:>8} | ratio {:>6} {}",
+        r.case,
+        r.dtype,
+        r.m,
+        r.n,
+        r.k,
+        r.batch,
+        r.ours.median_ms,
+        r.ours_tflops,
+        r.peer,
+        r.peer_tflops.map_or("-".into(), |t| format!("{t:.1}")),
+        r.ratio.map_or("-".into(), |x| format!("{x:.3}")),
+        if r.correct { "ok" } else { "MISMATCH" }
+    );
+}
+
+pub fn run(args: GemmArgs) -> anyhow::Result<()> {
+    let backend =
+        Backend::new(BackendChoice::Cuda).context("bench --ops gemm compares with cuBLAS and needs a CUDA device")?;
+    let repeat = Repeat { warmup: args.warmup, iters: args.iters };
+    let mut rows = Vec::new();
+    for dt in &args.dtypes {
+        let name = match dt.as_str() {
+            "fp32" => "f32",
+            "fp16" => "f16",
+            other => other,
+        };
+        let math =
+            GemmMath::from_name(name).with_context(|| format!("unknown GEMM dtype {dt} (f32, tf32, f16, bf16)"))?;
+        if math == GemmMath::Tf32 {
+            println!("gemm tf32: not run: there is no TF32 kernel yet (f32 runs exact FFMA)");
+            continue;
+        }
+        for s in &args.shapes {
+            let r = compare_with_cublas(&backend, math, parse_shape(s)?, repeat)?;
+            print(&r);
+            rows.push(r);
+        }
+    }
+    let r = batched_vs_loop(&backend, 40, 32, 256, 256, repeat)?;
+    print(&r);
+    rows.push(r);
+    for (m, n, k) in [(8192, 3072, 768), (512, 3072, 768)] {
+        for r in fused_linear_bias_gelu(&backend, m, n, k, repeat)? {
+            print(&r);
+            rows.push(r);
+        }
+    }
+    if let Some(p) = &args.json {
+        let d = backend.device().context("a CUDA backend has a device")?;
+        let doc = serde_json::json!({"schema": "ferrotune-gemm-bench/1", "device": d.name, "driver": d.driver_version,
+            "commit": std::env::var("FERROTUNE_COMMIT").unwrap_or_default(), "rows": rows});
+        std::fs::write(p, serde_json::to_string_pretty(&doc)?)?;
+    }
+    let bad = rows.iter().filter(|r| !r.correct).count();
+    anyhow::ensure!(bad == 0, "{bad} rows did not match the reference");
+    Ok(())
+}
