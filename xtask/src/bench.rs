@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use ferrotune::profiler::Profiler;
 use ferrotune::{Backend, BackendChoice, DType, ElemOp};
 use ferrotune_autotune::measure::Repeat;
@@ -69,18 +68,6 @@ pub struct Args {
     plant_slowdown: Option<f64>,
 }
 
-fn parse_list<T: Copy>(
-    items: &[String],
-    all: &[T],
-    parse: impl Fn(&str) -> Option<T>,
-    what: &str,
-) -> anyhow::Result<Vec<T>> {
-    if items.iter().any(|s| s == "all") {
-        return Ok(all.to_vec());
-    }
-    items.iter().map(|s| parse(s).with_context(|| format!("unknown {what} '{s}'"))).collect()
-}
-
 /// Opens the backend and says which one runs (and why the CPU, when it is the CPU).
 pub fn open_backend(choice: BackendChoice) -> anyhow::Result<Backend> {
     let backend = Backend::new(choice)?;
@@ -99,7 +86,7 @@ pub fn run_report(backend: &Backend, opts: &Options, trace: Option<&Path>) -> an
     let s = backend.stream();
     let mut prof = Profiler::new(&s)?;
     let mut report = ferrotune_bench::run(backend, opts, &mut prof, |line| println!("{line}"))?;
-    report.date = utc_now();
+    report.date = ferrotune_profile::utc_now();
     report.commit = commit();
     if let Some(path) = trace {
         ferrotune_bench::report::write_file(path, &prof.chrome_trace()?)?;
@@ -124,10 +111,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let backend = open_backend(args.backend)?;
     let mut opts = if args.quick { Options::quick(&backend) } else { Options::full(&backend) };
     if let Some(ops) = &args.ops {
-        opts.ops = parse_list(ops, &ElemOp::ALL, ElemOp::from_name, "op")?;
+        opts.ops = crate::parse_list(ops, &ElemOp::ALL, ElemOp::from_name, "op")?;
     }
     if let Some(dtypes) = &args.dtypes {
-        opts.dtypes = parse_list(dtypes, &DType::ALL, |s| DType::ALL.into_iter().find(|d| d.name() == s), "dtype")?;
+        opts.dtypes =
+            crate::parse_list(dtypes, &DType::ALL, |s| DType::ALL.into_iter().find(|d| d.name() == s), "dtype")?;
     }
     if let Some(sizes) = &args.sizes {
         opts.sizes = sizes.iter().map(|mib| (mib * (1u64 << 20) as f64) as usize).collect();
@@ -192,20 +180,4 @@ fn commit() -> String {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "unknown".into())
-}
-
-/// Current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days conversion).
-fn utc_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
 }

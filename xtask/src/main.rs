@@ -9,6 +9,7 @@ mod roofline;
 mod test;
 mod tune;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -61,4 +62,17 @@ fn main() {
 /// The workspace root (xtask sits one level below it).
 pub fn workspace_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask/ has a parent").to_path_buf()
+}
+
+/// Parses a comma-separated list of names (`all` for every one), naming what was unknown.
+pub fn parse_list<T: Copy>(
+    items: &[String],
+    all: &[T],
+    parse: impl Fn(&str) -> Option<T>,
+    what: &str,
+) -> anyhow::Result<Vec<T>> {
+    if items.iter().any(|s| s == "all") {
+        return Ok(all.to_vec());
+    }
+    items.iter().map(|s| parse(s).with_context(|| format!("unknown {what} '{s}'"))).collect()
 }

@@ -77,21 +77,10 @@ fn parse_size(s: &str) -> anyhow::Result<usize> {
     n.checked_mul(mult).filter(|n| *n > 0).with_context(|| format!("size '{s}' must be positive and fit in memory"))
 }
 
-fn parse_list<T: Copy>(
-    items: &[String],
-    all: &[T],
-    parse: impl Fn(&str) -> Option<T>,
-    what: &str,
-) -> anyhow::Result<Vec<T>> {
-    if items.iter().any(|s| s == "all") {
-        return Ok(all.to_vec());
-    }
-    items.iter().map(|s| parse(s).with_context(|| format!("unknown {what} '{s}'"))).collect()
-}
-
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let ops = parse_list(&a.ops, &ElemOp::ALL, ElemOp::from_name, "op")?;
-    let dtypes = parse_list(&a.dtypes, &DType::ALL, |s| DType::ALL.into_iter().find(|d| d.name() == s), "dtype")?;
+    let ops = crate::parse_list(&a.ops, &ElemOp::ALL, ElemOp::from_name, "op")?;
+    let dtypes =
+        crate::parse_list(&a.dtypes, &DType::ALL, |s| DType::ALL.into_iter().find(|d| d.name() == s), "dtype")?;
     let sizes = a.sizes.iter().map(|s| parse_size(s)).collect::<anyhow::Result<Vec<_>>>()?;
     let mut shapes = Vec::new();
     for &op in &ops {
