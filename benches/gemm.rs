@@ -38,7 +38,7 @@ fn tflops(flops: f64, ms: f64) -> f64 {
 }
 
 /// Checks `samples` random elements of D against a float64 dot product.
-fn check_samples<T: Scalar, O: Scalar>(
+pub(crate) fn check_samples<T: Scalar, O: Scalar>(
     g: &Gemm,
     a: &[T],
     b: &[T],

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod elementwise;
 pub mod error;
 pub mod gemm;
+pub mod gemm_rows;
 pub mod report;
 pub mod roofline;
 
@@ -38,13 +39,19 @@ pub struct Options {
     /// Recorded in the report: the run used the quick set.
     pub quick: bool,
     pub ceilings: CeilingOptions,
+    /// `(m, n, k)` of the GEMM rows (A row-major, B column-major); one row per shape and
+    /// entry of `gemm_dtypes`. Empty: no GEMM rows.
+    pub gemm_shapes: Vec<(usize, usize, usize)>,
+    /// Input (and output) dtypes of the GEMM rows.
+    pub gemm_dtypes: Vec<DType>,
 }
 
 const MIB: usize = 1 << 20;
 
 impl Options {
-    /// The full run: every op and dtype; 256 MiB tensors and 8192³ GEMMs on CUDA, 64 MiB and
-    /// 1024³ on the CPU.
+    /// The full run: every op and dtype; 256 MiB tensors and 8192³ GEMM ceilings on CUDA, 64
+    /// MiB and 1024³ on the CPU. GEMM rows: 4096³ and 8192x3072x768 in f32 and bf16 on CUDA,
+    /// one 256³ f32 on the CPU.
     pub fn full(backend: &Backend) -> Options {
         let cuda = matches!(backend, Backend::Cuda(_));
         let size = if cuda { 256 * MIB } else { 64 * MIB };
@@ -63,11 +70,13 @@ impl Options {
                 copy_bytes: size,
                 copy_repeat: repeat,
             },
+            gemm_shapes: if cuda { vec![(4096, 4096, 4096), (8192, 3072, 768)] } else { vec![(256, 256, 256)] },
+            gemm_dtypes: if cuda { vec![DType::F32, DType::Bf16] } else { vec![DType::F32] },
         }
     }
 
     /// Seconds, not minutes: copy, add, gelu_erf, add_mul_gelu_erf in f32 on 32 MiB tensors;
-    /// 4096³ GEMMs on CUDA, 512³ on the CPU.
+    /// 4096³ GEMM ceilings on CUDA, 512³ on the CPU; no GEMM rows.
     pub fn quick(backend: &Backend) -> Options {
         let cuda = matches!(backend, Backend::Cuda(_));
         let repeat = Repeat { warmup: 2, iters: 10 };
@@ -85,6 +94,8 @@ impl Options {
                 copy_bytes: 32 * MIB,
                 copy_repeat: repeat,
             },
+            gemm_shapes: Vec::new(),
+            gemm_dtypes: Vec::new(),
         }
     }
 
@@ -106,6 +117,9 @@ impl Options {
         }
         if self.ceilings.copy_bytes < 4 || self.ceilings.gemm_size == 0 {
             return bad("the ceilings need a copy of at least one f32 and a GEMM edge of at least 1".into());
+        }
+        if self.gemm_shapes.iter().any(|&(m, n, k)| m == 0 || n == 0 || k == 0) {
+            return bad("GEMM shapes need every dimension at least 1".into());
         }
         Ok(())
     }
@@ -153,6 +167,27 @@ pub fn run(backend: &Backend, opts: &Options, prof: &mut Profiler, mut progress:
             }
         }
     }
+    for &dt in &opts.gemm_dtypes {
+        for &shape in &opts.gemm_shapes {
+            let row = match dt {
+                DType::F32 => gemm_rows::bench_row::<f32>(backend, &s, shape, opts.repeat, &roofs, prof)?,
+                DType::F16 => gemm_rows::bench_row::<f16>(backend, &s, shape, opts.repeat, &roofs, prof)?,
+                DType::Bf16 => gemm_rows::bench_row::<bf16>(backend, &s, shape, opts.repeat, &roofs, prof)?,
+            };
+            progress(&format!(
+                "{:<18} {:<5} {:>9.3} ms {:>15} {:>5.1}% of {} {} roof {}",
+                format!("gemm {}", row.shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x")),
+                row.dtype,
+                row.stats.median_ms,
+                report::format_flops(row.flops_per_s),
+                100.0 * row.roof_fraction,
+                row.math,
+                row.roof.name(),
+                if row.correct { "ok" } else { "MISMATCH" }
+            ));
+            rows.push(row);
+        }
+    }
     let device = match backend {
         Backend::Cuda(g) => {
             let d = g.info();
@@ -192,6 +227,8 @@ pub fn run(backend: &Backend, opts: &Options, prof: &mut Profiler, mut progress:
             iters: opts.repeat.iters,
             sweep: opts.sweep,
             gemm_size: opts.ceilings.gemm_size,
+            gemm_shapes: opts.gemm_shapes.iter().map(|&(m, n, k)| [m, n, k]).collect(),
+            gemm_dtypes: opts.gemm_dtypes.iter().map(|d| d.name().to_string()).collect(),
         },
         ceilings,
         roofs,

@@ -56,6 +56,12 @@ pub struct RunConfig {
     pub sweep: bool,
     /// Edge of the square GEMM the compute ceilings use.
     pub gemm_size: usize,
+    /// `[m, n, k]` of the GEMM rows (empty: none).
+    #[serde(default)]
+    pub gemm_shapes: Vec<[usize; 3]>,
+    /// Input dtypes of the GEMM rows.
+    #[serde(default)]
+    pub gemm_dtypes: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -129,17 +135,29 @@ impl From<&ElemConfig> for ElemConfigJson {
     }
 }
 
-/// The configuration a row ran with, by family (GEMM rows will add their tile config).
+/// A GEMM row's configuration: operand layouts and, on CUDA, the block tile and threads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GemmConfigJson {
+    /// `row` or `col`.
+    pub a_layout: String,
+    pub b_layout: String,
+    /// `[bm, bn, bk]` of the kernel's block tile (CUDA).
+    pub tile: Option<[usize; 3]>,
+    pub threads: Option<u32>,
+}
+
+/// The configuration a row ran with, by family.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RowConfig {
     Elementwise(ElemConfigJson),
+    Gemm(GemmConfigJson),
 }
 
 /// One op at one dtype and shape.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
-    /// Op family (`elementwise`; `gemm` next): one colour on the roofline.
+    /// Op family (`elementwise` or `gemm`): one colour on the roofline.
     pub family: String,
     pub op: String,
     pub dtype: String,
@@ -150,7 +168,7 @@ pub struct Row {
     /// The PTX entry point timed (CUDA).
     pub kernel: Option<String>,
     /// Which compute roof applies: the math the op runs in (`f32` for elementwise ops, which
-    /// compute in f32 whatever they store).
+    /// compute in f32 whatever they store; the input dtype for GEMMs).
     pub math: String,
     /// FLOPs by the op's definition (see docs/bench-json.md for the per-element counts).
     pub flops: u64,
@@ -413,6 +431,16 @@ impl RowConfig {
                 c.unroll,
                 if c.blocks_per_sm == 0 { "grid:full".to_string() } else { format!("grid:{}/SM", c.blocks_per_sm) }
             ),
+            RowConfig::Gemm(c) => {
+                let mut d = format!("A {} B {}", c.a_layout, c.b_layout);
+                if let Some([m, n, k]) = c.tile {
+                    let _ = write!(d, " tile {m}x{n}x{k}");
+                }
+                if let Some(t) = c.threads {
+                    let _ = write!(d, " {t}t");
+                }
+                d
+            }
         }
     }
 }

@@ -230,6 +230,9 @@ fn shape_label(shape: &[usize]) -> String {
 /// The most likely reason a row stays below its roof, from its config, its entry's ptxas
 /// resources, the device and the op's work per element.
 fn gap_cause(report: &Report, row: &Row, bound: Bound, resources: &[KernelResources], cfg: &ClassifyConfig) -> String {
+    if row.family == "gemm" {
+        return gemm_gap_cause(report, row, bound);
+    }
     let op = ElemOp::from_name(&row.op);
     let flops_per_elem = row.flops as f64 / row.elements.max(1) as f64;
     let (Some(d), Some(op), RowConfig::Elementwise(c)) = (&report.device, op, &row.config) else {
@@ -289,6 +292,20 @@ fn gap_cause(report: &Report, row: &Row, bound: Bound, resources: &[KernelResour
         );
     }
     "enough bytes in flight and occupancy: look at DRAM page locality or the tail of the grid (Nsight Compute)".into()
+}
+
+/// Why a GEMM row stays below its roof: against the peer GEMM's peak (compute-bound) the gap is
+/// the kernel's tiling and pipelining; a memory-bound GEMM is too thin to reuse its operands.
+fn gemm_gap_cause(report: &Report, row: &Row, bound: Bound) -> String {
+    let peer = report.roofs.compute.iter().find(|c| c.math == row.math).map(|c| c.from.as_str());
+    match (bound, peer) {
+        (Bound::Compute, Some(peer)) => format!(
+            "below the {peer} peak: tiling, pipelining and occupancy of the GEMM kernel \
+             (`cargo xtask bench --ops gemm` compares with cuBLAS shape by shape)"
+        ),
+        (Bound::Compute, None) => format!("no {} compute ceiling in this run to judge it against", row.math),
+        _ => "thin GEMM (small k or n): operands are reused too little to reach the compute roof".into(),
+    }
 }
 
 /// Every row classified, in report order.
@@ -481,7 +498,12 @@ pub fn write_svg(report: &Report, path: &Path, cfg: &PlotConfig) -> Result<()> {
             .collect();
         // Labels alternate above and below their point so neighbours overlap less.
         let dy = if i % 2 == 0 { -16 } else { 6 };
-        let label = format!("{} ({})", p.0.op, mine.join(", "));
+        // GEMMs differ by shape more than by op: name it.
+        let label = if p.0.family == "gemm" {
+            format!("{} {} ({})", p.0.op, shape_label(&p.0.shape), mine.join(", "))
+        } else {
+            format!("{} ({})", p.0.op, mine.join(", "))
+        };
         chart
             .draw_series(std::iter::once(
                 EmptyElement::at((p.1, p.2)) + Text::new(label, (8, dy), ("sans-serif", 12).into_font()),

@@ -3,9 +3,9 @@
 //! and the SVG, and the profiler's trace of a run.
 
 use ferrotune::profiler::Profiler;
-use ferrotune::{Backend, BackendChoice};
+use ferrotune::{Backend, BackendChoice, DType};
 use ferrotune_autotune::measure::{Repeat, Stats};
-use ferrotune_bench::report::{Ceiling, CeilingKind, DeviceJson, ElemConfigJson, RowConfig};
+use ferrotune_bench::report::{Ceiling, CeilingKind, DeviceJson, ElemConfigJson, GemmConfigJson, RowConfig};
 use ferrotune_bench::roofline::{self, Bound, ClassifyConfig, KernelResources, PlotConfig, Roof};
 use ferrotune_bench::{BenchError, CompareConfig, Options, Report, Roofs, Row, Verdict, compare};
 
@@ -22,10 +22,27 @@ fn tiny(backend: &Backend) -> Options {
 }
 
 fn cpu_run() -> (Report, Profiler) {
+    cpu_run_with(|_| {})
+}
+
+/// The tiny CPU run with GEMM rows: an awkward shape (no dimension a multiple of 8) in f32
+/// and bf16.
+const GEMM: (usize, usize, usize) = (33, 17, 70);
+
+fn cpu_gemm_run() -> (Report, Profiler) {
+    cpu_run_with(|o| {
+        o.gemm_shapes = vec![GEMM];
+        o.gemm_dtypes = vec![DType::F32, DType::Bf16];
+    })
+}
+
+fn cpu_run_with(edit: impl FnOnce(&mut Options)) -> (Report, Profiler) {
     let backend = Backend::new(BackendChoice::Cpu).unwrap();
     let mut prof = Profiler::new(&backend.stream()).unwrap();
     let mut lines = Vec::new();
-    let report = ferrotune_bench::run(&backend, &tiny(&backend), &mut prof, |l| lines.push(l.to_string())).unwrap();
+    let mut opts = tiny(&backend);
+    edit(&mut opts);
+    let report = ferrotune_bench::run(&backend, &opts, &mut prof, |l| lines.push(l.to_string())).unwrap();
     assert_eq!(lines.len(), report.ceilings.len() + report.rows.len(), "one progress line per ceiling and row");
     (report, prof)
 }
@@ -101,6 +118,65 @@ fn json_round_trips_and_other_schemas_are_refused() {
 }
 
 #[test]
+fn gemm_rows_are_checked_timed_keyed_and_round_trip() {
+    // The quick options and the CPU's quick run have no GEMM rows; the full CPU run one small one.
+    let cpu = Backend::new(BackendChoice::Cpu).unwrap();
+    assert!(Options::quick(&cpu).gemm_shapes.is_empty());
+    assert_eq!(
+        (Options::full(&cpu).gemm_shapes, Options::full(&cpu).gemm_dtypes),
+        (vec![(256, 256, 256)], vec![DType::F32])
+    );
+    assert!(cpu_run().0.rows.iter().all(|r| r.family == "elementwise"));
+
+    let (mut r, prof) = cpu_gemm_run();
+    let (m, n, k) = GEMM;
+    let gemms: Vec<&Row> = r.rows.iter().filter(|x| x.family == "gemm").collect();
+    assert_eq!(gemms.iter().map(|x| x.dtype.as_str()).collect::<Vec<_>>(), ["f32", "bf16"]);
+    for (g, elem) in gemms.iter().zip([4u64, 2]) {
+        assert_eq!((g.op.as_str(), g.shape.as_slice(), g.math.as_str()), ("gemm", &[m, n, k][..], g.dtype.as_str()));
+        assert!(g.correct, "{}: {:?}", g.dtype, g.mismatch);
+        assert_eq!(g.flops, 2 * (m * n * k) as u64);
+        assert_eq!(g.bytes, (m * k + k * n + m * n) as u64 * elem);
+        assert_eq!((g.elements, g.kernel.as_deref(), g.stats.samples), (m * n, None, 3));
+        assert!(g.stats.median_ms > 0.0 && g.flops_per_s > 0.0 && g.roof_fraction > 0.0);
+        let cfg = GemmConfigJson { a_layout: "row".into(), b_layout: "col".into(), tile: None, threads: None };
+        assert_eq!(g.config, RowConfig::Gemm(cfg));
+        // f32 is judged against the f32 SGEMM peer (the CPU has no bf16 one).
+        let p = r.roofs.place(&g.math, g.flops, g.bytes, g.stats.median_ms * 1e-3);
+        assert_eq!((p.fraction, p.roof), (g.roof_fraction, g.roof));
+    }
+    assert_eq!(r.run.gemm_shapes, [[m, n, k]]);
+    assert_eq!(r.run.gemm_dtypes, ["f32", "bf16"]);
+    // Keys: distinct from each other and from every elementwise row.
+    let mut keys: Vec<_> = r.rows.iter().map(Row::key).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), r.rows.len());
+    let cmp = compare(&r, &r, CompareConfig::default()).unwrap();
+    assert!(cmp.rows.iter().any(|c| c.key.op == "gemm" && c.key.shape == [m, n, k] && c.key.dtype == "bf16"));
+    // The timed region is a profiler scope; every buffer was freed.
+    let trace: serde_json::Value = serde_json::from_str(&prof.chrome_trace().unwrap()).unwrap();
+    let scopes: Vec<&str> =
+        trace["traceEvents"].as_array().unwrap().iter().filter_map(|e| e["name"].as_str()).collect();
+    assert!(scopes.iter().any(|s| s.starts_with("gemm bf16 33x17x70: timed")), "{scopes:?}");
+    assert_eq!(prof.memory().current_bytes(), 0);
+
+    r.date = "2025-01-02T03:04:05Z".into();
+    let json = r.to_json().unwrap();
+    let path = std::path::Path::new("r.json");
+    assert_eq!(Report::from_json(&json, path).unwrap(), r);
+    // A file written before GEMM rows (no gemm_* in `run`) still reads.
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let run = v["run"].as_object_mut().unwrap();
+    run.remove("gemm_shapes");
+    run.remove("gemm_dtypes");
+    assert!(Report::from_json(&v.to_string(), path).unwrap().run.gemm_shapes.is_empty());
+    let md = r.to_markdown();
+    assert!(md.contains("| gemm | bf16 | 33×17×70 |") && md.contains("| A row B col |"), "{md}");
+    assert!(r.render_table().contains("gemm "));
+}
+
+#[test]
 fn bad_options_are_errors_before_anything_runs() {
     let backend = Backend::new(BackendChoice::Cpu).unwrap();
     let mut prof = Profiler::new(&backend.stream()).unwrap();
@@ -110,6 +186,68 @@ fn bad_options_are_errors_before_anything_runs() {
     let mut o = tiny(&backend);
     o.ops.clear();
     assert!(matches!(ferrotune_bench::run(&backend, &o, &mut prof, |_| {}), Err(BenchError::Options(_))));
+    let mut o = tiny(&backend);
+    (o.gemm_shapes, o.gemm_dtypes) = (vec![(8, 0, 8)], vec![DType::F32]);
+    assert!(matches!(ferrotune_bench::run(&backend, &o, &mut prof, |_| {}), Err(BenchError::Options(_))));
+}
+
+/// A CUDA GEMM row of `m x n x k` in f32 taking `ms`.
+fn gemm_row(m: usize, n: usize, k: usize, ms: f64, roofs: &Roofs) -> Row {
+    let mut r = row("gemm", m * n, ms, 0, 0, cfg(256, true, 1), roofs);
+    r.family = "gemm".into();
+    r.shape = vec![m, n, k];
+    r.kernel = Some("ft_gemm_f32_rc_v16_f32".into());
+    r.flops = 2 * (m * n * k) as u64;
+    r.bytes = 4 * (m * k + k * n + m * n) as u64;
+    r.config = RowConfig::Gemm(GemmConfigJson {
+        a_layout: "row".into(),
+        b_layout: "col".into(),
+        tile: Some([128, 128, 8]),
+        threads: Some(256),
+    });
+    r.derive(roofs);
+    r
+}
+
+#[test]
+fn gemm_rows_sit_under_the_compute_roof() {
+    let mut r = synthetic(&[("add", 0.3)]);
+    // 4096³ f32: 137 GFLOP over 201 MB is 683 FLOP/byte, far right of the ridge (10); 10 ms is
+    // 13.7 TFLOP/s, 46% of the 30 TFLOP/s peak.
+    r.rows.push(gemm_row(4096, 4096, 4096, 10.0, &r.roofs));
+    let g = r.rows.last().unwrap();
+    assert_eq!(g.roof, Roof::Compute);
+    assert!((g.roof_fraction - 2.0 * 4096f64.powi(3) / 10e-3 / 30e12).abs() < 1e-9, "{}", g.roof_fraction);
+    let c = roofline::classify_all(&r, &[], &ClassifyConfig::default());
+    let gc = c.iter().find(|x| x.label == "gemm f32 4096x4096x4096").unwrap();
+    assert_eq!(gc.bound, Bound::Compute);
+    assert!(gc.intensity > 600.0 && gc.attainable_flops == 30e12, "{gc:?}");
+    assert!(gc.cause.contains("cuBLAS GEMM f32") && gc.cause.contains("--ops gemm"), "{}", gc.cause);
+    // At 90% of the peak it is at its roof.
+    r.rows.push(gemm_row(4096, 4096, 4096, 2.0 * 4096f64.powi(3) / 27e12 * 1e3, &r.roofs));
+    let c = roofline::classify(&r, r.rows.last().unwrap(), &[], &ClassifyConfig::default());
+    assert_eq!((c.bound, c.cause.as_str()), (Bound::Compute, "at its roof"));
+    r.rows.pop();
+    assert!(
+        RowConfig::Gemm(GemmConfigJson {
+            a_layout: "row".into(),
+            b_layout: "col".into(),
+            tile: Some([128, 128, 8]),
+            threads: Some(256)
+        })
+        .describe()
+        .contains("tile 128x128x8 256t")
+    );
+
+    let path = std::env::temp_dir().join(format!("ferrotune-roofline-gemm-{}.svg", std::process::id()));
+    roofline::write_svg(&r, &path, &PlotConfig::for_report(&r)).unwrap();
+    let svg = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    for label in ["gemm 4096x4096x4096 (f32)", "add (f32)", "elementwise"] {
+        assert!(svg.contains(label), "no '{label}' in the SVG");
+    }
+    // The family's legend entry: a text line of its own.
+    assert!(svg.lines().any(|l| l.trim() == "gemm"), "no gemm legend in the SVG");
 }
 
 // ---- synthetic reports: the gate and the roofline without timing noise ----

@@ -12,13 +12,15 @@ use ferrotune_bench::{CompareConfig, Options, Report};
 #[derive(clap::Args)]
 pub struct Args {
     /// Ops to run, comma-separated, or `all`; `gemm` runs the GEMM comparison with cuBLAS
-    /// (GPU only) over `--shapes` and `--dtypes` (f32, tf32, f16, bf16).
+    /// (GPU only) over `--shapes` and `--dtypes` (f32, tf32, f16, bf16). Without it the full
+    /// run also has GEMM rows (4096³ and 8192x3072x768, f32 and bf16, on CUDA; 256³ f32 on
+    /// the CPU; none with --quick); naming elementwise ops leaves them out.
     #[arg(long, value_delimiter = ',')]
     ops: Option<Vec<String>>,
-    /// GEMM shapes for `--ops gemm`, as MxNxK, comma-separated.
+    /// GEMM shapes, as MxNxK, comma-separated: for `--ops gemm`, else the report's GEMM rows.
     #[arg(long, value_delimiter = ',')]
     shapes: Option<Vec<String>>,
-    /// Dtypes: f32, f16, bf16 (comma-separated) or `all`.
+    /// Dtypes: f32, f16, bf16 (comma-separated) or `all`; GEMM rows keep those listed.
     #[arg(long, value_delimiter = ',')]
     dtypes: Option<Vec<String>>,
     /// A small set in seconds: copy, add, gelu_erf, add_mul_gelu_erf in f32 on 32 MiB tensors,
@@ -112,10 +114,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut opts = if args.quick { Options::quick(&backend) } else { Options::full(&backend) };
     if let Some(ops) = &args.ops {
         opts.ops = crate::parse_list(ops, &ElemOp::ALL, ElemOp::from_name, "op")?;
+        opts.gemm_shapes.clear();
     }
     if let Some(dtypes) = &args.dtypes {
         opts.dtypes =
             crate::parse_list(dtypes, &DType::ALL, |s| DType::ALL.into_iter().find(|d| d.name() == s), "dtype")?;
+        opts.gemm_dtypes.retain(|d| opts.dtypes.contains(d));
+    }
+    if let Some(shapes) = &args.shapes {
+        opts.gemm_shapes = shapes
+            .iter()
+            .map(|s| crate::bench_gemm::parse_shape(s).map(|g| (g.m, g.n, g.k)))
+            .collect::<anyhow::Result<_>>()?;
+        if opts.gemm_dtypes.is_empty() {
+            opts.gemm_dtypes = opts.dtypes.clone();
+        }
     }
     if let Some(sizes) = &args.sizes {
         opts.sizes = sizes.iter().map(|mib| (mib * (1u64 << 20) as f64) as usize).collect();

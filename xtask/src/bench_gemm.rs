@@ -20,7 +20,7 @@ pub struct GemmArgs {
 pub const DEFAULT_SHAPES: &str =
     "8192x8192x8192,4096x4096x4096,4000x4000x4000,1000x3000x700,512x3072x768,8192x3072x768";
 
-fn parse_shape(s: &str) -> anyhow::Result<GemmShape> {
+pub fn parse_shape(s: &str) -> anyhow::Result<GemmShape> {
     let v: Vec<usize> =
         s.split('x').map(|p| p.trim().parse()).collect::<Result<_, _>>().with_context(|| format!("bad shape '{s}'"))?;
     anyhow::ensure!(v.len() == 3, "shape '{s}' is not MxNxK");
