@@ -12,7 +12,7 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "ferrotune_tests":
         print(m["executable"])')
 mkdir -p .carry
-cp target/release/xtask .carry/xtask
+cp "${CARGO_TARGET_DIR:-target}/release/xtask" .carry/xtask
 cp "$test_bin" .carry/ferrotune_tests
 git rev-parse --short=12 HEAD > .carry/commit 2>/dev/null || echo unknown > .carry/commit
 if [ -n "$(git status --porcelain 2>/dev/null)" ]; then echo "$(cat .carry/commit)-dirty" > .carry/commit; fi
