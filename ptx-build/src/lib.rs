@@ -239,10 +239,17 @@ pub fn ptxas_check(ptxas: &Path, ptx: &Path, arch: &str) -> Result<Vec<EntryReso
 /// Parses `ptxas -v` output into per-entry resources.
 pub fn parse_ptxas_report(log: &str) -> Vec<EntryResources> {
     let mut res: Vec<EntryResources> = Vec::new();
+    // Whose "Function properties" block the next stack/spill line belongs to: ptxas also
+    // reports non-entry `.func`s (between entries), which must not overwrite an entry's.
+    let mut props_for = String::new();
     for line in log.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             let name = rest.split('\'').next().unwrap_or_default().to_string();
             res.push(EntryResources { name, ..Default::default() });
+            continue;
+        }
+        if let Some(rest) = line.split("Function properties for ").nth(1) {
+            props_for = rest.trim().to_string();
             continue;
         }
         let Some(cur) = res.last_mut() else { continue };
@@ -250,7 +257,7 @@ pub fn parse_ptxas_report(log: &str) -> Vec<EntryResources> {
             let idx = line.find(key)?;
             line[..idx].split_whitespace().last()?.parse().ok()
         };
-        if line.contains("bytes stack frame") {
+        if line.contains("bytes stack frame") && props_for == cur.name {
             cur.stack_bytes = num_before("bytes stack frame").unwrap_or(0);
             cur.spill_stores = num_before("bytes spill stores").unwrap_or(0);
             cur.spill_loads = num_before("bytes spill loads").unwrap_or(0);
@@ -282,8 +289,10 @@ ptxas info    : Function properties for ft_add_f32_v16_u4\n\
 ptxas info    : Used 30 registers, used 0 barriers, 384 bytes smem\n\
 ptxas info    : Compiling entry function 'ft_sum_f32' for 'sm_90'\n\
 ptxas info    : Function properties for ft_sum_f32\n\
-    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
-ptxas info    : Used 16 registers, used 1 barriers, 128 bytes smem, 380 bytes cmem[0]\n";
+    16 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+ptxas info    : Used 16 registers, used 1 barriers, 128 bytes smem, 380 bytes cmem[0]\n\
+ptxas info    : Function properties for helper_func\n\
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n";
         let r = parse_ptxas_report(log);
         assert_eq!(r.len(), 2);
         assert_eq!(
@@ -298,6 +307,8 @@ ptxas info    : Used 16 registers, used 1 barriers, 128 bytes smem, 380 bytes cm
             }
         );
         assert_eq!(r[1].registers, 16);
+        // A `.func` reported after an entry leaves the entry's numbers alone.
+        assert_eq!(r[1].stack_bytes, 16);
         assert_eq!(r[1].shared_bytes, 128);
     }
 }
