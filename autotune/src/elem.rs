@@ -155,7 +155,6 @@ pub fn predict_ms(d: &Description, shape: &Shape, cfg: &ElemConfig) -> f64 {
 mod tests {
     use super::*;
     use crate::protocol::{DefaultJson, ResourceJson};
-    use crate::space::Limits;
     use ferrotune_profile::Device;
     use proptest::prelude::*;
 
@@ -186,15 +185,7 @@ mod tests {
                 driver: "13.0".into(),
             },
             build: "b".into(),
-            limits: Some(Limits {
-                sm_count: 132,
-                max_threads_per_block: 1024,
-                max_threads_per_sm: 2048,
-                max_blocks_per_sm: 32,
-                registers_per_sm: 65536,
-                shared_per_block: 49152,
-                shared_per_sm: 233472,
-            }),
+            limits: Some(crate::space::tests::h100()),
             cache_bytes: 50 << 20,
             peak_gbps: 3350.0,
             clock_ghz: 1.98,

@@ -272,7 +272,7 @@ fn check_one(c: &Constraint, p: &Point, ctx: &Context<'_>) -> Result<(), String>
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn h100() -> Limits {
