@@ -7,7 +7,7 @@ use ferrotune::ops::{self, Activation, GeluForm};
 use ferrotune::peer::{CublasGemm, GemmMath, GemmShape};
 use ferrotune::{Backend, Buffer, DType, Result, Scalar, Stream, bf16, f16};
 use ferrotune_autotune::measure::{Repeat, Stats, time_on_stream};
-use ferrotune_testkit::{Rng, Tolerance};
+use ferrotune_testkit::{Rng, Tolerance, activation_f64, gemm_dot};
 use serde::{Deserialize, Serialize};
 
 /// One (dtype, shape) comparison.
@@ -53,22 +53,12 @@ pub(crate) fn check_samples<T: Scalar, O: Scalar>(
         let z = (rng.next_u64() % r.batch as u64) as usize;
         let i = (rng.next_u64() % r.m as u64) as usize;
         let j = (rng.next_u64() % r.n as u64) as usize;
-        let (mut acc, mut mag) = (0.0f64, 0.0f64);
-        for kk in 0..r.k {
-            let av = a[z * r.stride_a + r.a_layout.index(i, kk, r.lda)].to_f32() as f64;
-            let bv = b[z * r.stride_b + r.b_layout.index(kk, j, r.ldb)].to_f32() as f64;
-            acc += av * bv;
-            mag += (av * bv).abs();
-        }
+        let (acc, mag) = gemm_dot(&r, a, b, z, i, j);
         let mut v = r.epilogue.alpha as f64 * acc;
         if let Some(bias) = bias {
             v += bias[j].to_f32() as f64;
         }
-        let want = match r.epilogue.act {
-            Activation::GeluErf => 0.5 * v * libm::erfc(-v / std::f64::consts::SQRT_2),
-            Activation::Relu => v.max(0.0),
-            _ => v,
-        };
+        let want = activation_f64(r.epilogue.act, v);
         let got = d[z * r.stride_c + i * r.ldc + j].to_f32() as f64;
         let allowed = 2e-5 * mag + tol.rel * want.abs() + tol.abs;
         if got.is_nan() || (got - want).abs() > allowed * 1.2 {

@@ -5,20 +5,8 @@
 use ferrotune::ops::gemm::{Epilogue, Gemm, Layout, gemm};
 use ferrotune::ops::{self, Activation};
 use ferrotune::{Backend, Buffer, DType, Error, Scalar, bf16, f16};
-use ferrotune_testkit::{Rng, Tolerance, cpu_backend, cuda_backend, poison};
+use ferrotune_testkit::{Rng, Tolerance, activation_f64, cpu_backend, cuda_backend, gemm_dot, poison};
 use proptest::prelude::*;
-
-fn act64(a: Activation, x: f64) -> f64 {
-    match a {
-        Activation::None => x,
-        Activation::Relu => x.max(0.0),
-        Activation::GeluErf => 0.5 * x * libm::erfc(-x / std::f64::consts::SQRT_2),
-        Activation::GeluTanh => {
-            let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
-            x / (1.0 + (-2.0 * u).exp())
-        }
-    }
-}
 
 /// Inputs of one random problem, on the host.
 struct Case<T, O> {
@@ -77,13 +65,7 @@ fn check<T: Scalar, O: Scalar>(case: &Case<T, O>, d: &[O]) -> Result<(), String>
     for z in 0..r.batch {
         for i in 0..r.m {
             for j in 0..r.n {
-                let (mut acc, mut mag) = (0.0f64, 0.0f64);
-                for kk in 0..r.k {
-                    let av = case.a[z * r.stride_a + r.a_layout.index(i, kk, r.lda)].to_f32() as f64;
-                    let bv = case.b[z * r.stride_b + r.b_layout.index(kk, j, r.ldb)].to_f32() as f64;
-                    acc += av * bv;
-                    mag += (av * bv).abs();
-                }
+                let (acc, mag) = gemm_dot(&r, &case.a, &case.b, z, i, j);
                 let idx = z * r.stride_c + i * r.ldc + j;
                 let mut v = e.alpha as f64 * acc;
                 let mut scale = (e.alpha as f64).abs() * mag;
@@ -97,9 +79,11 @@ fn check<T: Scalar, O: Scalar>(case: &Case<T, O>, d: &[O]) -> Result<(), String>
                     v += bv;
                     scale += bv.abs();
                 }
-                let want = act64(e.act, v);
+                let want = activation_f64(e.act, v);
                 let delta = acc_rel * scale + 1e-30;
-                let spread = (act64(e.act, v + delta) - want).abs().max((act64(e.act, v - delta) - want).abs());
+                let spread = (activation_f64(e.act, v + delta) - want)
+                    .abs()
+                    .max((activation_f64(e.act, v - delta) - want).abs());
                 let got = d[idx].to_f32() as f64;
                 written[idx] = true;
                 if got.is_nan() || (got - want).abs() > spread + tol.rel * want.abs() + tol.abs.max(1e-6 * delta) {
@@ -243,7 +227,7 @@ fn gemm_shorthands_and_gpu_cpu_agreement() {
         // x wᵀ: w rows are output features. [1 2; 3 4] [5 7; 6 8] = [17 23; 39 53]
         ops::linear_bias_gelu(&s, &a.all(), &w.all(), &bias.all(), &mut d.all_mut(), 2, 2, 2).unwrap();
         let got = d.to_vec(&s).unwrap();
-        assert!((got[0] - act64(Activation::GeluErf, -3.0) as f32).abs() < 1e-5, "{got:?}");
+        assert!((got[0] - activation_f64(Activation::GeluErf, -3.0) as f32).abs() < 1e-5, "{got:?}");
         assert!((got[3] - 54.0).abs() < 1e-4, "{got:?}");
         let mut d2 = Buffer::<f32>::zeros(&s, 8).unwrap();
         let a2 = Buffer::from_slice(&s, &[1.0f32, 2.0, 3.0, 4.0, 1.0, 0.0, 0.0, 1.0]).unwrap();

@@ -37,7 +37,8 @@ fn gelu_tanh(x: f64) -> f64 {
     x / (1.0 + (-2.0 * u).exp())
 }
 
-fn act(a: Activation, x: f64) -> f64 {
+/// An activation in float64 (the reference for elementwise chains and GEMM epilogues).
+pub fn activation_f64(a: Activation, x: f64) -> f64 {
     match a {
         Activation::None => x,
         Activation::Relu => x.max(0.0),
@@ -66,7 +67,7 @@ pub fn reference(op: ElemOp, alpha: f64, x: &[f64]) -> (f64, f64) {
         ElemOp::Add | ElemOp::BiasAdd => (x[0] + x[1], 0.0),
         // The CPU backend does not fuse the multiply-add: allow one rounding of alpha * x.
         ElemOp::Axpy => (alpha * x[0] + x[1], 2.0 * U32 * (alpha * x[0]).abs()),
-        ElemOp::Chain(a) => spread(&|v| act(a, v), (x[0] + x[1]) * x[2]),
+        ElemOp::Chain(a) => spread(&|v| activation_f64(a, v), (x[0] + x[1]) * x[2]),
     }
 }
 
@@ -163,4 +164,24 @@ pub fn check_against_reference<T: Scalar>(op: ElemOp, alpha: f32, inputs: &[&[T]
         }
     }
     Ok(())
+}
+
+/// Element `(i, j)` of batch `z` of `op(A) op(B)` for a resolved GEMM, in float64: the dot
+/// product and the sum of the absolute values of its terms (the scale rounding errors grow with).
+pub fn gemm_dot<T: Scalar>(
+    g: &ferrotune::ops::gemm::Gemm,
+    a: &[T],
+    b: &[T],
+    z: usize,
+    i: usize,
+    j: usize,
+) -> (f64, f64) {
+    let (mut acc, mut mag) = (0.0f64, 0.0f64);
+    for kk in 0..g.k {
+        let av = a[z * g.stride_a + g.a_layout.index(i, kk, g.lda)].to_f32() as f64;
+        let bv = b[z * g.stride_b + g.b_layout.index(kk, j, g.ldb)].to_f32() as f64;
+        acc += av * bv;
+        mag += (av * bv).abs();
+    }
+    (acc, mag)
 }
