@@ -2,7 +2,7 @@
 //! process, each result checked against a float64 reference on sampled elements; plus the
 //! batched and fused-epilogue comparisons.
 
-use ferrotune::ops::gemm::{Epilogue, Gemm, Layout, gemm};
+use ferrotune::ops::gemm::{Epilogue, Gemm, Layout, Precision, gemm};
 use ferrotune::ops::{self, Activation, GeluForm};
 use ferrotune::peer::{CublasGemm, GemmMath, GemmShape};
 use ferrotune::{Backend, Buffer, DType, Result, Scalar, Stream, bf16, f16};
@@ -48,6 +48,8 @@ pub(crate) fn check_samples<T: Scalar, O: Scalar>(
 ) -> Option<String> {
     let r = g.resolved();
     let tol = Tolerance::of(O::DTYPE);
+    // TF32 drops 13 mantissa bits of each input: products are off by up to 2^-9.
+    let acc_rel = if T::DTYPE == DType::F32 && r.precision.uses_tf32() { 2e-5 + 2f64.powi(-9) } else { 2e-5 };
     let mut rng = Rng::new(99);
     for _ in 0..samples {
         let z = (rng.next_u64() % r.batch as u64) as usize;
@@ -60,7 +62,7 @@ pub(crate) fn check_samples<T: Scalar, O: Scalar>(
         }
         let want = activation_f64(r.epilogue.act, v);
         let got = d[z * r.stride_c + i * r.ldc + j].to_f32() as f64;
-        let allowed = 2e-5 * mag + tol.rel * want.abs() + tol.abs;
+        let allowed = acc_rel * mag + tol.rel * want.abs() + tol.abs;
         if got.is_nan() || (got - want).abs() > allowed * 1.2 {
             return Some(format!("({z}, {i}, {j}): got {got:e}, want {want:e} (allowed {allowed:e})"));
         }
@@ -105,16 +107,18 @@ fn run_ours<T: Scalar, O: Scalar>(s: &Stream, g: &Gemm, o: &mut Operands<T, O>) 
 /// Our GEMM (A row-major, B column-major: `x wᵀ`) against cuBLAS for one shape and dtype.
 pub fn compare_with_cublas(backend: &Backend, math: GemmMath, shape: GemmShape, repeat: Repeat) -> Result<GemmRow> {
     match math {
+        // f32 against cuBLAS's exact f32, TF32 against cuBLAS with TF32 tensor-core maths.
         GemmMath::F32 => compare_typed::<f32>(backend, math, shape, repeat),
+        GemmMath::Tf32 => compare_typed::<f32>(backend, math, shape, repeat),
         GemmMath::F16 => compare_typed::<f16>(backend, math, shape, repeat),
         GemmMath::Bf16 => compare_typed::<bf16>(backend, math, shape, repeat),
-        GemmMath::Tf32 => Err(ferrotune::Error::UnsupportedDtype { op: "gemm", dtype: "tf32 (no TF32 kernel yet)" }),
     }
 }
 
 fn compare_typed<T: Scalar>(backend: &Backend, math: GemmMath, shape: GemmShape, repeat: Repeat) -> Result<GemmRow> {
     let s = backend.stream();
-    let g = Gemm::new(shape.m, shape.n, shape.k).layouts(Layout::Row, Layout::Col);
+    let precision = if math == GemmMath::F32 { Precision::Strict } else { Precision::AllowTf32 };
+    let g = Gemm::new(shape.m, shape.n, shape.k).layouts(Layout::Row, Layout::Col).precision(precision);
     let mut o = operands::<T, T>(&s, &g, 7)?;
     run_ours(&s, &g, &mut o)?;
     let d = o.d.to_vec(&s)?;
@@ -134,7 +138,7 @@ fn compare_typed<T: Scalar>(backend: &Backend, math: GemmMath, shape: GemmShape,
     let ours_tflops = tflops(g.flops(), ours.median_ms);
     Ok(GemmRow {
         case: "gemm".into(),
-        dtype: T::DTYPE.name().into(),
+        dtype: math.name().into(),
         m: shape.m,
         n: shape.n,
         k: shape.k,

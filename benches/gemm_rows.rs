@@ -6,7 +6,7 @@ use ferrotune::ops::gemm::{Gemm, Layout, gemm};
 use ferrotune::profiler::Profiler;
 use ferrotune::{Backend, DType, Scalar, Stream};
 use ferrotune_autotune::measure::{Repeat, time_on_stream};
-use ferrotune_kernels::gemm::{self as kg, GemmVariant};
+use ferrotune_kernels::gemm as kg;
 use ferrotune_testkit::Rng;
 
 use crate::error::Result;
@@ -63,16 +63,14 @@ pub fn bench_row<T: Scalar>(
     prof.free(s, d)?;
 
     let cuda = matches!(backend, Backend::Cuda(_));
-    let variant = {
-        let mut v = GemmVariant { dtype: T::DTYPE, a: r.a_layout, b: r.b_layout, vec: true, out_f32: false };
-        // Fresh allocations are 256-byte aligned, so only the dimensions decide (as in the host).
-        v.vec = [r.lda, r.ldb, r.stride_a, r.stride_b].iter().all(|x| x % v.vec_elems() == 0);
-        v
+    // Fresh allocations are 256-byte aligned, so only the dimensions decide (as in the host).
+    let variant = ferrotune::ops::gemm::variant_for(&r, T::DTYPE, T::DTYPE, 256, 256)?;
+    let (bm, bn, threads) = variant.block();
+    let bk = match variant.math {
+        kg::Math::Ffma => kg::ffma::BK,
+        _ => kg::tc::TILES[variant.tile as usize].bk(T::DTYPE.size_bytes()),
     };
-    let (tile, threads) = match T::DTYPE {
-        DType::F32 => ([kg::ffma::BM, kg::ffma::BN, kg::ffma::BK], kg::ffma::THREADS),
-        _ => ([kg::tc::BM, kg::tc::BN, kg::tc::BK], kg::tc::THREADS),
-    };
+    let tile = [bm, bn, bk];
     let (flops, bytes) = work(m, n, k, T::DTYPE.size_bytes());
     let mut row = Row {
         family: "gemm".into(),
@@ -82,7 +80,8 @@ pub fn bench_row<T: Scalar>(
         shape: vec![m, n, k],
         elements: m * n,
         kernel: cuda.then(|| variant.entry_name().as_str().to_string()),
-        math: math(T::DTYPE).into(),
+        // The CPU backend always computes exact f32.
+        math: if cuda && variant.math == kg::Math::Tf32 { "tf32".into() } else { math(T::DTYPE).into() },
         flops,
         bytes,
         config: RowConfig::Gemm(GemmConfigJson {

@@ -1,8 +1,9 @@
 //! GEMM against a float64 reference: CPU backend over random shapes (proptest), GPU over the
 //! edge shapes {1, 2, 15, 17, 31, 33, 127, 129}, large K, every layout, batches, epilogues,
-//! unaligned leading dimensions; outputs poisoned first. Plus the typed errors.
+//! unaligned leading dimensions, every compiled tile, TF32 and exact f32, pointer-array
+//! batches; outputs poisoned first. Plus the typed errors.
 
-use ferrotune::ops::gemm::{Epilogue, Gemm, Layout, gemm};
+use ferrotune::ops::gemm::{Epilogue, Gemm, Layout, Precision, gemm, gemm_ptr_array};
 use ferrotune::ops::{self, Activation};
 use ferrotune::{Backend, Buffer, DType, Error, Scalar, bf16, f16};
 use ferrotune_testkit::{Rng, Tolerance, activation_f64, cpu_backend, cuda_backend, gemm_dot, poison};
@@ -58,8 +59,10 @@ fn check<T: Scalar, O: Scalar>(case: &Case<T, O>, d: &[O]) -> Result<(), String>
     let r = case.g.resolved();
     let e = r.epilogue;
     // f32 accumulation over k terms: allow 2e-5 of the sum of |terms| (random-sign sums stay
-    // far below the k * 2^-24 worst case); then the output dtype's rounding.
-    let acc_rel = 2e-5;
+    // far below the k * 2^-24 worst case); then the output dtype's rounding. TF32 drops the
+    // low 13 mantissa bits of both inputs: each product is off by up to 2^-9 of its size.
+    let tf32 = T::DTYPE == DType::F32 && r.precision.uses_tf32();
+    let acc_rel = if tf32 { 2e-5 + 2f64.powi(-9) } else { 2e-5 };
     let tol = Tolerance::of(O::DTYPE);
     let mut written = vec![false; d.len()];
     for z in 0..r.batch {
@@ -172,12 +175,18 @@ fn gpu_gemm_matches_f64_reference_at_edge_shapes() {
     let Some(gpu) = cuda_backend("gpu_gemm_matches_f64_reference_at_edge_shapes") else { return };
     let sizes = [1usize, 2, 15, 17, 31, 33, 127, 129];
     let mut cases = 0;
-    for (t, dt) in DType::ALL.into_iter().enumerate() {
+    let inputs = [
+        (DType::F32, Precision::Strict),
+        (DType::F32, Precision::AllowTf32),
+        (DType::F16, Precision::Strict),
+        (DType::Bf16, Precision::Strict),
+    ];
+    for (t, (dt, prec)) in inputs.into_iter().enumerate() {
         for (l, (la, lb)) in layouts().into_iter().enumerate() {
             for (i, &m) in sizes.iter().enumerate() {
                 let n = sizes[(i + 3 + l) % sizes.len()];
                 let k = sizes[(i + 5 + t) % sizes.len()];
-                let g = Gemm::new(m, n, k).layouts(la, lb).epilogue(epilogue(i + l));
+                let g = Gemm::new(m, n, k).layouts(la, lb).epilogue(epilogue(i + l)).precision(prec);
                 let out_f32 = (i + l) % 2 == 1;
                 if let Err(e) = dispatch(&gpu, dt, out_f32, g, (cases as u64) << 4) {
                     panic!("{dt:?} out_f32 {out_f32}: {e}");
@@ -193,19 +202,80 @@ fn gpu_gemm_matches_f64_reference_at_edge_shapes() {
 fn gpu_gemm_large_k_batched_and_unaligned() {
     let Some(gpu) = cuda_backend("gpu_gemm_large_k_batched_and_unaligned") else { return };
     for dt in DType::ALL {
-        for (la, lb) in layouts() {
-            // Large K (many k-tiles), a batch of 3 with padded strides.
-            let mut g = Gemm::new(70, 45, 1000).layouts(la, lb).batched(3).epilogue(epilogue(1));
-            g.stride_a = g.resolved().stride_a + 8;
-            dispatch(&gpu, dt, false, g, 1).unwrap();
-            // Odd leading dimensions: the scalar-load variant.
-            let mut g = Gemm::new(33, 17, 65).layouts(la, lb).epilogue(epilogue(3));
-            let r = g.resolved();
-            g.lda = r.lda + 1;
-            g.ldb = r.ldb + 3;
-            g.ldc = r.ldc + 5;
-            dispatch(&gpu, dt, true, g, 2).unwrap();
+        for prec in [Precision::Strict, Precision::AllowTf32] {
+            if prec == Precision::AllowTf32 && dt != DType::F32 {
+                continue;
+            }
+            for (la, lb) in layouts() {
+                // Large K (many k-tiles), a batch of 3 with padded strides.
+                let mut g = Gemm::new(70, 45, 1000).layouts(la, lb).batched(3).epilogue(epilogue(1)).precision(prec);
+                g.stride_a = g.resolved().stride_a + 8;
+                dispatch(&gpu, dt, false, g, 1).unwrap();
+                // Leading dimensions padded by 1, 2 and 4 elements: every load width (scalar,
+                // 4-, 8-byte cp.async for 16-bit; 4, 8 bytes for tf32) on some operand.
+                for (i, pad) in [1usize, 2, 4].into_iter().enumerate() {
+                    let mut g = Gemm::new(33, 17, 65).layouts(la, lb).epilogue(epilogue(3)).precision(prec);
+                    let r = g.resolved();
+                    g.lda = r.lda + pad;
+                    g.ldb = r.ldb + pad;
+                    g.ldc = r.ldc + 5;
+                    dispatch(&gpu, dt, i % 2 == 0, g, 2 + i as u64).unwrap();
+                }
+            }
         }
+    }
+}
+
+/// Every compiled tile of the tensor-core kernel, at shapes that end mid-tile and at exact
+/// multiples, all layouts, for f16, bf16 and tf32.
+#[test]
+fn gpu_gemm_every_tile() {
+    let Some(gpu) = cuda_backend("gpu_gemm_every_tile") else { return };
+    let mut cases = 0;
+    for tile in 0..ferrotune_kernels::gemm::tc::TILES.len() {
+        for (l, (la, lb)) in layouts().into_iter().enumerate() {
+            for (j, dt) in DType::ALL.into_iter().enumerate() {
+                // Multiples of 8 (the tuned tiles need 16-byte aligned rows), not of the tiles.
+                for &(m, n, k) in &[(264usize, 136usize, 72usize), (256, 256, 128), (8, 24, 8)] {
+                    let g = Gemm::new(m, n, k).layouts(la, lb).epilogue(epilogue(l + j + tile)).tile(tile);
+                    if let Err(e) = dispatch(&gpu, dt, false, g, (tile * 100 + cases) as u64) {
+                        panic!("tile {tile} {dt:?}: {e}");
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    println!("gpu_gemm_every_tile: {cases} cases");
+}
+
+/// Pointer-array batches: matrices at unrelated places, one launch; CPU and GPU.
+#[test]
+fn gemm_pointer_array_batches() {
+    let mut backends = vec![cpu_backend()];
+    backends.extend(cuda_backend("gemm_pointer_array_batches"));
+    for backend in backends {
+        let s = backend.stream();
+        let mut rng = Rng::new(11);
+        let (m, n, k) = (37usize, 29usize, 45usize);
+        let g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col);
+        let cases: Vec<Case<bf16, f32>> = (0..5).map(|_| make_case(&mut rng, g)).collect();
+        let a: Vec<_> = cases.iter().map(|c| Buffer::from_slice(&s, &c.a).unwrap()).collect();
+        let b: Vec<_> = cases.iter().map(|c| Buffer::from_slice(&s, &c.b).unwrap()).collect();
+        let mut d: Vec<_> =
+            cases.iter().map(|c| Buffer::from_slice(&s, &vec![poison::<f32>(); c.c.len()]).unwrap()).collect();
+        let av: Vec<_> = a.iter().map(|x| x.all()).collect();
+        let bv: Vec<_> = b.iter().map(|x| x.all()).collect();
+        let mut dv: Vec<_> = d.iter_mut().map(|x| x.all_mut()).collect();
+        gemm_ptr_array::<bf16, f32>(&s, &g, &av, &bv, None, &mut dv).unwrap();
+        drop(dv);
+        for (c, out) in cases.iter().zip(&d) {
+            check(c, &out.to_vec(&s).unwrap()).unwrap();
+        }
+        // Mismatched list lengths are a typed error.
+        let mut dv: Vec<_> = d.iter_mut().map(|x| x.all_mut()).collect();
+        let e = gemm_ptr_array::<bf16, f32>(&s, &g, &av[..4], &bv, None, &mut dv).unwrap_err();
+        assert!(matches!(e, Error::ShapeMismatch { what: "B", .. }), "{e}");
     }
 }
 

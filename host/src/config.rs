@@ -101,3 +101,27 @@ mod tests {
         assert!(ElemConfig::gpu_space().iter().all(|c| c.validate(ElemOp::Add, None).is_ok()));
     }
 }
+
+/// Tile choice for the tensor-core GEMM (an index into `gemm::tc::TILES`), from a tuning
+/// profile or the built-in heuristic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmConfig {
+    pub tile: usize,
+}
+
+impl GemmConfig {
+    /// Built-in choice by shape: the default 128 x 128 tile unless it would leave most of a
+    /// large GPU idle, in which case smaller tiles give more blocks.
+    pub fn heuristic(m: usize, n: usize, _k: usize, batch: usize) -> GemmConfig {
+        let blocks = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn) * batch.max(1);
+        // 132 SMs on an H100: below one block per SM the 64-row tiles win back parallelism.
+        let tile = if blocks(128, 128) >= 132 {
+            0
+        } else if blocks(64, 128) >= 132 {
+            6
+        } else {
+            7
+        };
+        GemmConfig { tile }
+    }
+}

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 
@@ -39,6 +40,8 @@ pub struct Kernel {
     /// Most threads per block this function can launch with (its registers decide).
     pub max_threads: u32,
     pub registers: u32,
+    /// Dynamic shared memory the function has been allowed (bytes; 48 KiB without opting in).
+    pub dyn_smem_limit: u32,
 }
 
 /// A loaded module and the functions looked up in it so far.
@@ -64,8 +67,24 @@ impl Kernels {
         let func = self.module.load_function(name).ctx(what)?;
         let max_threads = func.max_threads_per_block().ctx(what)? as u32;
         let registers = func.num_regs().ctx(what)? as u32;
-        let k = Kernel { func, max_threads, registers };
+        let k = Kernel { func, max_threads, registers, dyn_smem_limit: 48 * 1024 };
         map.insert(name.to_string(), k.clone());
         Ok(k)
+    }
+
+    /// As [`Kernels::function`], with the function's dynamic shared-memory limit raised to at
+    /// least `bytes` (one driver call the first time, none after).
+    pub fn function_with_smem(&self, name: &str, bytes: u32) -> Result<Kernel> {
+        let k = self.function(name)?;
+        if bytes <= k.dyn_smem_limit {
+            return Ok(k);
+        }
+        k.func
+            .set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
+            .ctx(|| format!("raising the shared-memory limit of {name} to {bytes} bytes"))?;
+        let raised = Kernel { dyn_smem_limit: bytes, ..k };
+        let mut map = self.functions.lock().unwrap_or_else(|p| p.into_inner());
+        map.insert(name.to_string(), raised.clone());
+        Ok(raised)
     }
 }

@@ -75,16 +75,36 @@ impl Epilogue {
     }
 }
 
-/// A compiled GEMM entry point: input dtype, operand layouts, whether global loads are 16
-/// bytes wide (needs aligned pointers and leading dimensions), and the output dtype.
+/// Flag bit: the a, b, c, d arguments are device arrays of per-batch pointers.
+pub const PTR_ARRAY: u32 = 16;
+
+/// Which arithmetic a GEMM entry uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Math {
+    /// f32 inputs, exact f32 FFMA.
+    Ffma,
+    /// f32 inputs rounded to TF32 by the tensor cores (`mma.sync.m16n8k8`), f32 accumulators.
+    Tf32,
+    /// f16 or bf16 inputs on tensor cores (`mma.sync.m16n8k16`), f32 accumulators.
+    Half,
+}
+
+/// A compiled GEMM entry point: input dtype and arithmetic, operand layouts, the width of
+/// its global loads, the output dtype and the block tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GemmVariant {
     pub dtype: DType,
+    pub math: Math,
     pub a: Layout,
     pub b: Layout,
-    pub vec: bool,
+    /// Bytes per global load: 16, 8 or 4 (tensor cores: `cp.async` of that size, so both
+    /// operand bases and leading dimensions must be aligned to it), or the element size (16-bit
+    /// types: plain loads, any alignment). The FFMA kernel has 16 and 4.
+    pub align: u8,
     /// f32 output (16-bit inputs only; f32 inputs always give f32).
     pub out_f32: bool,
+    /// Index into [`tc::TILES`] (tensor cores) or 0 (FFMA, one tile).
+    pub tile: u8,
 }
 
 impl GemmVariant {
@@ -92,49 +112,113 @@ impl GemmVariant {
         if self.out_f32 { DType::F32 } else { self.dtype }
     }
 
-    /// Elements of the input dtype in one 16-byte global load.
-    pub fn vec_elems(&self) -> usize {
-        16 / self.dtype.size_bytes()
+    /// The input name in entry points: `f32` (FFMA), `tf32`, `f16`, `bf16`.
+    pub fn input_name(&self) -> &'static str {
+        match self.math {
+            Math::Tf32 => "tf32",
+            _ => self.dtype.name(),
+        }
     }
 
-    /// The entry point name: `ft_gemm_<dtype>_<a><b>_<v16|v1>_<out>`.
+    /// Block tile rows, columns and threads of this variant.
+    pub fn block(&self) -> (usize, usize, u32) {
+        match self.math {
+            Math::Ffma => (ffma::BM, ffma::BN, ffma::THREADS),
+            _ => {
+                let t = tc::TILES[self.tile as usize];
+                (t.bm(), t.bn(), t.threads())
+            }
+        }
+    }
+
+    /// Dynamic shared memory the launch needs (bytes).
+    pub fn smem_bytes(&self) -> usize {
+        match self.math {
+            Math::Ffma => 0,
+            _ => tc::TILES[self.tile as usize].smem_bytes(
+                self.dtype.size_bytes(),
+                self.a == Layout::Row,
+                self.b == Layout::Col,
+            ),
+        }
+    }
+
+    /// The entry point name: `ft_gemm_<in>_<a><b>_v<align>_<out>_<tile>`, e.g.
+    /// `ft_gemm_bf16_rc_v16_bf16_128x128x32w2x4s4` (tile = BMxBNxBK, warps in M x N, stages).
     pub fn entry_name(&self) -> EntryName {
-        let mut buf = [0u8; 40];
-        let mut len = 0;
-        let mut push = |s: &str| {
-            buf[len..len + s.len()].copy_from_slice(s.as_bytes());
-            len += s.len();
-        };
-        push("ft_gemm_");
-        push(self.dtype.name());
-        push("_");
-        push(if self.a == Layout::Row { "r" } else { "c" });
-        push(if self.b == Layout::Row { "r" } else { "c" });
-        push(if self.vec { "_v16_" } else { "_v1_" });
-        push(self.out_dtype().name());
-        EntryName { buf, len }
+        let mut n = EntryName { buf: [0u8; 64], len: 0 };
+        n.push("ft_gemm_");
+        n.push(self.input_name());
+        n.push("_");
+        n.push(if self.a == Layout::Row { "r" } else { "c" });
+        n.push(if self.b == Layout::Row { "r" } else { "c" });
+        n.push("_v");
+        n.push_num(self.align as usize);
+        n.push("_");
+        n.push(self.out_dtype().name());
+        n.push("_");
+        match self.math {
+            Math::Ffma => n.push("128x128x8"),
+            _ => tc::TILES[self.tile as usize].push_name(&mut n, self.dtype.size_bytes()),
+        }
+        n
     }
 
-    /// Every variant instantiated in the PTX (see `entry/gemm.rs`).
+    /// Load widths compiled for an input: the cp.async sizes, plus scalar loads for 16-bit.
+    pub fn aligns(math: Math) -> &'static [u8] {
+        match math {
+            Math::Ffma => &[16, 4],
+            Math::Tf32 => &[16, 8, 4],
+            Math::Half => &[16, 8, 4, 2],
+        }
+    }
+
+    /// Every variant instantiated in the PTX (see `entry/gemm.rs`): for each input, layout and
+    /// load width the default tile with each output type, and for 16-byte loads with the
+    /// input's own output type every other tile of [`tc::TILES`] (the tuner's space).
     pub fn all() -> impl Iterator<Item = GemmVariant> {
-        let layouts = [Layout::Row, Layout::Col];
-        DType::ALL.into_iter().flat_map(move |dtype| {
-            layouts.into_iter().flat_map(move |a| {
-                layouts.into_iter().flat_map(move |b| {
-                    [true, false].into_iter().flat_map(move |vec| {
-                        let outs: &[bool] = if dtype == DType::F32 { &[true] } else { &[false, true] };
-                        outs.iter().map(move |&out_f32| GemmVariant { dtype, a, b, vec, out_f32 })
-                    })
-                })
+        let inputs =
+            [(DType::F32, Math::Ffma), (DType::F32, Math::Tf32), (DType::F16, Math::Half), (DType::Bf16, Math::Half)];
+        let layouts = [
+            (Layout::Row, Layout::Row),
+            (Layout::Row, Layout::Col),
+            (Layout::Col, Layout::Row),
+            (Layout::Col, Layout::Col),
+        ];
+        inputs.into_iter().flat_map(move |(dtype, math)| {
+            layouts.into_iter().flat_map(move |(a, b)| {
+                let outs: &'static [bool] = if math == Math::Half { &[false, true] } else { &[true] };
+                let defaults = Self::aligns(math).iter().flat_map(move |&align| {
+                    outs.iter().map(move |&out_f32| GemmVariant { dtype, math, a, b, align, out_f32, tile: 0 })
+                });
+                let tiles = if math == Math::Ffma { 1..1 } else { 1..tc::TILES.len() };
+                let tuned = tiles.map(move |t| GemmVariant {
+                    dtype,
+                    math,
+                    a,
+                    b,
+                    align: 16,
+                    out_f32: dtype == DType::F32,
+                    tile: t as u8,
+                });
+                defaults.chain(tuned)
             })
         })
+    }
+
+    /// Whether this variant may run a problem: the load width must divide both base
+    /// addresses (bytes), the leading dimensions and batch strides (bytes).
+    pub fn fits_alignment(&self, ptrs: [u64; 2], lds_and_strides_elems: [usize; 4]) -> bool {
+        let al = self.align as u64;
+        let es = self.dtype.size_bytes() as u64;
+        ptrs.iter().all(|p| p.is_multiple_of(al)) && lds_and_strides_elems.iter().all(|&x| (x as u64 * es).is_multiple_of(al))
     }
 }
 
 /// A short entry-point name without allocation (`no_std`).
 #[derive(Clone, Copy)]
 pub struct EntryName {
-    buf: [u8; 40],
+    buf: [u8; 64],
     len: usize,
 }
 
@@ -143,29 +227,118 @@ impl EntryName {
         // The buffer only ever receives ASCII pieces.
         core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
     }
+
+    fn push(&mut self, s: &str) {
+        self.buf[self.len..self.len + s.len()].copy_from_slice(s.as_bytes());
+        self.len += s.len();
+    }
+
+    fn push_num(&mut self, mut x: usize) {
+        let mut digits = [0u8; 20];
+        let mut i = 0;
+        loop {
+            digits[i] = b'0' + (x % 10) as u8;
+            i += 1;
+            x /= 10;
+            if x == 0 {
+                break;
+            }
+        }
+        while i > 0 {
+            i -= 1;
+            self.buf[self.len] = digits[i];
+            self.len += 1;
+        }
+    }
 }
 
-/// Tile shape of the tensor-core kernel (16-bit inputs): block 128 x 128 x 32, 8 warps as
-/// 2 (M) x 4 (N), each warp 64 x 32 made of 4 x 4 `m16n8k16` tiles.
+/// Tensor-core kernel tiles (f16, bf16, tf32). The block tile is `BM x BN` with `BK` bytes of
+/// K per pipeline stage (32 f16/bf16 or 16 tf32 for 64 bytes); warps are laid out `wm x wn`,
+/// each owning `mt x nt` tiles of 16 x 8 outputs.
 pub mod tc {
-    pub const BM: usize = 128;
-    pub const BN: usize = 128;
-    pub const BK: usize = 32;
-    pub const THREADS: u32 = 256;
-    /// Shared-memory row pitch in elements: BK plus 8 (16 bytes) so the eight 16-byte rows an
-    /// `ldmatrix` reads fall in different bank groups.
-    pub const PITCH: usize = BK + 8;
-    /// Depth of the `cp.async` ring used for k-contiguous aligned operands (A row-major,
-    /// B column-major); its stages live in dynamic shared memory.
-    pub const CP_STAGES: usize = 4;
-    /// Dynamic shared memory the `cp.async` kernel needs: each stage one A and one B tile.
-    pub const CP_SMEM_BYTES: usize = CP_STAGES * 2 * BM * PITCH * 2;
-
-    /// Whether a variant runs the `cp.async` body (and needs `CP_SMEM_BYTES` of dynamic
-    /// shared memory at launch).
-    pub fn uses_cp_async(v: &super::GemmVariant) -> bool {
-        v.dtype != crate::DType::F32 && v.vec && v.a == super::Layout::Row && v.b == super::Layout::Col
+    /// One compiled tile configuration.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct Tile {
+        pub wm: usize,
+        pub wn: usize,
+        pub mt: usize,
+        pub nt: usize,
+        /// Bytes of K per stage (64 or 128).
+        pub kb: usize,
+        pub stages: usize,
     }
+
+    impl Tile {
+        pub const fn bm(&self) -> usize {
+            self.wm * self.mt * 16
+        }
+        pub const fn bn(&self) -> usize {
+            self.wn * self.nt * 8
+        }
+        pub const fn threads(&self) -> u32 {
+            (self.wm * self.wn * 32) as u32
+        }
+        /// K elements per stage for inputs of `elem` bytes.
+        pub const fn bk(&self, elem: usize) -> usize {
+            self.kb / elem
+        }
+
+        /// Bytes of one stage's tile of `rows` (BM or BN) rows: k-contiguous tiles are `rows`
+        /// rows of `kb` bytes plus 16 (so the 8 rows an `ldmatrix` reads hit distinct banks);
+        /// M/N-contiguous tiles are `kb / elem` rows of `rows * elem` bytes plus 16 (16-bit,
+        /// `ldmatrix.trans`) or 32 (tf32, whose scalar fragment reads then hit distinct banks).
+        pub const fn operand_bytes(&self, rows: usize, elem: usize, kcontig: bool) -> usize {
+            if kcontig { rows * self.pitch_k() } else { self.bk(elem) * pitch_mn(rows, elem) }
+        }
+
+        /// Row pitch of a k-contiguous tile (bytes).
+        pub const fn pitch_k(&self) -> usize {
+            self.kb + 16
+        }
+
+        /// Dynamic shared memory for all stages.
+        pub const fn smem_bytes(&self, elem: usize, a_kcontig: bool, b_kcontig: bool) -> usize {
+            self.stages
+                * (self.operand_bytes(self.bm(), elem, a_kcontig) + self.operand_bytes(self.bn(), elem, b_kcontig))
+        }
+
+        pub(crate) fn push_name(&self, n: &mut super::EntryName, elem: usize) {
+            n.push_num(self.bm());
+            n.push("x");
+            n.push_num(self.bn());
+            n.push("x");
+            n.push_num(self.bk(elem));
+            n.push("w");
+            n.push_num(self.wm);
+            n.push("x");
+            n.push_num(self.wn);
+            n.push("s");
+            n.push_num(self.stages);
+        }
+    }
+
+    /// Row pitch of an M/N-contiguous tile of `rows` elements of `elem` bytes.
+    pub const fn pitch_mn(rows: usize, elem: usize) -> usize {
+        rows * elem + if elem == 4 { 32 } else { 16 }
+    }
+
+    const fn t(wm: usize, wn: usize, mt: usize, nt: usize, kb: usize, stages: usize) -> Tile {
+        Tile { wm, wn, mt, nt, kb, stages }
+    }
+
+    /// The compiled tiles; index 0 is the default of every variant. To add one, append it
+    /// here and to the `tc_tiles!` list in `entry/gemm.rs` (same order); the constraints its
+    /// loads rely on are checked at compile time there, and the tuner picks it up.
+    pub const TILES: [Tile; 8] = [
+        t(2, 4, 4, 4, 64, 4),  // 128 x 128, warp 64 x 32
+        t(2, 4, 4, 8, 64, 3),  // 128 x 256, warp 64 x 64
+        t(4, 2, 4, 8, 64, 3),  // 256 x 128, warp 64 x 64
+        t(2, 2, 4, 8, 64, 4),  // 128 x 128, warp 64 x 64, 4 warps
+        t(2, 4, 4, 8, 128, 3), // 128 x 256, 128 bytes of K per stage
+        t(2, 2, 4, 4, 64, 4),  // 128 x 64
+        t(2, 2, 2, 8, 64, 4),  // 64 x 128
+        t(2, 2, 2, 4, 64, 4),  // 64 x 64
+    ];
 }
 
 /// Tile shape of the FFMA kernel (f32): block 128 x 128 x 8, 256 threads of 8 x 8 outputs.
@@ -227,14 +400,24 @@ mod tests {
     #[test]
     fn variant_names_are_unique_and_well_formed() {
         let all: alloc_free::Names = GemmVariant::all().collect();
-        assert_eq!(all.len, 40);
+        assert_eq!(all.len, 8 + 4 * (3 + 7) + 2 * 4 * (4 * 2 + 7));
         for i in 0..all.len {
             for j in 0..i {
                 assert!(all.get(i) != all.get(j), "duplicate {}", all.get(i));
             }
         }
-        let v = GemmVariant { dtype: DType::Bf16, a: Layout::Row, b: Layout::Col, vec: true, out_f32: false };
-        assert_eq!(v.entry_name().as_str(), "ft_gemm_bf16_rc_v16_bf16");
+        let v = GemmVariant {
+            dtype: DType::Bf16,
+            math: Math::Half,
+            a: Layout::Row,
+            b: Layout::Col,
+            align: 16,
+            out_f32: false,
+            tile: 0,
+        };
+        assert_eq!(v.entry_name().as_str(), "ft_gemm_bf16_rc_v16_bf16_128x128x32w2x4s4");
+        let t = GemmVariant { math: Math::Tf32, dtype: DType::F32, out_f32: true, tile: 1, align: 8, ..v };
+        assert_eq!(t.entry_name().as_str(), "ft_gemm_tf32_rc_v8_f32_128x256x16w2x4s3");
     }
 
     #[test]
@@ -261,8 +444,8 @@ mod tests {
     mod alloc_free {
         use super::super::GemmVariant;
         pub struct Names {
-            pub names: [[u8; 40]; 64],
-            pub lens: [usize; 64],
+            pub names: [[u8; 64]; 256],
+            pub lens: [usize; 256],
             pub len: usize,
         }
         impl Names {
@@ -272,7 +455,7 @@ mod tests {
         }
         impl FromIterator<GemmVariant> for Names {
             fn from_iter<I: IntoIterator<Item = GemmVariant>>(it: I) -> Self {
-                let mut n = Names { names: [[0; 40]; 64], lens: [0; 64], len: 0 };
+                let mut n = Names { names: [[0; 64]; 256], lens: [0; 256], len: 0 };
                 for v in it {
                     let e = v.entry_name();
                     let s = e.as_str().as_bytes();

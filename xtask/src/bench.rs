@@ -98,13 +98,15 @@ pub fn run_report(backend: &Backend, opts: &Options, trace: Option<&Path>) -> an
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm")) {
-        return crate::bench_gemm::run(crate::bench_gemm::GemmArgs {
+    let gemm_tiles = args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm-tiles"));
+    if gemm_tiles || args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm")) {
+        let run = if gemm_tiles { crate::bench_gemm::run_tiles } else { crate::bench_gemm::run };
+        return run(crate::bench_gemm::GemmArgs {
             shapes: args
                 .shapes
                 .clone()
                 .unwrap_or_else(|| crate::bench_gemm::DEFAULT_SHAPES.split(',').map(String::from).collect()),
-            dtypes: args.dtypes.clone().unwrap_or_else(|| ["f32", "f16", "bf16"].map(String::from).to_vec()),
+            dtypes: args.dtypes.clone().unwrap_or_else(|| ["f32", "tf32", "f16", "bf16"].map(String::from).to_vec()),
             warmup: args.warmup.unwrap_or(3),
             iters: args.iters.unwrap_or(20),
             json: args.json.clone(),

@@ -58,10 +58,6 @@ pub fn run(args: GemmArgs) -> anyhow::Result<()> {
         };
         let math =
             GemmMath::from_name(name).with_context(|| format!("unknown GEMM dtype {dt} (f32, tf32, f16, bf16)"))?;
-        if math == GemmMath::Tf32 {
-            println!("gemm tf32: not run: there is no TF32 kernel yet (f32 runs exact FFMA)");
-            continue;
-        }
         for s in &args.shapes {
             let r = compare_with_cublas(&backend, math, parse_shape(s)?, repeat)?;
             print(&r);
@@ -85,5 +81,65 @@ pub fn run(args: GemmArgs) -> anyhow::Result<()> {
     }
     let bad = rows.iter().filter(|r| !r.correct).count();
     anyhow::ensure!(bad == 0, "{bad} rows did not match the reference");
+    Ok(())
+}
+
+/// `bench --ops gemm-tiles`: every compiled tensor-core tile on each shape and dtype (tf32,
+/// f16, bf16), B column-major and row-major; a table and JSON rows (`benches/gemm_tiles.rs`).
+pub fn run_tiles(args: GemmArgs) -> anyhow::Result<()> {
+    use ferrotune::ops::gemm::Layout;
+    let backend = Backend::new(BackendChoice::Cuda).context("bench --ops gemm-tiles needs a CUDA device")?;
+    let repeat = Repeat { warmup: args.warmup, iters: args.iters };
+    let mut rows = Vec::new();
+    for dt in &args.dtypes {
+        let math = GemmMath::from_name(dt).with_context(|| format!("unknown GEMM dtype {dt} (tf32, f16, bf16)"))?;
+        if math == GemmMath::F32 {
+            continue; // one FFMA tile: nothing to sweep
+        }
+        for s in &args.shapes {
+            for lb in [Layout::Col, Layout::Row] {
+                let shape = parse_shape(s)?;
+                let tiles = ferrotune_bench::gemm_tiles::tile_sweep(&backend, math, shape, lb, repeat)?;
+                let best = tiles
+                    .iter()
+                    .filter(|t| t.correct)
+                    .filter_map(|t| t.stats.map(|s| s.median_ms))
+                    .fold(f64::INFINITY, f64::min);
+                for t in &tiles {
+                    println!(
+                        "{:<5} r{} {:>5}x{:>5}x{:>5} tile {} {:<44} {:>9} ms {:>7} TF/s {}{}",
+                        t.dtype,
+                        lb.code(),
+                        t.m,
+                        t.n,
+                        t.k,
+                        t.tile,
+                        t.kernel,
+                        t.stats.map_or("-".into(), |s| format!("{:.4}", s.median_ms)),
+                        t.tflops.map_or("-".into(), |x| format!("{x:.1}")),
+                        if t.correct { "ok" } else { "WRONG" },
+                        match (t.heuristic, t.stats.is_some_and(|s| s.median_ms == best)) {
+                            (true, true) => " <- heuristic, best",
+                            (true, false) => " <- heuristic",
+                            (false, true) => " <- best",
+                            _ => "",
+                        }
+                    );
+                    if let Some(e) = &t.error {
+                        println!("      {e}");
+                    }
+                }
+                rows.extend(tiles);
+            }
+        }
+    }
+    if let Some(p) = &args.json {
+        let d = backend.device().context("a CUDA backend has a device")?;
+        let doc = serde_json::json!({"schema": "ferrotune-gemm-tiles/1", "device": d.name, "driver": d.driver_version,
+            "commit": std::env::var("FERROTUNE_COMMIT").unwrap_or_default(), "rows": rows});
+        std::fs::write(p, serde_json::to_string_pretty(&doc)?)?;
+    }
+    let bad = rows.iter().filter(|r| !r.correct).count();
+    anyhow::ensure!(bad == 0, "{bad} tiles did not match the reference");
     Ok(())
 }

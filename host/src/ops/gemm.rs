@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, SyncOnDrop};
 use ferrotune_kernels::gemm::{self as kg, CpuOperands, GemmVariant};
 use rayon::prelude::*;
@@ -35,6 +34,30 @@ pub struct Gemm {
     pub stride_b: usize,
     pub stride_c: usize,
     pub epilogue: Epilogue,
+    /// Whether f32 inputs may run on TF32 tensor cores (the default, like cuBLAS with TF32
+    /// math allowed); `Precision::Strict` or `FERROTUNE_ALLOW_TF32=0` keeps exact FFMA.
+    pub precision: Precision,
+    /// Tile of the tensor-core kernel (index into `gemm::tc::TILES`); `None` asks the
+    /// chooser (profiles, then the built-in heuristic).
+    pub tile: Option<usize>,
+}
+
+/// Arithmetic allowed for f32 inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// TF32 tensor cores unless `FERROTUNE_ALLOW_TF32=0` (inputs rounded to 10-bit mantissas,
+    /// f32 accumulation: relative error around 5e-4).
+    #[default]
+    AllowTf32,
+    /// Exact f32 FFMA.
+    Strict,
+}
+
+impl Precision {
+    /// Whether f32 inputs run on TF32 here, the environment considered.
+    pub fn uses_tf32(self) -> bool {
+        self == Precision::AllowTf32 && std::env::var("FERROTUNE_ALLOW_TF32").map(|v| v != "0").unwrap_or(true)
+    }
 }
 
 impl Gemm {
@@ -54,7 +77,21 @@ impl Gemm {
             stride_b: 0,
             stride_c: 0,
             epilogue: Epilogue::PLAIN,
+            precision: Precision::AllowTf32,
+            tile: None,
         }
+    }
+
+    pub fn precision(mut self, p: Precision) -> Gemm {
+        self.precision = p;
+        self
+    }
+
+    /// Forces a tile of the tensor-core kernel (see `gemm::tc::TILES`); an index out of range
+    /// is an `InvalidConfig` error at launch.
+    pub fn tile(mut self, t: usize) -> Gemm {
+        self.tile = Some(t);
+        self
     }
 
     pub fn layouts(mut self, a: Layout, b: Layout) -> Gemm {
@@ -295,21 +332,63 @@ pub fn batched_matmul<T: Scalar, O: Scalar>(
     gemm::<T, O>(s, &Gemm::new(m, n, k).batched(batch), a, b, None, None, d)
 }
 
-/// The compiled variant for these operands: 16-byte loads when the pointers, leading
-/// dimensions and batch strides allow them.
-fn variant<T: Scalar, O: Scalar>(g: &Gemm, pa: u64, pb: u64) -> GemmVariant {
+/// The compiled variant for these operands: the arithmetic (TF32 or FFMA for f32), the widest
+/// loads the pointers, leading dimensions and batch strides allow, and the tile (explicit, else
+/// the chooser's; tiles other than the default exist for 16-byte loads with the input's own
+/// output type only).
+pub fn variant_for(g: &Gemm, dtype: DType, out: DType, pa: u64, pb: u64) -> Result<GemmVariant> {
+    let math = match dtype {
+        DType::F32 if g.precision.uses_tf32() => kg::Math::Tf32,
+        DType::F32 => kg::Math::Ffma,
+        _ => kg::Math::Half,
+    };
+    let dims = [g.lda, g.ldb, g.stride_a, g.stride_b];
     let mut v = GemmVariant {
-        dtype: T::DTYPE,
+        dtype,
+        math,
         a: g.a_layout,
         b: g.b_layout,
-        vec: true,
-        out_f32: O::DTYPE == DType::F32 && T::DTYPE != DType::F32,
+        align: 0,
+        out_f32: out == DType::F32 && dtype != DType::F32,
+        tile: 0,
     };
-    let ve = v.vec_elems();
-    v.vec = pa.is_multiple_of(16)
-        && pb.is_multiple_of(16)
-        && [g.lda, g.ldb, g.stride_a, g.stride_b].iter().all(|x| x % ve == 0);
-    v
+    // A pointer array's matrices are only known on the device: their alignment is the caller's
+    // promise, checked on the host copies of the pointers (see `batched_matmul_ptrs`).
+    v.align = GemmVariant::aligns(math)
+        .iter()
+        .copied()
+        .find(|&al| GemmVariant { align: al, ..v }.fits_alignment([pa, pb], dims))
+        .ok_or_else(|| Error::InvalidConfig {
+            op: OP,
+            why: format!("{} operands must be at least {}-byte aligned", dtype.name(), dtype.size_bytes()),
+        })?;
+    if math == kg::Math::Ffma {
+        return Ok(v);
+    }
+    let tile = match g.tile {
+        Some(t) => t,
+        None => crate::config::GemmConfig::heuristic(g.m, g.n, g.k, g.batch).tile,
+    };
+    if tile >= kg::tc::TILES.len() {
+        return Err(Error::InvalidConfig {
+            op: OP,
+            why: format!("tile {tile} does not exist (0..{})", kg::tc::TILES.len()),
+        });
+    }
+    if tile != 0 && (v.align != 16 || v.out_f32) {
+        if g.tile.is_some() {
+            return Err(Error::InvalidConfig {
+                op: OP,
+                why: format!(
+                    "tile {tile} is compiled for 16-byte aligned operands with a {} output only",
+                    dtype.name()
+                ),
+            });
+        }
+        return Ok(v);
+    }
+    v.tile = tile as u8;
+    Ok(v)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -338,13 +417,44 @@ fn run_gpu<T: Scalar, O: Scalar>(
         Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
         None => (pd, None),
     };
-    let v = variant::<T, O>(g, pa, pb);
+    let v = variant_for(g, T::DTYPE, O::DTYPE, pa, pb)?;
+    // SAFETY: `check` proved every operand covers its batch of matrices at the given strides
+    // and leading dimensions; `variant_for` matched the load width to the pointers.
+    unsafe { launch(cs, gpu, g, v, [pa, pb, pc, pd, pbias], false) }?;
+    drop((ga, gb, gd, gc, gbias));
+    Ok(())
+}
+
+/// Launches variant `v` of the GEMM entry on `ptrs` = (a, b, c, d, bias); with `ptr_array`
+/// the first four are device arrays of `g.batch` per-matrix pointers.
+///
+/// # Safety
+/// The pointers (or every pointer in the arrays) cover their matrices as `g` describes them,
+/// aligned as `v.align` requires; the arrays stay alive until the launch completes.
+unsafe fn launch(
+    cs: &Arc<CudaStream>,
+    gpu: &Gpu,
+    g: &Gemm,
+    v: GemmVariant,
+    ptrs: [u64; 5],
+    ptr_array: bool,
+) -> Result<()> {
     let name = v.entry_name();
-    let kernel = gpu.kernels()?.function(name.as_str())?;
-    let (bm, bn, threads) = match T::DTYPE {
-        DType::F32 => (kg::ffma::BM, kg::ffma::BN, kg::ffma::THREADS),
-        _ => (kg::tc::BM, kg::tc::BN, kg::tc::THREADS),
-    };
+    let smem = v.smem_bytes() as u32;
+    if smem > gpu.info.shared_mem_per_block_optin {
+        return Err(Error::InvalidConfig {
+            op: OP,
+            why: format!(
+                "{} needs {smem} bytes of shared memory, the device allows {}",
+                name.as_str(),
+                gpu.info.shared_mem_per_block_optin
+            ),
+        });
+    }
+    // The ring lives in dynamic shared memory, beyond the 48 KiB default for big tiles: the
+    // function's limit is raised once, when it is first looked up.
+    let kernel = gpu.kernels()?.function_with_smem(name.as_str(), smem)?;
+    let (bm, bn, threads) = v.block();
     if threads > kernel.max_threads {
         return Err(Error::InvalidConfig {
             op: OP,
@@ -355,32 +465,15 @@ fn run_gpu<T: Scalar, O: Scalar>(
     if grid.1 > 65_535 {
         return Err(Error::InvalidConfig { op: OP, why: format!("m = {} needs more than 65535 block rows", g.m) });
     }
-    let mut smem = 0u32;
-    if kg::tc::uses_cp_async(&v) {
-        // The cp.async ring lives in dynamic shared memory beyond the 48 KiB default: opt in.
-        smem = kg::tc::CP_SMEM_BYTES as u32;
-        if smem > gpu.info.shared_mem_per_block_optin {
-            return Err(Error::InvalidConfig {
-                op: OP,
-                why: format!(
-                    "{} needs {smem} bytes of shared memory, the device allows {}",
-                    name.as_str(),
-                    gpu.info.shared_mem_per_block_optin
-                ),
-            });
-        }
-        kernel
-            .func
-            .set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
-            .ctx(|| format!("raising the shared-memory limit of {}", name.as_str()))?;
-    }
     let launch = LaunchConfig { grid_dim: grid, block_dim: (threads, 1, 1), shared_mem_bytes: smem };
     let dims = [g.m, g.n, g.k, g.lda, g.ldb, g.ldc].map(|x| x as u32);
     let strides = [g.stride_a, g.stride_b, g.stride_c].map(|x| x as u64);
     let e = g.epilogue;
-    let flags = e.flags();
+    let flags = e.flags() | if ptr_array { kg::PTR_ARRAY } else { 0 };
     let mut lb = cs.launch_builder(&kernel.func);
-    lb.arg(&pa).arg(&pb).arg(&pc).arg(&pd).arg(&pbias);
+    for p in &ptrs {
+        lb.arg(p);
+    }
     for x in &dims {
         lb.arg(x);
     }
@@ -389,13 +482,89 @@ fn run_gpu<T: Scalar, O: Scalar>(
     }
     lb.arg(&e.alpha).arg(&e.beta).arg(&flags);
     // SAFETY: the arguments match `gemm_entry!` in kernels-gpu/src/entry/gemm.rs (5 pointers,
-    // 6 u32, 3 u64, 2 f32, 1 u32); `check` proved every operand covers its batch of matrices
-    // and the leading dimensions; `variant` picked 16-byte loads only for aligned operands; the
-    // block size is the one the kernel is written for and within its register limit.
+    // 6 u32, 3 u64, 2 f32, 1 u32); the caller vouches for the pointers; block size and shared
+    // memory are the variant's, within its register and the device's limits.
     unsafe { lb.launch(launch) }
         .ctx(|| format!("launching {} ({}x{}x{}, batch {})", name.as_str(), g.m, g.n, g.k, g.batch))?;
-    drop((ga, gb, gd, gc, gbias));
     Ok(())
+}
+
+/// Pointer-array batched GEMM: `d[i] = epilogue(op(a[i]) op(b[i]))` for every `i`, one launch,
+/// with matrices anywhere in memory (each view holds one matrix as `g` describes it; `g.batch`
+/// and the strides are ignored). CUDA streams only; the CPU backend runs them one by one.
+pub fn gemm_ptr_array<T: Scalar, O: Scalar>(
+    s: &Stream,
+    g: &Gemm,
+    a: &[View<'_, T>],
+    b: &[View<'_, T>],
+    bias: Option<&View<'_, O>>,
+    d: &mut [ViewMut<'_, O>],
+) -> Result<()> {
+    let g = Gemm { batch: 1, stride_a: 0, stride_b: 0, stride_c: 0, ..*g }.resolved();
+    if g.epilogue.beta != 0.0 {
+        return Err(Error::InvalidConfig { op: OP, why: "pointer-array batches take no C (beta must be 0)".into() });
+    }
+    for (what, len) in [("B", b.len()), ("D", d.len())] {
+        if len != a.len() {
+            return Err(Error::ShapeMismatch { op: OP, what, expected: a.len(), got: len });
+        }
+    }
+    for ((x, y), z) in a.iter().zip(b).zip(d.iter()) {
+        check(s, &g, x, y, None, bias, z)?;
+    }
+    let batch = a.len();
+    if batch == 0 || g.m == 0 || g.n == 0 {
+        return Ok(());
+    }
+    if batch > 65_535 {
+        return Err(Error::InvalidConfig { op: OP, why: format!("batch {batch} above 65535") });
+    }
+    match s {
+        Stream::Cpu(cpu) => {
+            for ((x, y), z) in a.iter().zip(b).zip(d.iter_mut()) {
+                run_cpu(cpu, &g, x, y, None, bias, z)?;
+            }
+            Ok(())
+        }
+        Stream::Cuda { stream: cs, gpu } => {
+            let mut guards = Vec::with_capacity(4 * batch);
+            let mut table = vec![0u64; 4 * batch];
+            for i in 0..batch {
+                let (pa, ga) = device_ptr(&a[i], cs)?;
+                let (pb, gb) = device_ptr(&b[i], cs)?;
+                table[i] = pa;
+                table[batch + i] = pb;
+                guards.push(ga);
+                guards.push(gb);
+            }
+            for (i, z) in d.iter_mut().enumerate() {
+                let ViewMut::Cuda(dv) = z else {
+                    return Err(Error::BackendMismatch { op: OP, what: "D", expected: "cuda", got: "cpu" });
+                };
+                let (pd, gd) = dv.device_ptr_mut(cs);
+                table[2 * batch + i] = pd; // C: never read (beta = 0), D stands in
+                table[3 * batch + i] = pd;
+                guards.push(gd);
+            }
+            let (pbias, gbias) = match bias {
+                Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
+                None => (table[3 * batch], None),
+            };
+            // One variant for all: the OR of the pointers is aligned only if every one is.
+            let or = |r: std::ops::Range<usize>| table[r].iter().fold(0u64, |acc, p| acc | p);
+            let v = variant_for(&g, T::DTYPE, O::DTYPE, or(0..batch), or(batch..2 * batch))?;
+            let dev = cs.clone_htod(&table).ctx(|| "copying the pointer array to the device".to_string())?;
+            let (pt, gt) = dev.device_ptr(cs);
+            let ptrs = [pt, pt + 8 * batch as u64, pt + 16 * batch as u64, pt + 24 * batch as u64, pbias];
+            // SAFETY: `check` proved each view covers one matrix as `g` describes it; the
+            // table holds exactly those pointers, lives in `dev` (freed in stream order after
+            // the launch), and `variant_for` matched the load width to all of them.
+            unsafe { launch(cs, gpu, &g, v, ptrs, true) }?;
+            drop((gt, gbias, guards));
+            drop(dev);
+            Ok(())
+        }
+    }
 }
 
 /// The device pointer of a CUDA view, with the guard that records its use on the stream.

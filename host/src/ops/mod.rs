@@ -8,5 +8,7 @@ pub mod reduce;
 pub use elementwise::{
     Activation, GeluForm, add, add_mul_act, axpy, bias_add_inplace, copy, gelu, relu, run_elementwise, scale,
 };
-pub use gemm::{Epilogue, Gemm, Layout, batched_matmul, gemm, linear_bias_gelu, matmul, matmul_bias_relu};
+pub use gemm::{
+    Epilogue, Gemm, Layout, Precision, batched_matmul, gemm, gemm_ptr_array, linear_bias_gelu, matmul, matmul_bias_relu,
+};
 pub use reduce::sum;

@@ -296,6 +296,58 @@ macro_rules! mma_16816 {
 mma_16816!(mma_m16n8k16_bf16, "bf16");
 mma_16816!(mma_m16n8k16_f16, "f16");
 
+/// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` (sm_80+): f32 bit patterns are read as
+/// TF32 (the low 13 mantissa bits are ignored). Fragments: `a` = A (row `l/4`, col `l%4`),
+/// (row `l/4 + 8`, col `l%4`), (row `l/4`, col `l%4 + 4`), (row `l/4 + 8`, col `l%4 + 4`);
+/// `b` = B (k `l%4`, n `l/4`), (k `l%4 + 4`, n `l/4`); `c` as for `m16n8k16`.
+///
+/// # Safety
+/// All 32 lanes of the warp execute it together.
+#[inline(always)]
+pub unsafe fn mma_m16n8k8_tf32(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let (d0, d1, d2, d3): (f32, f32, f32, f32);
+    // SAFETY: the caller guarantees warp convergence; registers only.
+    unsafe {
+        asm!("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{{d0}, {d1}, {d2}, {d3}}}, \
+              {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+             d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+             a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+             b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+             c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+             options(pure, nomem, nostack))
+    };
+    [d0, d1, d2, d3]
+}
+
+/// `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`: as [`ldmatrix_x4`], but each 8x8 matrix
+/// is transposed on the way: lane `l` receives row `2 (l % 4)` and `2 (l % 4) + 1` of column
+/// `l / 4` as stored. Feeds `mma` fragments from tiles stored M- or N-contiguous.
+///
+/// # Safety
+/// All 32 lanes execute it together; each address is a 16-byte aligned shared-space row.
+#[inline(always)]
+pub unsafe fn ldmatrix_x4_trans(addr: u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller guarantees convergence and addresses.
+    unsafe {
+        asm!("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{a}, {b}, {c}, {d}}}, [{p}];", p = in(reg32) addr,
+             a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d, options(readonly, nostack))
+    };
+    [a, b, c, d]
+}
+
+/// 4-byte shared load.
+///
+/// # Safety
+/// `addr` is a 4-byte aligned shared-space address inside a declared shared array.
+#[inline(always)]
+pub unsafe fn ld_shared_b32(addr: u32) -> u32 {
+    let v: u32;
+    // SAFETY: the caller guarantees the address.
+    unsafe { asm!("ld.shared.b32 {v}, [{p}];", v = out(reg32) v, p = in(reg32) addr, options(readonly, nostack)) };
+    v
+}
+
 /// `cp.async.cg.shared.global` of 16 bytes (sm_80+): copies `src_bytes` (0..=16) bytes from
 /// global memory to shared memory without passing through registers and zero-fills the rest.
 ///
@@ -307,6 +359,32 @@ pub unsafe fn cp_async_16(dst: u32, src: *const u8, src_bytes: u32) {
     // SAFETY: the caller guarantees both addresses.
     unsafe {
         asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src,
+             n = in(reg32) src_bytes, options(nostack))
+    };
+}
+
+/// `cp.async.ca.shared.global` of 8 bytes, zero-filling beyond `src_bytes` (0..=8).
+///
+/// # Safety
+/// As [`cp_async_16`] with 8-byte alignment.
+#[inline(always)]
+pub unsafe fn cp_async_8(dst: u32, src: *const u8, src_bytes: u32) {
+    // SAFETY: the caller guarantees both addresses.
+    unsafe {
+        asm!("cp.async.ca.shared.global [{d}], [{s}], 8, {n};", d = in(reg32) dst, s = in(reg64) src,
+             n = in(reg32) src_bytes, options(nostack))
+    };
+}
+
+/// `cp.async.ca.shared.global` of 4 bytes, zero-filling beyond `src_bytes` (0..=4).
+///
+/// # Safety
+/// As [`cp_async_16`] with 4-byte alignment.
+#[inline(always)]
+pub unsafe fn cp_async_4(dst: u32, src: *const u8, src_bytes: u32) {
+    // SAFETY: the caller guarantees both addresses.
+    unsafe {
+        asm!("cp.async.ca.shared.global [{d}], [{s}], 4, {n};", d = in(reg32) dst, s = in(reg64) src,
              n = in(reg32) src_bytes, options(nostack))
     };
 }

@@ -1,13 +1,14 @@
-//! GEMM entry points. 16-bit inputs: `mma.sync.m16n8k16` tensor-core tiles fed by `ldmatrix`
-//! from shared memory; f32: register-blocked FFMA outer products. Both use two shared-memory
-//! stages filled from registers that were loaded from global memory during the previous
-//! tile's maths, predicate every edge (any M, N, K >= 1 in the same kernel), and fuse the
-//! epilogue. `blockIdx.z` walks a strided batch.
+//! GEMM entry points. f16/bf16/tf32 inputs: `mma.sync` tensor-core tiles fed by `ldmatrix`
+//! from a multi-stage `cp.async` ring in shared memory, one instantiation per tile of
+//! `gemm::tc::TILES`; f32: register-blocked FFMA outer products with two shared-memory stages
+//! filled from registers. All predicate every edge (any M, N, K >= 1 in the same kernel), fuse
+//! the epilogue, and walk a strided or pointer-array batch with `blockIdx.z`.
 
 use crate::arch::nvptx::{
-    block_idx_x, block_idx_y, block_idx_z, cp_async_16, cp_async_commit, cp_async_wait, dyn_smem_addr, gemm_smem_addr,
-    ld_global_v4, ld_shared_v4_f32, ldmatrix_x4, mma_m16n8k16_bf16, mma_m16n8k16_f16, st_shared_b16, st_shared_f32,
-    st_shared_v4, sync_threads, thread_idx_x,
+    block_idx_x, block_idx_y, block_idx_z, cp_async_4, cp_async_8, cp_async_16, cp_async_commit, cp_async_wait,
+    dyn_smem_addr, gemm_smem_addr, ld_global_v4, ld_shared_b32, ld_shared_v4_f32, ldmatrix_x4, ldmatrix_x4_trans,
+    mma_m16n8k8_tf32, mma_m16n8k16_bf16, mma_m16n8k16_f16, st_shared_b16, st_shared_f32, st_shared_v4, sync_threads,
+    thread_idx_x,
 };
 use crate::element::Element;
 use crate::gemm::{Epilogue, ffma, tc};
@@ -26,59 +27,6 @@ struct Problem {
     alpha: f32,
     beta: f32,
     flags: u32,
-}
-
-/// A 16-bit input type with its tensor-core instruction.
-trait MmaElem: Element {
-    /// # Safety
-    /// Whole-warp convergence.
-    unsafe fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4];
-}
-
-impl MmaElem for bf16 {
-    #[inline(always)]
-    unsafe fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
-        // SAFETY: forwarded.
-        unsafe { mma_m16n8k16_bf16(a, b, c) }
-    }
-}
-
-impl MmaElem for f16 {
-    #[inline(always)]
-    unsafe fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
-        // SAFETY: forwarded.
-        unsafe { mma_m16n8k16_f16(a, b, c) }
-    }
-}
-
-/// Reads the raw bits of element `idx` of a 16-bit array.
-#[inline(always)]
-unsafe fn ld_b16(p: *const u16, idx: usize) -> u16 {
-    // SAFETY: the caller checked idx is in bounds.
-    unsafe { *p.add(idx) }
-}
-
-/// Loads 8 consecutive 16-bit elements starting at `idx` (of which the first `valid` exist),
-/// zero-filling the rest; one 16-byte load when `VEC` and all 8 exist.
-#[inline(always)]
-unsafe fn load8_b16<const VEC: bool>(p: *const u16, idx: usize, valid: usize) -> [u32; 4] {
-    if VEC && valid >= 8 {
-        // SAFETY: 8 valid elements from a 16-byte aligned address (host-checked alignment).
-        return unsafe { ld_global_v4(p.add(idx) as *const u32) };
-    }
-    let mut h = [0u16; 8];
-    for (e, v) in h.iter_mut().enumerate() {
-        if e < valid {
-            // SAFETY: e < valid elements exist from idx.
-            *v = unsafe { ld_b16(p, idx + e) };
-        }
-    }
-    [
-        h[0] as u32 | (h[1] as u32) << 16,
-        h[2] as u32 | (h[3] as u32) << 16,
-        h[4] as u32 | (h[5] as u32) << 16,
-        h[6] as u32 | (h[7] as u32) << 16,
-    ]
 }
 
 /// Loads 4 consecutive f32 starting at `idx` (first `valid` exist), zero-filling the rest.
@@ -104,174 +52,306 @@ fn sat_sub(a: usize, b: usize) -> usize {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tensor-core kernel (f16 / bf16 inputs, f32 accumulators).
+// Tensor-core kernel (f16 / bf16 / tf32 inputs, f32 accumulators).
+//
+// Tiles live in dynamic shared memory as a ring of `ST` stages; each stage holds an A tile and
+// a B tile covering `KB` bytes of K. A k-contiguous operand (A row-major, B column-major) is
+// stored as rows of K (`ldmatrix`); an M/N-contiguous one as rows of M or N (`ldmatrix.trans`
+// for 16-bit, scalar fragment reads for tf32). Global -> shared goes through `cp.async` of
+// `AL` bytes (16, 8 or 4), so later stages load while this one is multiplied; `AL` = 2 (16-bit
+// operands of odd leading dimension) uses plain loads and stores into the same ring.
 
-/// Shared-memory bytes of one operand tile: BM (or BN) rows of PITCH 16-bit elements.
-const TC_TILE_BYTES: u32 = (tc::BM * tc::PITCH * 2) as u32;
-/// One stage holds the A tile then the B tile.
-const TC_STAGE_BYTES: u32 = 2 * TC_TILE_BYTES;
+/// A tensor-core input type: element size and the `mma` consuming 32 bytes of K per row.
+trait TcElem: Element {
+    const BYTES: usize;
+    /// # Safety
+    /// Whole-warp convergence.
+    unsafe fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4];
+}
 
-/// Global -> registers for one 128 x 32 operand tile whose rows are M (A) or N (B). Each thread
-/// moves two chunks of 8 elements. `KCONTIG`: k is the contiguous dimension in memory (A
-/// row-major, B column-major), element (r, kk) at `r * ld + kk`; else at `kk * ld + r`.
+impl TcElem for bf16 {
+    const BYTES: usize = 2;
+    #[inline(always)]
+    unsafe fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+        // SAFETY: forwarded.
+        unsafe { mma_m16n8k16_bf16(a, b, c) }
+    }
+}
+
+impl TcElem for f16 {
+    const BYTES: usize = 2;
+    #[inline(always)]
+    unsafe fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+        // SAFETY: forwarded.
+        unsafe { mma_m16n8k16_f16(a, b, c) }
+    }
+}
+
+/// f32 data multiplied as TF32.
+impl TcElem for f32 {
+    const BYTES: usize = 4;
+    #[inline(always)]
+    unsafe fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+        // SAFETY: forwarded.
+        unsafe { mma_m16n8k8_tf32(a, b, c) }
+    }
+}
+
+/// Issues the loads of one operand tile (`rows` = BM or BN rows of the operand starting at
+/// `row0`, K from `k0`) into the stage tile at `dst`. `KC`: k is the contiguous dimension in
+/// memory (element (r, kk) at `r * ld + kk`), else at `kk * ld + r`.
+///
+/// # Safety
+/// `p` covers the operand; for `AL` >= 4 it is `AL`-aligned and `ld * E::BYTES` a multiple of
+/// `AL`; `dst` is a stage tile of the dynamic shared buffer.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn tc_load_tile<const KCONTIG: bool, const VEC: bool>(
-    p: *const u16,
+unsafe fn tc_issue<
+    E: TcElem,
+    const KC: bool,
+    const AL: usize,
+    const ROWS: usize,
+    const KB: usize,
+    const THREADS: usize,
+>(
+    dst: u32,
+    p: *const u8,
     ld: usize,
     row0: usize,
     rows: usize,
     k0: usize,
     k: usize,
     tid: usize,
-) -> [[u32; 4]; 2] {
-    let mut out = [[0u32; 4]; 2];
-    for (i, o) in out.iter_mut().enumerate() {
-        let c = tid + i * tc::THREADS as usize;
-        if KCONTIG {
-            // (128 rows, 4 chunks of 8 along k)
-            let (r, kc) = (c / 4, (c % 4) * 8);
-            let (gr, gk) = (row0 + r, k0 + kc);
-            let valid = if gr < rows { sat_sub(k, gk).min(8) } else { 0 };
-            // SAFETY: only the `valid` in-bounds elements are read.
-            *o = unsafe { load8_b16::<VEC>(p, gr * ld + gk, valid) };
+) {
+    // Chunks of AL bytes: KC tiles are ROWS rows of KB bytes; others KB / BYTES rows of ROWS
+    // elements.
+    let per_row = if KC { KB / AL } else { ROWS * E::BYTES / AL };
+    let total = if KC { ROWS * per_row } else { (KB / E::BYTES) * per_row };
+    let pitch = if KC { KB + 16 } else { tc::pitch_mn(ROWS, E::BYTES) };
+    for i in 0..total.div_ceil(THREADS) {
+        let c = tid + i * THREADS;
+        if total % THREADS != 0 && c >= total {
+            break;
+        }
+        let (r, cb) = (c / per_row, (c % per_row) * AL);
+        // (row of the operand, k) of the chunk's first element, and how many bytes exist.
+        let (gr, gk, valid) = if KC {
+            let (gr, gk) = (row0 + r, k0 + cb / E::BYTES);
+            (gr, gk, if gr < rows { (sat_sub(k, gk) * E::BYTES).min(AL) } else { 0 })
         } else {
-            // (32 k, 16 chunks of 8 along rows)
-            let (kk, rc) = (c / 16, (c % 16) * 8);
-            let (gk, gr) = (k0 + kk, row0 + rc);
-            let valid = if gk < k { sat_sub(rows, gr).min(8) } else { 0 };
-            // SAFETY: only the `valid` in-bounds elements are read.
-            *o = unsafe { load8_b16::<VEC>(p, gk * ld + gr, valid) };
+            let (gk, gr) = (k0 + r, row0 + cb / E::BYTES);
+            (gr, gk, if gk < k { (sat_sub(rows, gr) * E::BYTES).min(AL) } else { 0 })
+        };
+        let off = if KC { gr * ld + gk } else { gk * ld + gr } * E::BYTES;
+        let sdst = dst + (r * pitch + cb) as u32;
+        // With nothing valid no byte is read; the base pointer stands in.
+        let src = if valid > 0 { unsafe { p.add(off) } } else { p };
+        // SAFETY: `valid` bytes exist at `src`, aligned to AL per the caller; `sdst` is inside the
+        // stage tile (r and cb within the tile by construction) and AL-aligned.
+        unsafe {
+            match AL {
+                16 => cp_async_16(sdst, src, valid as u32),
+                8 => cp_async_8(sdst, src, valid as u32),
+                4 => cp_async_4(sdst, src, valid as u32),
+                _ => {
+                    let h = if valid > 0 { *(src as *const u16) } else { 0 };
+                    st_shared_b16(sdst, h);
+                }
+            }
         }
     }
-    out
 }
 
-/// Registers -> shared memory for the tile loaded by `tc_load_tile`, stored k-contiguous:
-/// `(r, kk)` at `base + (r * PITCH + kk) * 2`.
+/// The warp's fragments of one 32-byte K step and its `MT x NT` mma.
+///
+/// # Safety
+/// The stage holds complete tiles; all 32 lanes of every warp call it.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn tc_store_tile<const KCONTIG: bool>(base: u32, regs: [[u32; 4]; 2], tid: usize) {
-    // Index loops, not `into_iter`: an array iterator's state would live in local memory.
+unsafe fn tc_kstep<
+    E: TcElem,
+    const A_KC: bool,
+    const B_KC: bool,
+    const BM: usize,
+    const BN: usize,
+    const KB: usize,
+    const MT: usize,
+    const NT: usize,
+>(
+    sa: u32,
+    sb: u32,
+    ks: usize,
+    m0: usize,
+    n0: usize,
+    lane: usize,
+    acc: &mut [[[f32; 4]; NT]; MT],
+) {
+    let pk = (KB + 16) as u32;
+    let (pa, pb) = (tc::pitch_mn(BM, E::BYTES) as u32, tc::pitch_mn(BN, E::BYTES) as u32);
+    let kb0 = (ks * 32) as u32; // byte offset of the step along a k-contiguous row
+    let ke0 = ks * 32 / E::BYTES; // first k element of the step
+    let mut fa = [[0u32; 4]; MT];
     #[allow(clippy::needless_range_loop)]
-    for i in 0..2 {
-        let v = regs[i];
-        let c = tid + i * tc::THREADS as usize;
-        if KCONTIG {
-            let (r, kc) = (c / 4, (c % 4) * 8);
-            // SAFETY: r < 128, kc + 8 <= 32: inside the tile, 16-byte aligned.
-            unsafe { st_shared_v4(base + ((r * tc::PITCH + kc) * 2) as u32, v) };
+    for mt in 0..MT {
+        let m = m0 + mt * 16;
+        fa[mt] = if A_KC {
+            // Lanes 0-15 address rows m..m+15 at the step's first 16 bytes, 16-31 the next 16.
+            let addr = sa + ((m + lane % 16) as u32) * pk + kb0 + ((lane / 16) * 16) as u32;
+            // SAFETY: whole warp; 16-byte aligned rows inside the A tile.
+            unsafe { ldmatrix_x4(addr) }
+        } else if E::BYTES == 2 {
+            // Stored [k][m]: matrices (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7), (k 8-15, m 8-15).
+            let kk = ke0 + (lane / 16) * 8 + lane % 8;
+            let addr = sa + (kk as u32) * pa + ((m + ((lane / 8) % 2) * 8) * 2) as u32;
+            // SAFETY: as above.
+            unsafe { ldmatrix_x4_trans(addr) }
         } else {
-            let (kk, rc) = (c / 16, (c % 16) * 8);
-            for e in 0..8 {
-                let h = (v[e / 2] >> (16 * (e % 2))) as u16;
-                // SAFETY: rc + e < 128, kk < 32: inside the tile.
-                unsafe { st_shared_b16(base + (((rc + e) * tc::PITCH + kk) * 2) as u32, h) };
+            let (g, t) = (lane / 4, lane % 4);
+            let at = |kk: usize, mm: usize| sa + ((ke0 + kk) as u32) * pa + ((m + mm) * 4) as u32;
+            // SAFETY: 4-byte reads inside the A tile.
+            unsafe {
+                [
+                    ld_shared_b32(at(t, g)),
+                    ld_shared_b32(at(t, g + 8)),
+                    ld_shared_b32(at(t + 4, g)),
+                    ld_shared_b32(at(t + 4, g + 8)),
+                ]
             }
-        }
+        };
     }
-}
-
-/// The tensor-core maths on one shared-memory stage: per 16-wide k step, ldmatrix the warp's
-/// A and B fragments, then 16 `mma.sync`.
-///
-/// # Safety
-/// `stage` holds a complete A and B tile; all 32 lanes of every warp call it.
-#[inline(always)]
-unsafe fn tc_compute<T: MmaElem>(stage: u32, wm: usize, wn: usize, lane: usize, acc: &mut [[[f32; 4]; 4]; 4]) {
-    for ks in 0..tc::BK / 16 {
-        let mut fa = [[0u32; 4]; 4];
-        for (mt, f) in fa.iter_mut().enumerate() {
-            // (16 rows, 16 k) of A for m-tile mt: lanes 0-15 rows at k, 16-31 at k + 8.
-            let r = wm * 64 + mt * 16 + lane % 16;
-            let kk = ks * 16 + (lane / 16) * 8;
-            // SAFETY: whole warp, row addresses inside the A tile, 16-byte aligned.
-            *f = unsafe { ldmatrix_x4(stage + ((r * tc::PITCH + kk) * 2) as u32) };
-        }
-        let mut fb = [[0u32; 2]; 4];
-        for np in 0..2 {
-            // Two n-tiles: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15).
-            let r = wn * 32 + np * 16 + lane % 8 + (lane / 16) * 8;
-            let kk = ks * 16 + ((lane / 8) % 2) * 8;
-            // SAFETY: whole warp, row addresses inside the B tile, 16-byte aligned.
-            let m = unsafe { ldmatrix_x4(stage + TC_TILE_BYTES + ((r * tc::PITCH + kk) * 2) as u32) };
-            fb[2 * np] = [m[0], m[1]];
-            fb[2 * np + 1] = [m[2], m[3]];
-        }
+    for np in 0..NT / 2 {
+        let n = n0 + np * 16;
+        let fb = if B_KC {
+            // Matrices: (n 0-7, first 16 bytes), (n 0-7, next 16), (n 8-15, first), (n 8-15, next).
+            let addr = sb + ((n + lane % 8 + (lane / 16) * 8) as u32) * pk + kb0 + (((lane / 8) % 2) * 16) as u32;
+            // SAFETY: whole warp; rows inside the B tile.
+            unsafe { ldmatrix_x4(addr) }
+        } else if E::BYTES == 2 {
+            // Stored [k][n]: matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+            let kk = ke0 + ((lane / 8) % 2) * 8 + lane % 8;
+            let addr = sb + (kk as u32) * pb + ((n + (lane / 16) * 8) * 2) as u32;
+            // SAFETY: as above.
+            unsafe { ldmatrix_x4_trans(addr) }
+        } else {
+            let (g, t) = (lane / 4, lane % 4);
+            let at = |kk: usize, nn: usize| sb + ((ke0 + kk) as u32) * pb + ((n + nn) * 4) as u32;
+            // SAFETY: 4-byte reads inside the B tile.
+            unsafe {
+                [
+                    ld_shared_b32(at(t, g)),
+                    ld_shared_b32(at(t + 4, g)),
+                    ld_shared_b32(at(t, g + 8)),
+                    ld_shared_b32(at(t + 4, g + 8)),
+                ]
+            }
+        };
         for (mt, row) in acc.iter_mut().enumerate() {
-            for (nt, cell) in row.iter_mut().enumerate() {
-                // SAFETY: whole warp.
-                *cell = unsafe { T::mma(fa[mt], fb[nt], *cell) };
+            // SAFETY: whole warp.
+            unsafe {
+                row[2 * np] = E::mma(fa[mt], [fb[0], fb[1]], row[2 * np]);
+                row[2 * np + 1] = E::mma(fa[mt], [fb[2], fb[3]], row[2 * np + 1]);
             }
         }
     }
 }
 
-/// One 128 x 128 output tile of `D = epilogue(A B)` on tensor cores.
+/// One `BM x BN` output tile of `D = epilogue(A B)` on tensor cores.
 ///
 /// # Safety
-/// Launched with 256 threads; pointers cover the problem (host-checked); for `VEC` the A and
-/// B base pointers are 16-byte aligned and `lda`, `ldb` multiples of 8.
+/// Launched with `WM * WN * 32` threads and `Tile::smem_bytes` of dynamic shared memory;
+/// pointers cover the problem (host-checked); for `AL` >= 4 the A and B bases are `AL`-aligned
+/// and `lda`, `ldb` (in bytes) multiples of `AL`.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn tc_gemm<T: MmaElem, O: Element, const A_ROW: bool, const B_KC: bool, const VEC: bool>(
-    a: *const u16,
-    b: *const u16,
+unsafe fn tc_gemm<
+    E: TcElem,
+    O: Element,
+    const A_KC: bool,
+    const B_KC: bool,
+    const AL: usize,
+    const WM: usize,
+    const WN: usize,
+    const MT: usize,
+    const NT: usize,
+    const KB: usize,
+    const ST: usize,
+    const BM: usize,
+    const BN: usize,
+    const TH: usize,
+>(
+    a: *const u8,
+    b: *const u8,
     c: *const O,
     d: *mut O,
     bias: *const O,
     pr: Problem,
 ) {
+    // BM, BN, TH are derived parameters (const generics cannot compute them); check them.
+    const { assert!(BM == WM * MT * 16 && BN == WN * NT * 8 && TH == WM * WN * 32 && NT % 2 == 0 && KB % 32 == 0) };
+    const { assert!(ST >= 2 && ST <= 5) };
+    let tile = tc::Tile { wm: WM, wn: WN, mt: MT, nt: NT, kb: KB, stages: ST };
+    let a_bytes = tile.operand_bytes(BM, E::BYTES, A_KC) as u32;
+    let stage_bytes = a_bytes + tile.operand_bytes(BN, E::BYTES, B_KC) as u32;
     let tid = thread_idx_x() as usize;
     let lane = tid % 32;
     let warp = tid / 32;
-    let (wm, wn) = (warp / 4, warp % 4);
-    let bm = block_idx_y() as usize * tc::BM;
-    let bn = block_idx_x() as usize * tc::BN;
-    let smem = gemm_smem_addr();
-    // A is k-contiguous when row-major; B when column-major (`B_KC`).
-    let load_a = |k0: usize| unsafe { tc_load_tile::<A_ROW, VEC>(a, pr.lda, bm, pr.m, k0, pr.k, tid) };
-    let load_b = |k0: usize| unsafe { tc_load_tile::<B_KC, VEC>(b, pr.ldb, bn, pr.n, k0, pr.k, tid) };
-
-    let mut acc = [[[0.0f32; 4]; 4]; 4];
-    let ktiles = pr.k.div_ceil(tc::BK);
-    let (mut ra, mut rb) = (load_a(0), load_b(0));
-    // SAFETY: stage 0 lies inside the 40 KiB GEMM buffer; all threads reach the barrier.
-    unsafe {
-        tc_store_tile::<A_ROW>(smem, ra, tid);
-        tc_store_tile::<B_KC>(smem + TC_TILE_BYTES, rb, tid);
-        sync_threads();
+    let (wm, wn) = (warp / WN, warp % WN);
+    let bm = block_idx_y() as usize * BM;
+    let bn = block_idx_x() as usize * BN;
+    let smem = dyn_smem_addr();
+    let bk = KB / E::BYTES;
+    let ktiles = pr.k.div_ceil(bk);
+    let issue = |kt: usize| {
+        let stage = smem + (kt % ST) as u32 * stage_bytes;
+        // SAFETY: the stage lies in the dynamic buffer the host sized; operands as above.
+        unsafe {
+            tc_issue::<E, A_KC, AL, BM, KB, TH>(stage, a, pr.lda, bm, pr.m, kt * bk, pr.k, tid);
+            tc_issue::<E, B_KC, AL, BN, KB, TH>(stage + a_bytes, b, pr.ldb, bn, pr.n, kt * bk, pr.k, tid);
+        }
+    };
+    for kt in 0..ST - 1 {
+        if kt < ktiles {
+            issue(kt);
+        }
+        // Empty groups keep the group count in step with the tiles.
+        cp_async_commit();
     }
+    let mut acc = [[[0.0f32; 4]; NT]; MT];
+    let (m0, n0) = (wm * MT * 16, wn * NT * 8);
     for kt in 0..ktiles {
-        let stage = smem + (kt % 2) as u32 * TC_STAGE_BYTES;
-        let has_next = kt + 1 < ktiles;
-        if has_next {
-            // The next tile's global loads are in flight during this tile's maths.
-            ra = load_a((kt + 1) * tc::BK);
-            rb = load_b((kt + 1) * tc::BK);
+        // Wait until at most ST - 2 groups are pending (an immediate operand: one arm per depth).
+        match ST {
+            2 => cp_async_wait::<0>(),
+            3 => cp_async_wait::<1>(),
+            4 => cp_async_wait::<2>(),
+            _ => cp_async_wait::<3>(),
         }
-        // SAFETY: the stage holds a complete tile (barrier above); whole warps.
-        unsafe { tc_compute::<T>(stage, wm, wn, lane, &mut acc) };
-        if has_next {
-            let next = smem + ((kt + 1) % 2) as u32 * TC_STAGE_BYTES;
-            // SAFETY: the other stage was last read before the previous barrier.
-            unsafe {
-                tc_store_tile::<A_ROW>(next, ra, tid);
-                tc_store_tile::<B_KC>(next + TC_TILE_BYTES, rb, tid);
-            }
-        }
-        // SAFETY: all threads reach it (ktiles is uniform).
+        // SAFETY: all threads; after it tile kt is complete and stage (kt - 1) is free.
         unsafe { sync_threads() };
+        if kt + ST - 1 < ktiles {
+            issue(kt + ST - 1);
+        }
+        cp_async_commit();
+        let stage = smem + (kt % ST) as u32 * stage_bytes;
+        for ks in 0..KB / 32 {
+            // SAFETY: tile kt is complete in this stage; whole warps.
+            unsafe {
+                tc_kstep::<E, A_KC, B_KC, BM, BN, KB, MT, NT>(stage, stage + a_bytes, ks, m0, n0, lane, &mut acc)
+            };
+        }
     }
-
+    cp_async_wait::<0>();
     // SAFETY: forwarded from the caller.
-    unsafe { tc_epilogue(c, d, bias, pr, bm + wm * 64, bn + wn * 32, lane, &acc) };
+    unsafe { tc_epilogue(c, d, bias, pr, bm + m0, bn + n0, lane, &acc) };
 }
 
-/// Stores a warp's 64 x 32 accumulators (m-tile rows from `m0`, columns from `n0`).
+/// Stores a warp's `MT*16 x NT*8` accumulators (rows from `m0`, columns from `n0`).
 ///
 /// # Safety
 /// The output pointers cover the problem.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn tc_epilogue<O: Element>(
+unsafe fn tc_epilogue<O: Element, const MT: usize, const NT: usize>(
     c: *const O,
     d: *mut O,
     bias: *const O,
@@ -279,7 +359,7 @@ unsafe fn tc_epilogue<O: Element>(
     m0: usize,
     n0: usize,
     lane: usize,
-    acc: &[[[f32; 4]; 4]; 4],
+    acc: &[[[f32; 4]; NT]; MT],
 ) {
     for (mt, row) in acc.iter().enumerate() {
         for (nt, cell) in row.iter().enumerate() {
@@ -291,86 +371,6 @@ unsafe fn tc_epilogue<O: Element>(
             }
         }
     }
-}
-
-/// Pipeline depth of the `cp.async` kernel: stages of A and B tiles in dynamic shared memory.
-pub(crate) const TC_CP_STAGES: usize = crate::gemm::tc::CP_STAGES;
-
-/// Issues the `cp.async` copies of one 128 x 32 k-contiguous tile (two 16-byte chunks per
-/// thread), zero-filling what lies outside the matrix.
-///
-/// # Safety
-/// `p` is 16-byte aligned and `ld` a multiple of 8; `dst` is a tile inside dynamic shared memory.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-unsafe fn tc_issue_tile(dst: u32, p: *const u16, ld: usize, row0: usize, rows: usize, k0: usize, k: usize, tid: usize) {
-    for i in 0..2 {
-        let c = tid + i * tc::THREADS as usize;
-        let (r, kc) = (c / 4, (c % 4) * 8);
-        let (gr, gk) = (row0 + r, k0 + kc);
-        let valid = if gr < rows { sat_sub(k, gk).min(8) } else { 0 };
-        // With nothing valid no byte is read; the base pointer stands in.
-        let src = if valid > 0 { unsafe { p.add(gr * ld + gk) } } else { p };
-        // SAFETY: 16-byte aligned (kc multiple of 8, ld multiple of 8), `valid` elements exist.
-        unsafe { cp_async_16(dst + ((r * tc::PITCH + kc) * 2) as u32, src as *const u8, (valid * 2) as u32) };
-    }
-}
-
-/// The tensor-core kernel for k-contiguous, 16-byte aligned operands (A row-major, B
-/// column-major): tiles go global -> shared with `cp.async` through a `CP_STAGES`-deep ring,
-/// so loads for later k-tiles are in flight while this one is multiplied.
-///
-/// # Safety
-/// 256 threads; dynamic shared memory of `CP_STAGES` stages; A and B 16-byte aligned with
-/// `lda`, `ldb` multiples of 8; pointers cover the problem.
-#[inline(always)]
-unsafe fn tc_gemm_cp<T: MmaElem, O: Element>(
-    a: *const u16,
-    b: *const u16,
-    c: *const O,
-    d: *mut O,
-    bias: *const O,
-    pr: Problem,
-) {
-    let tid = thread_idx_x() as usize;
-    let lane = tid % 32;
-    let warp = tid / 32;
-    let (wm, wn) = (warp / 4, warp % 4);
-    let bm = block_idx_y() as usize * tc::BM;
-    let bn = block_idx_x() as usize * tc::BN;
-    let smem = dyn_smem_addr();
-    let ktiles = pr.k.div_ceil(tc::BK);
-    let issue = |kt: usize| {
-        let stage = smem + (kt % TC_CP_STAGES) as u32 * TC_STAGE_BYTES;
-        // SAFETY: the stage lies in the dynamic buffer the host sized; operands as above.
-        unsafe {
-            tc_issue_tile(stage, a, pr.lda, bm, pr.m, kt * tc::BK, pr.k, tid);
-            tc_issue_tile(stage + TC_TILE_BYTES, b, pr.ldb, bn, pr.n, kt * tc::BK, pr.k, tid);
-        }
-    };
-    for kt in 0..TC_CP_STAGES - 1 {
-        if kt < ktiles {
-            issue(kt);
-        }
-        // Empty groups keep the group count in step with the tiles.
-        cp_async_commit();
-    }
-    let mut acc = [[[0.0f32; 4]; 4]; 4];
-    for kt in 0..ktiles {
-        cp_async_wait::<{ (TC_CP_STAGES - 2) as u32 }>();
-        // SAFETY: all threads; after it tile kt is complete and stage (kt - 1) is free.
-        unsafe { sync_threads() };
-        if kt + TC_CP_STAGES - 1 < ktiles {
-            issue(kt + TC_CP_STAGES - 1);
-        }
-        cp_async_commit();
-        let stage = smem + (kt % TC_CP_STAGES) as u32 * TC_STAGE_BYTES;
-        // SAFETY: tile kt is complete in this stage.
-        unsafe { tc_compute::<T>(stage, wm, wn, lane, &mut acc) };
-    }
-    cp_async_wait::<0>();
-    // SAFETY: forwarded from the caller.
-    unsafe { tc_epilogue(c, d, bias, pr, bm + wm * 64, bn + wn * 32, lane, &acc) };
 }
 
 /// What the epilogue needs, small enough to travel in registers to the non-inlined store.
@@ -541,12 +541,13 @@ unsafe fn ffma_gemm<const A_ROW: bool, const B_KC: bool, const VEC: bool>(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Entry points: `ft_gemm_<dtype>_<a><b>_<v16|v1>_<out>` (see `GemmVariant::entry_name`).
+// Entry points: `ft_gemm_<in>_<a><b>_v<align>_<out>_<tile>` (see `GemmVariant::entry_name`).
 // ABI: (a, b, c, d, bias, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, alpha, beta,
-// flags); strides are in elements, blockIdx.z is the batch index.
+// flags); strides are in elements, blockIdx.z is the batch index. With flag bit 4 set, a, b,
+// c and d are device arrays of per-batch pointers (pointer-array batches) and strides unused.
 
 macro_rules! gemm_entry {
-    ($name:expr, $body:ident, $T:ty, $O:ty, $ar:literal, $br:literal, $vec:literal) => {
+    ($name:expr, $T:ty, $O:ty, |$a:ident, $b:ident, $c:ident, $d:ident, $bias:ident, $pr:ident| $body:expr) => {
         const _: () = {
             #[unsafe(export_name = $name)]
             #[allow(clippy::too_many_arguments)]
@@ -555,7 +556,7 @@ macro_rules! gemm_entry {
                 b: *const $T,
                 c: *const $O,
                 d: *mut $O,
-                bias: *const $O,
+                $bias: *const $O,
                 m: u32,
                 n: u32,
                 k: u32,
@@ -570,7 +571,7 @@ macro_rules! gemm_entry {
                 flags: u32,
             ) {
                 let z = block_idx_z() as usize;
-                let pr = Problem {
+                let $pr = Problem {
                     m: m as usize,
                     n: n as usize,
                     k: k as usize,
@@ -581,44 +582,115 @@ macro_rules! gemm_entry {
                     beta,
                     flags,
                 };
-                // SAFETY: the host checked every pointer covers its batch of matrices, the
-                // alignment the variant needs, and launched 256 threads.
+                // SAFETY: the host checked every pointer (or pointer array) covers its batch of
+                // matrices, the alignment the variant needs, and the block size and shared
+                // memory of the variant.
                 unsafe {
-            gemm_entry!(@call $body, $T, $O, $ar, $br, $vec,
-                        a.add(z * stride_a as usize), b.add(z * stride_b as usize),
-                        c.add(z * stride_c as usize), d.add(z * stride_c as usize), bias, pr)
+                    let ($a, $b, $c, $d) = if flags & crate::gemm::PTR_ARRAY != 0 {
+                        (
+                            *(a as *const *const $T).add(z),
+                            *(b as *const *const $T).add(z),
+                            *(c as *const *const $O).add(z),
+                            *(d as *const *mut $O).add(z),
+                        )
+                    } else {
+                        (
+                            a.add(z * stride_a as usize),
+                            b.add(z * stride_b as usize),
+                            c.add(z * stride_c as usize),
+                            d.add(z * stride_c as usize),
+                        )
+                    };
+                    $body
                 }
             }
         };
     };
-    (@call tc, $T:ty, $O:ty, $ar:literal, $br:literal, $vec:literal, $a:expr, $b:expr, $c:expr, $d:expr, $bias:expr, $pr:expr) => {
-        tc_gemm::<$T, $O, $ar, $br, $vec>($a as *const u16, $b as *const u16, $c, $d, $bias, $pr)
+}
+
+// FFMA (f32): arguments A row-major, B column-major, 16-byte loads.
+macro_rules! ffma_entry {
+    ($ab:literal, $ar:literal, $bc:literal, $al:literal, $vec:literal) => {
+        gemm_entry!(concat!("ft_gemm_f32_", $ab, "_v", $al, "_f32_128x128x8"), f32, f32, |a, b, c, d, bias, pr| {
+            ffma_gemm::<$ar, $bc, $vec>(a, b, c, d, bias, pr)
+        });
     };
-    (@call tc_cp, $T:ty, $O:ty, $ar:literal, $br:literal, $vec:literal, $a:expr, $b:expr, $c:expr, $d:expr, $bias:expr, $pr:expr) => {
-        tc_gemm_cp::<$T, $O>($a as *const u16, $b as *const u16, $c, $d, $bias, $pr)
+}
+ffma_entry!("rr", true, false, 16, true);
+ffma_entry!("rc", true, true, 16, true);
+ffma_entry!("cr", false, false, 16, true);
+ffma_entry!("cc", false, true, 16, true);
+ffma_entry!("rr", true, false, 4, false);
+ffma_entry!("rc", true, true, 4, false);
+ffma_entry!("cr", false, false, 4, false);
+ffma_entry!("cc", false, true, 4, false);
+
+// Tensor cores. A tile group is (WM, WN, MT, NT, KB, ST, BM, BN, threads, name for 16-bit
+// inputs, name for tf32) and must match `gemm::tc::TILES` (the PTX test checks every name).
+macro_rules! tc_entry {
+    ($in:literal, $ab:literal, $akc:literal, $bkc:literal, $E:ty, $out:literal, $O:ty, $al:literal, $kind:ident,
+     ($wm:literal, $wn:literal, $mt:literal, $nt:literal, $kb:literal, $st:literal, $bm:literal, $bn:literal,
+      $th:literal, $n16:literal, $n32:literal)) => {
+        gemm_entry!(
+            concat!("ft_gemm_", $in, "_", $ab, "_v", $al, "_", $out, "_", tc_entry!(@name $kind, $n16, $n32)),
+            $E,
+            $O,
+            |a, b, c, d, bias, pr| tc_gemm::<$E, $O, $akc, $bkc, $al, $wm, $wn, $mt, $nt, $kb, $st, $bm, $bn, $th>(
+                a as *const u8,
+                b as *const u8,
+                c,
+                d,
+                bias,
+                pr
+            )
+        );
     };
-    (@call ffma, $T:ty, $O:ty, $ar:literal, $br:literal, $vec:literal, $a:expr, $b:expr, $c:expr, $d:expr, $bias:expr, $pr:expr) => {
-        ffma_gemm::<$ar, $br, $vec>($a, $b, $c, $d, $bias, $pr)
+    (@name half, $n16:literal, $n32:literal) => { $n16 };
+    (@name tf32, $n16:literal, $n32:literal) => { $n32 };
+}
+
+/// The four layouts of one (input, output, load width, tile).
+macro_rules! tc_layouts {
+    ($in:literal, $E:ty, $out:literal, $O:ty, $al:literal, $kind:ident, $tile:tt) => {
+        tc_entry!($in, "rr", true, false, $E, $out, $O, $al, $kind, $tile);
+        tc_entry!($in, "rc", true, true, $E, $out, $O, $al, $kind, $tile);
+        tc_entry!($in, "cr", false, false, $E, $out, $O, $al, $kind, $tile);
+        tc_entry!($in, "cc", false, true, $E, $out, $O, $al, $kind, $tile);
     };
 }
 
-// Arguments after the types: A row-major (k-contiguous), B column-major (k-contiguous), VEC.
-macro_rules! gemm_layouts {
-    ($body:ident, $rc16:ident, $T:ty, $O:ty, $dt:literal, $out:literal) => {
-        gemm_entry!(concat!("ft_gemm_", $dt, "_rr_v16_", $out), $body, $T, $O, true, false, true);
-        gemm_entry!(concat!("ft_gemm_", $dt, "_rc_v16_", $out), $rc16, $T, $O, true, true, true);
-        gemm_entry!(concat!("ft_gemm_", $dt, "_cr_v16_", $out), $body, $T, $O, false, false, true);
-        gemm_entry!(concat!("ft_gemm_", $dt, "_cc_v16_", $out), $body, $T, $O, false, true, true);
-        gemm_entry!(concat!("ft_gemm_", $dt, "_rr_v1_", $out), $body, $T, $O, true, false, false);
-        gemm_entry!(concat!("ft_gemm_", $dt, "_rc_v1_", $out), $body, $T, $O, true, true, false);
-        gemm_entry!(concat!("ft_gemm_", $dt, "_cr_v1_", $out), $body, $T, $O, false, false, false);
-        gemm_entry!(concat!("ft_gemm_", $dt, "_cc_v1_", $out), $body, $T, $O, false, true, false);
+/// Calls `$m!(args..., tile)` with the default tile (`TILES[0]`).
+macro_rules! default_tile {
+    ($m:ident!($($a:tt)*)) => {
+        $m!($($a)* (2, 4, 4, 4, 64, 4, 128, 128, 256, "128x128x32w2x4s4", "128x128x16w2x4s4"));
     };
 }
 
-// The k-contiguous aligned layout (`rc`, `v16`) of the 16-bit types takes the cp.async body.
-gemm_layouts!(ffma, ffma, f32, f32, "f32", "f32");
-gemm_layouts!(tc, tc_cp, f16, f16, "f16", "f16");
-gemm_layouts!(tc, tc_cp, f16, f32, "f16", "f32");
-gemm_layouts!(tc, tc_cp, bf16, bf16, "bf16", "bf16");
-gemm_layouts!(tc, tc_cp, bf16, f32, "bf16", "f32");
+/// Calls `$m!(args..., tile)` for `TILES[1..]`, in order.
+macro_rules! tuned_tiles {
+    ($m:ident!($($a:tt)*)) => {
+        $m!($($a)* (2, 4, 4, 8, 64, 3, 128, 256, 256, "128x256x32w2x4s3", "128x256x16w2x4s3"));
+        $m!($($a)* (4, 2, 4, 8, 64, 3, 256, 128, 256, "256x128x32w4x2s3", "256x128x16w4x2s3"));
+        $m!($($a)* (2, 2, 4, 8, 64, 4, 128, 128, 128, "128x128x32w2x2s4", "128x128x16w2x2s4"));
+        $m!($($a)* (2, 4, 4, 8, 128, 3, 128, 256, 256, "128x256x64w2x4s3", "128x256x32w2x4s3"));
+        $m!($($a)* (2, 2, 4, 4, 64, 4, 128, 64, 128, "128x64x32w2x2s4", "128x64x16w2x2s4"));
+        $m!($($a)* (2, 2, 2, 8, 64, 4, 64, 128, 128, "64x128x32w2x2s4", "64x128x16w2x2s4"));
+        $m!($($a)* (2, 2, 2, 4, 64, 4, 64, 64, 128, "64x64x32w2x2s4", "64x64x16w2x2s4"));
+    };
+}
+
+/// Default tile at every load width and output type; the other tiles at 16-byte loads with
+/// the input's own output type (see `GemmVariant::all`).
+macro_rules! tc_family {
+    ($in:literal, $E:ty, $kind:ident, [$($al:literal)*], $outs:tt, $own:literal, $OwnO:ty) => {
+        $(tc_family!(@outs $in, $E, $kind, $al, $outs);)*
+        tuned_tiles!(tc_layouts!($in, $E, $own, $OwnO, 16, $kind,));
+    };
+    (@outs $in:literal, $E:ty, $kind:ident, $al:literal, [$(($out:literal, $O:ty)),*]) => {
+        $(default_tile!(tc_layouts!($in, $E, $out, $O, $al, $kind,));)*
+    };
+}
+
+tc_family!("tf32", f32, tf32, [16 8 4], [("f32", f32)], "f32", f32);
+tc_family!("f16", f16, half, [16 8 4 2], [("f16", f16), ("f32", f32)], "f16", f16);
+tc_family!("bf16", bf16, half, [16 8 4 2], [("bf16", bf16), ("f32", f32)], "bf16", bf16);
