@@ -3,6 +3,7 @@
 # suite, compute-sanitizer, elementwise bench (JSON, markdown, trace), GEMM vs cuBLAS, torch
 # peers. Everything lands in $OUT/results/ and is packed into $OUT/results.tgz.
 set -uo pipefail
+bash bench/unpack-carry.sh || exit 1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export FERROTUNE_COMMIT=$(cat .carry/commit) FERROTUNE_REQUIRE_GPU=1
 R=$OUT/results; mkdir -p $R

@@ -3,6 +3,7 @@
 # Nsight Compute on two tiles, the cuBLAS comparison, and compute-sanitizer on the GEMM tests.
 # Results land in $OUT/results/ and are packed into $OUT/results.tgz.
 set -uo pipefail
+bash bench/unpack-carry.sh || exit 1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export FERROTUNE_COMMIT=$(cat .carry/commit) FERROTUNE_REQUIRE_GPU=1
 R=$OUT/results; mkdir -p $R

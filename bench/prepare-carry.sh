@@ -16,4 +16,8 @@ cp "${CARGO_TARGET_DIR:-target}/release/xtask" .carry/xtask
 cp "$test_bin" .carry/ferrotune_tests
 git rev-parse --short=12 HEAD > .carry/commit 2>/dev/null || echo unknown > .carry/commit
 if [ -n "$(git status --porcelain 2>/dev/null)" ]; then echo "$(cat .carry/commit)-dirty" > .carry/commit; fi
+# The binaries embed the PTX text (tens of MB, highly compressible) and the carry limit is
+# 64 MiB: ship them as one xz archive; `bench/unpack-carry.sh` restores them on the device.
+tar -C .carry -cf - xtask ferrotune_tests | xz -T2 -4 > .carry/bins.tar.xz
+rm .carry/xtask .carry/ferrotune_tests
 ls -la .carry
