@@ -61,7 +61,9 @@ fn sweep<T: Scalar>(
     let mut rows = Vec::new();
     for tile in 0..TILES.len() {
         let g = base.tile(tile);
-        let kernel = variant_for(&g, T::DTYPE, T::DTYPE, 256, 256)?.entry_name().as_str().to_string();
+        // Tiles other than the default need 16-byte aligned rows: skip them where that fails.
+        let Ok(v) = variant_for(&g, T::DTYPE, T::DTYPE, 256, 256) else { continue };
+        let kernel = v.entry_name().as_str().to_string();
         let mut d = Buffer::from_slice(&s, &vec![T::from_f32(f32::NAN); r.stride_c])?;
         let run = |d: &mut Buffer<T>| gemm::<T, T>(&s, &g, &a.all(), &b.all(), None, None, &mut d.all_mut());
         let outcome =

@@ -211,7 +211,8 @@ impl GemmVariant {
     pub fn fits_alignment(&self, ptrs: [u64; 2], lds_and_strides_elems: [usize; 4]) -> bool {
         let al = self.align as u64;
         let es = self.dtype.size_bytes() as u64;
-        ptrs.iter().all(|p| p.is_multiple_of(al)) && lds_and_strides_elems.iter().all(|&x| (x as u64 * es).is_multiple_of(al))
+        ptrs.iter().all(|p| p.is_multiple_of(al))
+            && lds_and_strides_elems.iter().all(|&x| (x as u64 * es).is_multiple_of(al))
     }
 }
 
@@ -266,6 +267,9 @@ pub mod tc {
         /// Bytes of K per stage (64 or 128).
         pub kb: usize,
         pub stages: usize,
+        /// Blocks per SM the tile is designed for: the PTX declares it (`.minnctapersm`), so
+        /// ptxas keeps registers within `65536 / (threads * min_blocks)`.
+        pub min_blocks: usize,
     }
 
     impl Tile {
@@ -322,23 +326,35 @@ pub mod tc {
         rows * elem + if elem == 4 { 32 } else { 16 }
     }
 
-    const fn t(wm: usize, wn: usize, mt: usize, nt: usize, kb: usize, stages: usize) -> Tile {
-        Tile { wm, wn, mt, nt, kb, stages }
+    const fn t(wm: usize, wn: usize, mt: usize, nt: usize, kb: usize, stages: usize, min_blocks: usize) -> Tile {
+        Tile { wm, wn, mt, nt, kb, stages, min_blocks }
     }
 
     /// The compiled tiles; index 0 is the default of every variant. To add one, append it
     /// here and to the `tc_tiles!` list in `entry/gemm.rs` (same order); the constraints its
     /// loads rely on are checked at compile time there, and the tuner picks it up.
     pub const TILES: [Tile; 8] = [
-        t(2, 4, 4, 4, 64, 4),  // 128 x 128, warp 64 x 32
-        t(2, 4, 4, 8, 64, 3),  // 128 x 256, warp 64 x 64
-        t(4, 2, 4, 8, 64, 3),  // 256 x 128, warp 64 x 64
-        t(2, 2, 4, 8, 64, 4),  // 128 x 128, warp 64 x 64, 4 warps
-        t(2, 4, 4, 8, 128, 3), // 128 x 256, 128 bytes of K per stage
-        t(2, 2, 4, 4, 64, 4),  // 128 x 64
-        t(2, 2, 2, 8, 64, 4),  // 64 x 128
-        t(2, 2, 2, 4, 64, 4),  // 64 x 64
+        t(2, 4, 4, 4, 64, 4, 2),  // 128 x 128, warp 64 x 32
+        t(2, 4, 4, 8, 64, 3, 1),  // 128 x 256, warp 64 x 64
+        t(4, 2, 4, 8, 64, 3, 1),  // 256 x 128, warp 64 x 64
+        t(2, 2, 4, 8, 64, 4, 2),  // 128 x 128, warp 64 x 64, 4 warps
+        t(2, 4, 4, 8, 128, 3, 1), // 128 x 256, 128 bytes of K per stage
+        t(2, 2, 4, 4, 64, 4, 3),  // 128 x 64
+        t(2, 2, 2, 8, 64, 4, 3),  // 64 x 128
+        t(2, 2, 2, 4, 64, 4, 4),  // 64 x 64
     ];
+}
+
+/// Launch bounds of a GEMM entry (threads per block, designed blocks per SM), for the PTX
+/// build to declare; `None` for names that are not tensor-core GEMM entries.
+pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
+    if !entry.starts_with("ft_gemm_") {
+        return None;
+    }
+    GemmVariant::all().filter(|v| v.math != Math::Ffma).find(|v| v.entry_name().as_str() == entry).map(|v| {
+        let t = tc::TILES[v.tile as usize];
+        (t.threads(), t.min_blocks as u32)
+    })
 }
 
 /// Tile shape of the FFMA kernel (f32): block 128 x 128 x 8, 256 threads of 8 x 8 outputs.

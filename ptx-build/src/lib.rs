@@ -157,6 +157,7 @@ pub fn build(opts: &BuildOptions) -> Result<Vec<PtxArtifact>, PtxBuildError> {
         }
         let asm = target_dir.join("nvptx64-nvidia-cuda").join("ptx").join("deps").join("ferrotune_kernels.s");
         let text = std::fs::read_to_string(&asm).map_err(|e| PtxBuildError::Io(format!("{}: {e}", asm.display())))?;
+        let text = add_launch_bounds(&text, ferrotune_kernels::gemm::launch_bounds);
         let path = opts.out_dir.join(format!("ferrotune_kernels.{arch}.ptx"));
         write_if_changed(&path, &text)?;
         out.push(PtxArtifact { arch: arch.clone(), path, entries: entries(&text) });
@@ -173,6 +174,27 @@ fn write_if_changed(path: &Path, text: &str) -> Result<(), PtxBuildError> {
         std::fs::create_dir_all(dir).map_err(|e| PtxBuildError::Io(format!("{}: {e}", dir.display())))?;
     }
     std::fs::write(path, text).map_err(|e| PtxBuildError::Io(format!("{}: {e}", path.display())))
+}
+
+/// Adds `.maxntid T, 1, 1` and `.minnctapersm B` after the parameter list of every entry for
+/// which `bounds` gives `(T, B)`: rustc has no launch-bounds attribute, and without them ptxas
+/// may spend registers that cost a tile its designed residency (blocks per SM).
+pub fn add_launch_bounds(ptx: &str, bounds: impl Fn(&str) -> Option<(u32, u32)>) -> String {
+    let mut out = String::with_capacity(ptx.len() + 4096);
+    let mut pending: Option<(u32, u32)> = None;
+    for line in ptx.split_inclusive('\n') {
+        if let Some(rest) = line.trim_start().strip_prefix(".visible .entry ") {
+            pending = bounds(rest.split('(').next().unwrap_or(rest).trim());
+        }
+        // The body's opening brace ends the entry's header.
+        if line.trim_end() == "{" {
+            if let Some((threads, blocks)) = pending.take() {
+                out.push_str(&format!(".maxntid {threads}, 1, 1\n.minnctapersm {blocks}\n"));
+            }
+        }
+        out.push_str(line);
+    }
+    out
 }
 
 /// Names of the `.entry` functions in a PTX module, in file order.
@@ -273,6 +295,16 @@ pub fn parse_ptxas_report(log: &str) -> Vec<EntryResources> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn launch_bounds_go_between_header_and_body() {
+        let ptx = ".visible .entry a(\n\t.param .u32 x\n)\n{\n\tret;\n}\n.visible .entry b()\n{\n\tret;\n}\n";
+        let out = add_launch_bounds(ptx, |n| (n == "a").then_some((256, 2)));
+        assert_eq!(
+            out,
+            ".visible .entry a(\n\t.param .u32 x\n)\n.maxntid 256, 1, 1\n.minnctapersm 2\n{\n\tret;\n}\n.visible .entry b()\n{\n\tret;\n}\n"
+        );
+    }
 
     #[test]
     fn entries_are_listed_in_order() {

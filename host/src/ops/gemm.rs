@@ -559,7 +559,8 @@ pub fn gemm_ptr_array<T: Scalar, O: Scalar>(
             // SAFETY: `check` proved each view covers one matrix as `g` describes it; the
             // table holds exactly those pointers, lives in `dev` (freed in stream order after
             // the launch), and `variant_for` matched the load width to all of them.
-            unsafe { launch(cs, gpu, &g, v, ptrs, true) }?;
+            // One grid layer per matrix (`g.batch` was 1 for the per-matrix checks).
+            unsafe { launch(cs, gpu, &Gemm { batch, ..g }, v, ptrs, true) }?;
             drop((gt, gbias, guards));
             drop(dev);
             Ok(())

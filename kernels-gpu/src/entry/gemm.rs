@@ -162,13 +162,14 @@ unsafe fn tc_issue<
     }
 }
 
-/// The warp's fragments of one 32-byte K step and its `MT x NT` mma.
+/// The warp's A and B fragments of one 32-byte K step of a stage: `MT` A tiles of 16 rows
+/// and `NT` B tiles of 8 columns.
 ///
 /// # Safety
 /// The stage holds complete tiles; all 32 lanes of every warp call it.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn tc_kstep<
+unsafe fn tc_frags<
     E: TcElem,
     const A_KC: bool,
     const B_KC: bool,
@@ -184,8 +185,7 @@ unsafe fn tc_kstep<
     m0: usize,
     n0: usize,
     lane: usize,
-    acc: &mut [[[f32; 4]; NT]; MT],
-) {
+) -> ([[u32; 4]; MT], [[u32; 2]; NT]) {
     let pk = (KB + 16) as u32;
     let (pa, pb) = (tc::pitch_mn(BM, E::BYTES) as u32, tc::pitch_mn(BN, E::BYTES) as u32);
     let kb0 = (ks * 32) as u32; // byte offset of the step along a k-contiguous row
@@ -219,9 +219,10 @@ unsafe fn tc_kstep<
             }
         };
     }
+    let mut fb = [[0u32; 2]; NT];
     for np in 0..NT / 2 {
         let n = n0 + np * 16;
-        let fb = if B_KC {
+        let q = if B_KC {
             // Matrices: (n 0-7, first 16 bytes), (n 0-7, next 16), (n 8-15, first), (n 8-15, next).
             let addr = sb + ((n + lane % 8 + (lane / 16) * 8) as u32) * pk + kb0 + (((lane / 8) % 2) * 16) as u32;
             // SAFETY: whole warp; rows inside the B tile.
@@ -245,13 +246,38 @@ unsafe fn tc_kstep<
                 ]
             }
         };
-        for (mt, row) in acc.iter_mut().enumerate() {
+        fb[2 * np] = [q[0], q[1]];
+        fb[2 * np + 1] = [q[2], q[3]];
+    }
+    (fa, fb)
+}
+
+/// The warp's `MT x NT` mma of one K step.
+///
+/// # Safety
+/// All 32 lanes of every warp call it.
+#[inline(always)]
+unsafe fn tc_mma<E: TcElem, const MT: usize, const NT: usize>(
+    f: &([[u32; 4]; MT], [[u32; 2]; NT]),
+    acc: &mut [[[f32; 4]; NT]; MT],
+) {
+    for (mt, row) in acc.iter_mut().enumerate() {
+        for (nt, cell) in row.iter_mut().enumerate() {
             // SAFETY: whole warp.
-            unsafe {
-                row[2 * np] = E::mma(fa[mt], [fb[0], fb[1]], row[2 * np]);
-                row[2 * np + 1] = E::mma(fa[mt], [fb[2], fb[3]], row[2 * np + 1]);
-            }
+            *cell = unsafe { E::mma(f.0[mt], f.1[nt], *cell) };
         }
+    }
+}
+
+/// Waits until at most `n` of this thread's `cp.async` groups are pending (an immediate
+/// operand: one arm per depth the tiles use).
+#[inline(always)]
+fn cp_async_wait_at_most(n: usize) {
+    match n {
+        0 => cp_async_wait::<0>(),
+        1 => cp_async_wait::<1>(),
+        2 => cp_async_wait::<2>(),
+        _ => cp_async_wait::<3>(),
     }
 }
 
@@ -289,7 +315,7 @@ unsafe fn tc_gemm<
     // BM, BN, TH are derived parameters (const generics cannot compute them); check them.
     const { assert!(BM == WM * MT * 16 && BN == WN * NT * 8 && TH == WM * WN * 32 && NT % 2 == 0 && KB % 32 == 0) };
     const { assert!(ST >= 2 && ST <= 5) };
-    let tile = tc::Tile { wm: WM, wn: WN, mt: MT, nt: NT, kb: KB, stages: ST };
+    let tile = tc::Tile { wm: WM, wn: WN, mt: MT, nt: NT, kb: KB, stages: ST, min_blocks: 1 };
     let a_bytes = tile.operand_bytes(BM, E::BYTES, A_KC) as u32;
     let stage_bytes = a_bytes + tile.operand_bytes(BN, E::BYTES, B_KC) as u32;
     let tid = thread_idx_x() as usize;
@@ -309,7 +335,12 @@ unsafe fn tc_gemm<
             tc_issue::<E, B_KC, AL, BN, KB, TH>(stage + a_bytes, b, pr.ldb, bn, pr.n, kt * bk, pr.k, tid);
         }
     };
-    for kt in 0..ST - 1 {
+    // Software pipeline: all ST stages are filled up front; in each k-tile the fragments of
+    // step ks + 1 are read while step ks multiplies, and before the tile's last step the
+    // block waits for the next tile, refills the stage it just finished reading (every
+    // fragment of it is in registers by then) and starts reading the next tile, so neither
+    // the barrier nor the first ldmatrix of a tile stalls the tensor cores.
+    for kt in 0..ST {
         if kt < ktiles {
             issue(kt);
         }
@@ -318,26 +349,34 @@ unsafe fn tc_gemm<
     }
     let mut acc = [[[0.0f32; 4]; NT]; MT];
     let (m0, n0) = (wm * MT * 16, wn * NT * 8);
+    let frags = |stage: u32, ks: usize| {
+        // SAFETY: callers pass a stage whose tile is complete (after the barrier); whole warps.
+        unsafe { tc_frags::<E, A_KC, B_KC, BM, BN, KB, MT, NT>(stage, stage + a_bytes, ks, m0, n0, lane) }
+    };
+    cp_async_wait_at_most(ST - 1);
+    // SAFETY: all threads; tile 0 is complete after it.
+    unsafe { sync_threads() };
+    let mut cur = frags(smem, 0);
     for kt in 0..ktiles {
-        // Wait until at most ST - 2 groups are pending (an immediate operand: one arm per depth).
-        match ST {
-            2 => cp_async_wait::<0>(),
-            3 => cp_async_wait::<1>(),
-            4 => cp_async_wait::<2>(),
-            _ => cp_async_wait::<3>(),
-        }
-        // SAFETY: all threads; after it tile kt is complete and stage (kt - 1) is free.
-        unsafe { sync_threads() };
-        if kt + ST - 1 < ktiles {
-            issue(kt + ST - 1);
-        }
-        cp_async_commit();
         let stage = smem + (kt % ST) as u32 * stage_bytes;
         for ks in 0..KB / 32 {
-            // SAFETY: tile kt is complete in this stage; whole warps.
-            unsafe {
-                tc_kstep::<E, A_KC, B_KC, BM, BN, KB, MT, NT>(stage, stage + a_bytes, ks, m0, n0, lane, &mut acc)
+            let next = if ks + 1 < KB / 32 {
+                frags(stage, ks + 1)
+            } else {
+                // Tile kt + 1 complete: of the tiles committed (up to kt + ST - 1), ST - 2 may pend.
+                cp_async_wait_at_most(ST - 2);
+                // SAFETY: all threads (uniform trip counts); after it tile kt + 1 is visible and
+                // no warp reads stage kt any more.
+                unsafe { sync_threads() };
+                if kt + ST < ktiles {
+                    issue(kt + ST);
+                }
+                cp_async_commit();
+                if kt + 1 < ktiles { frags(smem + ((kt + 1) % ST) as u32 * stage_bytes, 0) } else { cur }
             };
+            // SAFETY: whole warps.
+            unsafe { tc_mma::<E, MT, NT>(&cur, &mut acc) };
+            cur = next;
         }
     }
     cp_async_wait::<0>();
