@@ -57,12 +57,12 @@ fn sweep<T: Scalar>(
     let hb: Vec<T> = rng.vec(r.stride_b, -1.0, 1.0);
     let a = Buffer::from_slice(&s, &ha)?;
     let b = Buffer::from_slice(&s, &hb)?;
-    let heuristic = variant_for(&base, T::DTYPE, T::DTYPE, 256, 256)?.tile as usize;
+    let heuristic = variant_for(&r, T::DTYPE, T::DTYPE, 256, 256)?.tile as usize;
     let mut rows = Vec::new();
     for tile in 0..TILES.len() {
         let g = base.tile(tile);
         // Tiles other than the default need 16-byte aligned rows: skip them where that fails.
-        let Ok(v) = variant_for(&g, T::DTYPE, T::DTYPE, 256, 256) else { continue };
+        let Ok(v) = variant_for(&g.resolved(), T::DTYPE, T::DTYPE, 256, 256) else { continue };
         let kernel = v.entry_name().as_str().to_string();
         let mut d = Buffer::from_slice(&s, &vec![T::from_f32(f32::NAN); r.stride_c])?;
         let run = |d: &mut Buffer<T>| gemm::<T, T>(&s, &g, &a.all(), &b.all(), None, None, &mut d.all_mut());

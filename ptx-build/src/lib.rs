@@ -187,10 +187,10 @@ pub fn add_launch_bounds(ptx: &str, bounds: impl Fn(&str) -> Option<(u32, u32)>)
             pending = bounds(rest.split('(').next().unwrap_or(rest).trim());
         }
         // The body's opening brace ends the entry's header.
-        if line.trim_end() == "{" {
-            if let Some((threads, blocks)) = pending.take() {
-                out.push_str(&format!(".maxntid {threads}, 1, 1\n.minnctapersm {blocks}\n"));
-            }
+        if line.trim_end() == "{"
+            && let Some((threads, blocks)) = pending.take()
+        {
+            out.push_str(&format!(".maxntid {threads}, 1, 1\n.minnctapersm {blocks}\n"));
         }
         out.push_str(line);
     }

@@ -400,14 +400,79 @@ unsafe fn tc_epilogue<O: Element, const MT: usize, const NT: usize>(
     lane: usize,
     acc: &[[[f32; 4]; NT]; MT],
 ) {
+    // Each lane holds pairs of adjacent columns: store them as one 4- or 8-byte access when
+    // D's rows keep pairs aligned (even ldc, aligned base), else element by element.
+    let size = core::mem::size_of::<O>();
+    let paired = pr.ldc % 2 == 0 && (d as usize) % (2 * size) == 0;
     for (mt, row) in acc.iter().enumerate() {
         for (nt, cell) in row.iter().enumerate() {
-            for (i, &v) in cell.iter().enumerate() {
-                let gm = m0 + mt * 16 + lane / 4 + (i / 2) * 8;
-                let gn = n0 + nt * 8 + (lane % 4) * 2 + i % 2;
+            for half in 0..2 {
+                let gm = m0 + mt * 16 + lane / 4 + half * 8;
+                let gn = n0 + nt * 8 + (lane % 4) * 2;
                 // SAFETY: predicated on the bounds checked inside.
-                unsafe { store_out(c, d, bias, pr.out(), gm, gn, v) };
+                unsafe { store_out_pair(c, d, bias, pr.out(), gm, gn, cell[2 * half], cell[2 * half + 1], paired) };
             }
+        }
+    }
+}
+
+/// Epilogue and predicated store of the output pair `(gm, gn)`, `(gm, gn + 1)`. Not inlined:
+/// its body (the GELU forms) repeated for each of a thread's accumulator pairs would stop the
+/// compiler from fully unrolling the store loops, which then index the accumulators from
+/// local memory.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+unsafe fn store_out_pair<O: Element>(
+    c: *const O,
+    d: *mut O,
+    bias: *const O,
+    out: OutArgs,
+    gm: usize,
+    gn: usize,
+    v0: f32,
+    v1: f32,
+    paired: bool,
+) {
+    if gm >= out.m || gn >= out.n {
+        return;
+    }
+    let idx = gm * out.ldc + gn;
+    let epi = |v: f32, j: usize| {
+        // SAFETY: (gm, gn + j) is inside the output; C and bias are read only when enabled.
+        let cv = if out.flags & 8 != 0 { unsafe { (*c.add(idx + j)).to_f32() } } else { 0.0 };
+        let bv = if out.flags & 1 != 0 { unsafe { (*bias.add(gn + j)).to_f32() } } else { 0.0 };
+        O::from_f32(Epilogue::apply_flags(out.flags, out.alpha, out.beta, v, cv, bv, O::DTYPE))
+    };
+    if paired && gn + 1 < out.n {
+        let (o0, o1) = (epi(v0, 0), epi(v1, 1));
+        // SAFETY: both elements are inside the output, and `paired` makes the address a
+        // multiple of the pair's size.
+        unsafe { store_pair(d.add(idx), o0, o1) };
+    } else {
+        // SAFETY: as above, element by element.
+        unsafe { *d.add(idx) = epi(v0, 0) };
+        if gn + 1 < out.n {
+            // SAFETY: as above.
+            unsafe { *d.add(idx + 1) = epi(v1, 1) };
+        }
+    }
+}
+
+/// Stores two adjacent output elements with one access.
+///
+/// # Safety
+/// `p` and `p + 1` are writable and `p` is aligned to twice the element size.
+#[inline(always)]
+unsafe fn store_pair<O: Element>(p: *mut O, o0: O, o1: O) {
+    // SAFETY: the caller guarantees the pair's alignment and bounds; the element types are
+    // plain 2- or 4-byte values.
+    unsafe {
+        if core::mem::size_of::<O>() == 2 {
+            let (b0, b1): (u16, u16) = (core::mem::transmute_copy(&o0), core::mem::transmute_copy(&o1));
+            *(p as *mut u32) = b0 as u32 | (b1 as u32) << 16;
+        } else {
+            let (b0, b1): (u32, u32) = (core::mem::transmute_copy(&o0), core::mem::transmute_copy(&o1));
+            *(p as *mut u64) = b0 as u64 | (b1 as u64) << 32;
         }
     }
 }
