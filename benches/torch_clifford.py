@@ -531,7 +531,12 @@ class Sweep:
                 else:
                     fn = self.impl_fn(alg, op, impl)
                 try:
+                    t0 = time.perf_counter()
                     got = self.call(op, fn, sets[0], grad)
+                    self.sync()
+                    if impl == "compile" and time.perf_counter() - t0 > 1.0:  # a recompile, not a run
+                        self.compile_log.append({"dim": dim, "op": op, "N": n, "B": b, "recompiled": True,
+                                                 "seconds": round(time.perf_counter() - t0, 2)})
                     # f32 arithmetic lands far under these; the gradient of the weights and the
                     # fcgp sum over B or N in f32, so they get 1e-4.
                     tol = 1e-5 if op == "fwd" else 1e-4
