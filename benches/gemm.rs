@@ -1,10 +1,11 @@
 //! The GEMM benchmark: our kernels against cuBLAS on the same shapes and dtypes in the same
 //! process, each result checked against a float64 reference on sampled elements; plus the
-//! batched and fused-epilogue comparisons.
+//! batched (against separate launches and cuBLAS strided-batched) and fused-epilogue (against
+//! our unfused kernels and cuBLASLt's GELU_BIAS epilogue) comparisons.
 
 use ferrotune::ops::gemm::{Epilogue, Gemm, Layout, Precision, gemm};
 use ferrotune::ops::{self, Activation, GeluForm};
-use ferrotune::peer::{CublasGemm, GemmMath, GemmShape};
+use ferrotune::peer::{CublasBatchedGemm, CublasGemm, CublasLtGeluBias, GemmMath, GemmShape, PeerError};
 use ferrotune::{Backend, Buffer, DType, Result, Scalar, Stream, bf16, f16};
 use ferrotune_autotune::measure::{Repeat, Stats, time_on_stream};
 use ferrotune_testkit::{Rng, Tolerance, activation_f64, gemm_dot};
@@ -35,6 +36,55 @@ pub struct GemmRow {
 
 fn tflops(flops: f64, ms: f64) -> f64 {
     flops / (ms * 1e-3) / 1e12
+}
+
+/// Elements of a vendor peer's output checked against its float64 reference before timing.
+const PEER_SAMPLES: usize = 256;
+
+/// A vendor peer the bench checks, then times.
+trait Peer {
+    fn verify(&mut self, samples: usize) -> std::result::Result<f64, PeerError>;
+    fn launch(&mut self) -> std::result::Result<(), PeerError>;
+}
+
+impl Peer for CublasBatchedGemm {
+    fn verify(&mut self, samples: usize) -> std::result::Result<f64, PeerError> {
+        CublasBatchedGemm::verify(self, samples)
+    }
+    fn launch(&mut self) -> std::result::Result<(), PeerError> {
+        CublasBatchedGemm::launch(self)
+    }
+}
+
+impl Peer for CublasLtGeluBias {
+    fn verify(&mut self, samples: usize) -> std::result::Result<f64, PeerError> {
+        CublasLtGeluBias::verify(self, samples)
+    }
+    fn launch(&mut self) -> std::result::Result<(), PeerError> {
+        CublasLtGeluBias::launch(self)
+    }
+}
+
+/// Checks `peer` on sampled elements, then times its launches: the row's peer column and
+/// stats. A peer that cannot be made, fails, or does not match its reference is not a
+/// comparison: no stats, and the column says why.
+fn check_and_time<P: Peer>(
+    s: &Stream,
+    repeat: Repeat,
+    name: &str,
+    peer: std::result::Result<P, PeerError>,
+) -> (String, Option<Stats>) {
+    let timed = peer.and_then(|mut p| {
+        p.verify(PEER_SAMPLES)?;
+        time_on_stream(s, repeat, |_| {
+            p.launch().map_err(|e| ferrotune::Error::InvalidConfig { op: "peer", why: e.to_string() })
+        })
+        .map_err(PeerError::from)
+    });
+    match timed {
+        Ok(st) => (name.into(), Some(st)),
+        Err(e) => (format!("{name} not run: {e}"), None),
+    }
 }
 
 /// Checks `samples` random elements of D against a float64 dot product.
@@ -157,15 +207,17 @@ fn compare_typed<T: Scalar>(backend: &Backend, math: GemmMath, shape: GemmShape,
     })
 }
 
-/// A strided batch in one launch against the same products launched one by one.
-pub fn batched_vs_loop(
+/// A strided batch of row-major bf16 products in one launch, against the same products launched
+/// one by one (ours) and against cuBLAS's strided-batched GEMM on the same layout. Returns
+/// (vs separate launches, vs cuBLAS).
+pub fn batched_comparisons(
     backend: &Backend,
     batch: usize,
     m: usize,
     n: usize,
     k: usize,
     repeat: Repeat,
-) -> Result<GemmRow> {
+) -> Result<[GemmRow; 2]> {
     let s = backend.stream();
     let g = Gemm::new(m, n, k).batched(batch);
     let mut o = operands::<bf16, bf16>(&s, &g, 11)?;
@@ -184,28 +236,39 @@ pub fn batched_vs_loop(
         }
         Ok(())
     })?;
-    let (t_ours, t_loop) = (tflops(g.flops(), ours.median_ms), tflops(g.flops(), looped.median_ms));
-    Ok(GemmRow {
-        case: format!("batched {batch} x"),
-        dtype: "bf16".into(),
-        m,
-        n,
-        k,
-        batch,
-        ours,
-        ours_tflops: t_ours,
-        peer: format!("{batch} separate launches (ours)"),
-        peer_stats: Some(looped),
-        peer_tflops: Some(t_loop),
-        ratio: Some(t_ours / t_loop),
-        correct: mismatch.is_none(),
-        mismatch,
-    })
+    drop(o);
+    let shape = GemmShape { m, n, k };
+    let (cublas, cublas_stats) =
+        check_and_time(&s, repeat, "cuBLAS strided-batched", CublasBatchedGemm::new(&s, GemmMath::Bf16, shape, batch));
+    let row = |peer: String, st: Option<Stats>| {
+        let peer_tflops = st.map(|st| tflops(g.flops(), st.median_ms));
+        let ours_tflops = tflops(g.flops(), ours.median_ms);
+        GemmRow {
+            case: format!("batched {batch} x"),
+            dtype: "bf16".into(),
+            m,
+            n,
+            k,
+            batch,
+            ours,
+            ours_tflops,
+            peer,
+            peer_stats: st,
+            peer_tflops,
+            ratio: peer_tflops.map(|p| ours_tflops / p),
+            correct: mismatch.is_none(),
+            mismatch: mismatch.clone(),
+        }
+    };
+    Ok([row(format!("{batch} separate launches (ours)"), Some(looped)), row(cublas, cublas_stats)])
 }
 
 /// `gelu(x wᵀ + bias)` fused, against our GEMM alone and against GEMM + bias_add + gelu as
-/// three kernels. Returns (fused vs GEMM-only, fused vs three kernels).
-pub fn fused_linear_bias_gelu(backend: &Backend, m: usize, n: usize, k: usize, repeat: Repeat) -> Result<[GemmRow; 2]> {
+/// three kernels; and, with the tanh GELU (the form cuBLASLt's epilogue computes), against
+/// cuBLASLt's GELU_BIAS epilogue. Returns (fused vs GEMM-only, fused vs three kernels, tanh
+/// fused vs cuBLASLt): the third row's case is `linear_bias_gelu_tanh`, its time our kernel
+/// with the tanh epilogue.
+pub fn fused_linear_bias_gelu(backend: &Backend, m: usize, n: usize, k: usize, repeat: Repeat) -> Result<[GemmRow; 3]> {
     let s = backend.stream();
     let e = Epilogue { bias: true, act: Activation::GeluErf, ..Epilogue::PLAIN };
     let fused = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(e);
@@ -222,22 +285,42 @@ pub fn fused_linear_bias_gelu(backend: &Backend, m: usize, n: usize, k: usize, r
         ops::bias_add_inplace(&s, &mut o.d.all_mut(), &o.bias.all(), m, n)?;
         ops::gelu(&s, GeluForm::Erf, &o.d.all(), &mut tmp.all_mut())
     })?;
+    let tanh = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(Epilogue {
+        bias: true,
+        act: Activation::GeluTanh,
+        ..Epilogue::PLAIN
+    });
+    run_ours(&s, &tanh, &mut o)?;
+    let d = o.d.to_vec(&s)?;
+    let tanh_mismatch = check_samples(&tanh, &o.ha, &o.hb, &d, Some(&o.hbias), 256);
+    let t_tanh = time_on_stream(&s, repeat, |_| run_ours(&s, &tanh, &mut o))?;
+    drop((o, tmp));
+    let (lt, lt_stats) = check_and_time(
+        &s,
+        repeat,
+        "cuBLASLt GELU_BIAS",
+        CublasLtGeluBias::new(&s, GemmMath::Bf16, GemmShape { m, n, k }),
+    );
     let flops = fused.flops();
-    let row = |peer: &str, st: Stats| GemmRow {
-        case: "linear_bias_gelu".into(),
+    let row = |case: &str, ours: Stats, peer: String, st: Option<Stats>, mismatch: &Option<String>| GemmRow {
+        case: case.into(),
         dtype: DType::Bf16.name().into(),
         m,
         n,
         k,
         batch: 1,
-        ours: t_fused,
-        ours_tflops: tflops(flops, t_fused.median_ms),
-        peer: peer.into(),
-        peer_stats: Some(st),
-        peer_tflops: Some(tflops(flops, st.median_ms)),
-        ratio: Some(st.median_ms / t_fused.median_ms),
+        ours,
+        ours_tflops: tflops(flops, ours.median_ms),
+        peer,
+        peer_stats: st,
+        peer_tflops: st.map(|st| tflops(flops, st.median_ms)),
+        ratio: st.map(|st| st.median_ms / ours.median_ms),
         correct: mismatch.is_none(),
         mismatch: mismatch.clone(),
     };
-    Ok([row("our GEMM without epilogue", t_plain), row("GEMM + bias_add + gelu (3 kernels, ours)", t_three)])
+    Ok([
+        row("linear_bias_gelu", t_fused, "our GEMM without epilogue".into(), Some(t_plain), &mismatch),
+        row("linear_bias_gelu", t_fused, "GEMM + bias_add + gelu (3 kernels, ours)".into(), Some(t_three), &mismatch),
+        row("linear_bias_gelu_tanh", t_tanh, lt, lt_stats, &tanh_mismatch),
+    ])
 }

@@ -530,3 +530,25 @@ fn the_roofline_svg_is_written_with_its_roofs_and_points() {
     assert!(std::fs::read_to_string(&path).unwrap().contains("gelu_erf (f32)"));
     std::fs::remove_file(&path).unwrap();
 }
+
+/// The torch peers of the Clifford ops (`benches/torch_clifford.py`) check themselves against a
+/// float64 reference built from the blade table, the notes' 2D formulas and finite differences.
+/// Runs where the interpreter (`FERROTUNE_PYTHON`, else `python3`) has torch; CI has none.
+#[test]
+fn the_torch_clifford_peers_pass_their_self_check() {
+    let py = std::env::var("FERROTUNE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let has_torch = std::process::Command::new(&py)
+        .args(["-c", "import torch"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !has_torch {
+        println!("skipped: {py} has no torch");
+        return;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("torch_clifford.py");
+    let out = std::process::Command::new(&py).arg(&script).args(["--check", "--device", "cpu"]).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{}", text);
+    assert!(text.contains("self-check on cpu:") && !text.contains("CHECK FAILED"), "{text}");
+}

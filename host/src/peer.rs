@@ -1,7 +1,9 @@
-//! Vendor peers for the bench's compute ceilings: one cuBLAS GEMM per call on device operands
-//! of the stream, so the best GEMM rate per dtype is measured in the same run as our kernels.
-//! cuBLAS is loaded at run time; where it (or a device) is missing the answer is a typed
-//! `PeerError`, never a panic.
+//! Vendor peers for the bench's compute ceilings and comparisons: one cuBLAS GEMM per call on
+//! device operands of the stream, so the best GEMM rate per dtype is measured in the same run as
+//! our kernels; a strided-batched cuBLAS GEMM (`batched`) and a cuBLASLt GEMM with the GELU_BIAS
+//! epilogue (`lt`) on the layouts of our batched and fused ops (`colmajor`: how those map onto
+//! cuBLAS's arguments). cuBLAS and cuBLASLt are loaded at run time; where they (or a device) are
+//! missing the answer is a typed `PeerError`, never a panic.
 
 use std::sync::Arc;
 
@@ -13,6 +15,13 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use crate::device::driver_present;
 use crate::error::{DriverContext, Error};
 use crate::stream::Stream;
+
+mod batched;
+mod colmajor;
+mod lt;
+
+pub use batched::CublasBatchedGemm;
+pub use lt::{CublasLtGeluBias, cublaslt_present, gelu_tanh};
 
 /// What a GEMM peer computes in: operand types and whether tensor cores may round to TF32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -142,6 +151,13 @@ pub enum PeerError {
     /// cuBLAS returned a failure status.
     #[error("cuBLAS error during {context}: {source}")]
     Cublas { context: String, source: CublasError },
+    /// cuBLASLt returned a failure status (NOT_SUPPORTED from its heuristic: no algorithm for
+    /// this shape, type and epilogue).
+    #[error("cuBLASLt error during {context}: {source}")]
+    CublasLt { context: String, source: cudarc::cublaslt::result::CublasError },
+    /// The peer does not run this configuration (e.g. the GELU_BIAS peer with f32 operands).
+    #[error("{what}: unsupported {why}")]
+    Unsupported { what: &'static str, why: String },
     /// The runtime failed around the call (allocation, copy).
     #[error(transparent)]
     Runtime(#[from] Error),
@@ -263,16 +279,26 @@ impl CublasGemm {
                 want += t;
                 sq += t * t;
             }
-            let got = at(&c, i + j * m);
-            let scale = want.abs() + sq.sqrt();
-            let err = if scale > 0.0 { (got - want).abs() / scale } else { got.abs() };
-            worst = worst.max(if err.is_nan() { f64::INFINITY } else { err });
+            worst = worst.max(sample_error(at(&c, i + j * m), want, sq));
         }
         if worst > self.math.tolerance() {
             return Err(PeerError::Mismatch { math: self.math.name(), error: worst, tolerance: self.math.tolerance() });
         }
         Ok(worst)
     }
+}
+
+/// `|got - want| / (|want| + sqrt(sq))`, `sq` the sum of the squared terms of `want` (so
+/// cancellation does not inflate it); NaN counts as infinitely wrong.
+fn sample_error(got: f64, want: f64, sq: f64) -> f64 {
+    let scale = want.abs() + sq.sqrt();
+    let err = if scale > 0.0 { (got - want).abs() / scale } else { got.abs() };
+    if err.is_nan() { f64::INFINITY } else { err }
+}
+
+/// Bytes of `elements` operands of `math` (bounded by the callers' shape checks).
+fn operand_bytes(elements: usize, math: GemmMath) -> usize {
+    elements * math.element_bytes()
 }
 
 /// A device buffer of `bytes` filled with pseudo-random elements of `math`'s type: a 1 MiB
@@ -337,6 +363,14 @@ mod tests {
         let vals: Vec<f32> = t.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
         assert!(vals.iter().all(|v| (-1.0..1.0).contains(v)));
         assert!(vals.iter().any(|v| *v < -0.5) && vals.iter().any(|v| *v > 0.5));
+    }
+
+    #[test]
+    fn sample_errors_are_relative_and_nan_is_infinite() {
+        assert_eq!(sample_error(1.0, 1.0, 1.0), 0.0);
+        assert!((sample_error(1.1, 1.0, 1.0) - 0.05).abs() < 1e-12);
+        assert_eq!(sample_error(f64::NAN, 1.0, 1.0), f64::INFINITY);
+        assert_eq!(sample_error(0.25, 0.0, 0.0), 0.25);
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! `cargo xtask bench --ops gemm`: our GEMM against cuBLAS on the same shapes in the same
-//! process, plus the batched and fused-epilogue comparisons; a table on stdout and JSON.
+//! process, plus the batched (vs separate launches, vs cuBLAS strided-batched) and fused-epilogue
+//! (vs our unfused kernels, vs cuBLASLt GELU_BIAS) comparisons; a table on stdout and JSON.
 
 use anyhow::Context;
 use ferrotune::peer::{GemmMath, GemmShape};
 use ferrotune::{Backend, BackendChoice};
 use ferrotune_autotune::measure::Repeat;
-use ferrotune_bench::gemm::{GemmRow, batched_vs_loop, compare_with_cublas, fused_linear_bias_gelu};
+use ferrotune_bench::gemm::{GemmRow, batched_comparisons, compare_with_cublas, fused_linear_bias_gelu};
 
 /// What `bench --ops gemm` runs.
 pub struct GemmArgs {
@@ -64,9 +65,10 @@ pub fn run(args: GemmArgs) -> anyhow::Result<()> {
             rows.push(r);
         }
     }
-    let r = batched_vs_loop(&backend, 40, 32, 256, 256, repeat)?;
-    print(&r);
-    rows.push(r);
+    for r in batched_comparisons(&backend, 40, 32, 256, 256, repeat)? {
+        print(&r);
+        rows.push(r);
+    }
     for (m, n, k) in [(8192, 3072, 768), (512, 3072, 768)] {
         for r in fused_linear_bias_gelu(&backend, m, n, k, repeat)? {
             print(&r);
