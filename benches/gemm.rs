@@ -8,7 +8,7 @@ use ferrotune::ops::{self, Activation, GeluForm};
 use ferrotune::peer::{CublasBatchedGemm, CublasGemm, CublasLtGeluBias, GemmMath, GemmShape, PeerError};
 use ferrotune::{Backend, Buffer, DType, Result, Scalar, Stream, bf16, f16};
 use ferrotune_autotune::measure::{Repeat, Stats, time_on_stream};
-use ferrotune_testkit::{Rng, Tolerance, activation_f64, gemm_dot};
+use ferrotune_testkit::Rng;
 use serde::{Deserialize, Serialize};
 
 /// One (dtype, shape) comparison.
@@ -87,7 +87,8 @@ fn check_and_time<P: Peer>(
     }
 }
 
-/// Checks `samples` random elements of D against a float64 dot product.
+/// Checks `samples` random elements of D (and its corners and centre) against a float64 dot
+/// product (`ferrotune_testkit::gemm_check_samples`).
 pub(crate) fn check_samples<T: Scalar, O: Scalar>(
     g: &Gemm,
     a: &[T],
@@ -96,28 +97,7 @@ pub(crate) fn check_samples<T: Scalar, O: Scalar>(
     bias: Option<&[O]>,
     samples: usize,
 ) -> Option<String> {
-    let r = g.resolved();
-    let tol = Tolerance::of(O::DTYPE);
-    // TF32 drops 13 mantissa bits of each input: products are off by up to 2^-9.
-    let acc_rel = if T::DTYPE == DType::F32 && r.precision.uses_tf32() { 2e-5 + 2f64.powi(-9) } else { 2e-5 };
-    let mut rng = Rng::new(99);
-    for _ in 0..samples {
-        let z = (rng.next_u64() % r.batch as u64) as usize;
-        let i = (rng.next_u64() % r.m as u64) as usize;
-        let j = (rng.next_u64() % r.n as u64) as usize;
-        let (acc, mag) = gemm_dot(&r, a, b, z, i, j);
-        let mut v = r.epilogue.alpha as f64 * acc;
-        if let Some(bias) = bias {
-            v += bias[j].to_f32() as f64;
-        }
-        let want = activation_f64(r.epilogue.act, v);
-        let got = d[z * r.stride_c + i * r.ldc + j].to_f32() as f64;
-        let allowed = acc_rel * mag + tol.rel * want.abs() + tol.abs;
-        if got.is_nan() || (got - want).abs() > allowed * 1.2 {
-            return Some(format!("({z}, {i}, {j}): got {got:e}, want {want:e} (allowed {allowed:e})"));
-        }
-    }
-    None
+    ferrotune_testkit::gemm_check_samples(g, a, b, d, bias, samples, 99).err()
 }
 
 /// Operands of one problem on the device, and their host copies for the check.

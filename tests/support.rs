@@ -185,3 +185,55 @@ pub fn gemm_dot<T: Scalar>(
     }
     (acc, mag)
 }
+
+/// The error a GEMM element may carry: `acc_rel` of the sum of |terms| `mag` for the inputs'
+/// arithmetic (TF32 drops 13 mantissa bits of each input: products are off by up to 2^-9),
+/// plus the rounding of the output type at `want`, with 20% headroom.
+pub fn gemm_allowed(g: &ferrotune::ops::gemm::Gemm, input: DType, out: DType, mag: f64, want: f64) -> f64 {
+    let acc_rel = if input == DType::F32 && g.precision.uses_tf32() { 2e-5 + 2f64.powi(-9) } else { 2e-5 };
+    let tol = Tolerance::of(out);
+    1.2 * (acc_rel * mag + tol.rel * want.abs() + tol.abs)
+}
+
+/// Checks `d` (the output of the resolved GEMM `g` with plain or bias+activation epilogue,
+/// beta = 0) against float64 dot products: the four corners and the centre of the first and
+/// last matrix of the batch, then `samples` seeded random elements. The first mismatch (or
+/// unwritten NaN) is the error.
+pub fn gemm_check_samples<T: Scalar, O: Scalar>(
+    g: &ferrotune::ops::gemm::Gemm,
+    a: &[T],
+    b: &[T],
+    d: &[O],
+    bias: Option<&[O]>,
+    samples: usize,
+    seed: u64,
+) -> Result<(), String> {
+    let r = g.resolved();
+    if r.m == 0 || r.n == 0 || r.batch == 0 {
+        return Ok(());
+    }
+    let (lm, ln, lz) = (r.m - 1, r.n - 1, r.batch - 1);
+    let mut at: Vec<(usize, usize, usize)> = Vec::with_capacity(samples + 10);
+    for z in [0, lz] {
+        at.extend([(z, 0, 0), (z, 0, ln), (z, lm, 0), (z, lm, ln), (z, r.m / 2, r.n / 2)]);
+    }
+    let mut rng = Rng::new(seed);
+    for _ in 0..samples {
+        let pick = |rng: &mut Rng, n: usize| (rng.next_u64() % n as u64) as usize;
+        at.push((pick(&mut rng, r.batch), pick(&mut rng, r.m), pick(&mut rng, r.n)));
+    }
+    for (z, i, j) in at {
+        let (acc, mag) = gemm_dot(&r, a, b, z, i, j);
+        let mut v = r.epilogue.alpha as f64 * acc;
+        if let (true, Some(bias)) = (r.epilogue.bias, bias) {
+            v += bias[j].to_f32() as f64;
+        }
+        let want = activation_f64(r.epilogue.act, v);
+        let got = d[z * r.stride_c + i * r.ldc + j].to_f32() as f64;
+        let allowed = gemm_allowed(&r, T::DTYPE, O::DTYPE, mag * r.epilogue.alpha.abs() as f64, want);
+        if got.is_nan() || (got - want).abs() > allowed {
+            return Err(format!("element ({z}, {i}, {j}): got {got:e}, want {want:e} (allowed {allowed:e})"));
+        }
+    }
+    Ok(())
+}

@@ -1,12 +1,15 @@
 //! Run-time use of tuning profiles, across crates: a profile written in the format is found
-//! by the host's lookup (exact, nearest bucket, heuristic), each fallback says why, and files
+//! by the host's lookup (exact, nearest bucket, heuristic; elementwise and GEMM), each fallback
+//! says why, and files
 //! that are malformed, of an unknown version or for another device are reported, not used.
 //! (Spaces, strategies, isolation and resume are tested in autotune/; the format in profile/.)
 
 use std::path::{Path, PathBuf};
 
+use ferrotune::config::GemmConfig;
+use ferrotune::ops::gemm::{Gemm, Layout, Precision};
 use ferrotune::profile::{Entry, Match, Profile, ProfileSet};
-use ferrotune::tuned::{Source, explain_in, fingerprint, from_params, to_params};
+use ferrotune::tuned::{Source, explain_in, fingerprint, from_params, gemm_explain_in, gemm_to_params, to_params};
 use ferrotune::{DType, ElemConfig, ElemOp, ElemVariant};
 
 use ferrotune_testkit::cpu_backend;
@@ -30,6 +33,7 @@ fn entry_for(s: &ferrotune::Stream, op: ElemOp, n: u64, cfg: &ElemConfig) -> Ent
         median_ms: 1.0,
         mad_ms: 0.0,
         throughput_gbps: 1.0,
+        tflops: None,
         default_ms: Some(2.0),
         strategy: "exhaustive".into(),
         evaluations: 1,
@@ -107,7 +111,7 @@ fn bad_files_are_reported_with_file_and_line_and_never_used() {
     let p = Profile { source: None, entries: vec![entry_for(&s, ElemOp::Add, 1024, &good)], journal: vec![] };
     let text = p.to_toml().unwrap();
     std::fs::write(dir.join("a_syntax.toml"), text.replacen("op = \"add\"", "op = add", 1)).unwrap();
-    std::fs::write(dir.join("b_version.toml"), text.replace("version = 1", "version = 99")).unwrap();
+    std::fs::write(dir.join("b_version.toml"), text.replace("version = 2", "version = 99")).unwrap();
     let set = ProfileSet::load(&dir);
     assert!(set.profiles.is_empty());
     assert_eq!(set.problems.len(), 2, "{:?}", set.problems);
@@ -131,4 +135,82 @@ fn bad_files_are_reported_with_file_and_line_and_never_used() {
     let set = ProfileSet { profiles: vec![loaded], problems: vec![] };
     assert!(matches!(explain_in(&set, ElemOp::Add, DType::F32, 1024, &s).1, Source::Heuristic { .. }));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A GEMM entry for this machine: `[m, n, k, batch]` measured, bucketed per dimension.
+fn gemm_entry_for(s: &ferrotune::Stream, dtype: &str, layout: &str, mnkb: [u64; 4], cfg: &GemmConfig) -> Entry {
+    Entry {
+        op: "gemm".into(),
+        dtype: dtype.into(),
+        layout: layout.into(),
+        shape: ferrotune::profile::bucket_shape(&mnkb),
+        measured_shape: mnkb.to_vec(),
+        tflops: Some(1.0),
+        config: gemm_to_params(cfg),
+        ..entry_for(s, ElemOp::Add, 1, &ElemConfig::heuristic(ElemOp::Add, DType::F32, None))
+    }
+}
+
+#[test]
+fn gemm_calls_use_profile_entries_in_lookup_order_and_say_why() {
+    let b = cpu_backend();
+    let s = b.stream();
+    let dir = temp_dir("gemm");
+    let tuned = GemmConfig { tile: 3, cpu_rows: 4 };
+    let p = Profile {
+        source: None,
+        entries: vec![gemm_entry_for(&s, "bf16", "rc", [1000, 3000, 700, 1], &tuned)],
+        journal: vec![],
+    };
+    write(&dir, "gemm.toml", &p);
+    let set = ProfileSet::load(&dir);
+    assert!(set.problems.is_empty(), "{:?}", set.problems);
+    let g = |m, n, k, a| Gemm::new(m, n, k).layouts(a, Layout::Col).resolved();
+    // Same bucket ([512, 2048, 512, 1]): exact.
+    let (cfg, src) = gemm_explain_in(&set, &g(600, 2100, 520, Layout::Row), DType::Bf16, &s);
+    assert_eq!(cfg, tuned);
+    assert!(matches!(src, Source::Profile { how: Match::Exact, .. }), "{src}");
+    // One octave away in m: the nearest bucket on this device.
+    let (cfg, src) = gemm_explain_in(&set, &g(1100, 2100, 520, Layout::Row), DType::Bf16, &s);
+    assert_eq!(cfg, tuned);
+    assert!(matches!(src, Source::Profile { how: Match::NearestBucket { distance: 1, .. }, .. }), "{src}");
+    // Another layout, dtype or precision: the heuristic, with the reason.
+    let (cfg, src) = gemm_explain_in(&set, &g(600, 2100, 520, Layout::Col), DType::Bf16, &s);
+    assert_eq!(cfg, GemmConfig::heuristic(600, 2100, 520, 1));
+    assert!(src.to_string().contains("no entry for gemm bf16 cc"), "{src}");
+    let (_, src) = gemm_explain_in(&set, &g(600, 2100, 520, Layout::Row), DType::F32, &s);
+    assert!(src.to_string().contains("no entry for gemm tf32 rc"), "{src}");
+    let strict = g(600, 2100, 520, Layout::Row).precision(Precision::Strict);
+    assert!(gemm_explain_in(&set, &strict, DType::F32, &s).1.to_string().contains("gemm f32 rc"));
+    // An entry whose tile is not compiled falls back to the heuristic, saying so.
+    let mut bad = gemm_to_params(&tuned);
+    bad.insert("tile".into(), ferrotune::profile::Param::Int(999));
+    let mut p2 = p.clone();
+    p2.entries[0].config = bad;
+    write(&dir, "gemm.toml", &p2);
+    let (cfg, src) = gemm_explain_in(&ProfileSet::load(&dir), &g(600, 2100, 520, Layout::Row), DType::Bf16, &s);
+    assert_eq!(cfg, GemmConfig::heuristic(600, 2100, 520, 1));
+    assert!(src.to_string().contains("invalid config"), "{src}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_cpu_gemm_gives_the_same_result_for_every_rows_per_task() {
+    let b = cpu_backend();
+    let s = b.stream();
+    let (m, n, k) = (37, 19, 23);
+    let mut rng = ferrotune_testkit::Rng::new(4);
+    let a = ferrotune::Buffer::from_slice(&s, &rng.vec::<f32>(m * k, -1.0, 1.0)).unwrap();
+    let w = ferrotune::Buffer::from_slice(&s, &rng.vec::<f32>(k * n, -1.0, 1.0)).unwrap();
+    let run = |g: &Gemm| {
+        let mut d = ferrotune::Buffer::<f32>::zeros(&s, m * n).unwrap();
+        ferrotune::ops::gemm::gemm::<f32, f32>(&s, g, &a.all(), &w.all(), None, None, &mut d.all_mut())
+            .map(|_| d.to_vec(&s).unwrap())
+    };
+    let want = run(&Gemm::new(m, n, k)).unwrap();
+    for rows in [1, 3, 16, 64] {
+        assert_eq!(run(&Gemm::new(m, n, k).cpu_rows(rows)).unwrap(), want, "{rows} rows per task");
+    }
+    let e = run(&Gemm::new(m, n, k).cpu_rows(0)).unwrap_err();
+    assert!(matches!(e, ferrotune::Error::InvalidConfig { .. }), "{e}");
 }

@@ -5,7 +5,7 @@
 use ferrotune::{DType, ElemConfig, ElemOp, ElemVariant};
 use ferrotune_kernels::elementwise::ELEM_VARIANTS;
 
-use crate::protocol::{Description, Shape};
+use crate::protocol::{Description, ElemShape as Shape};
 use crate::space::{Constraint, Context, Domain, KernelResources, Param, Point, Pruned, Space, occupancy};
 
 /// Block sizes tried on the GPU.
@@ -24,7 +24,7 @@ pub fn space(d: &Description, shape: &Shape) -> Space {
         let values = (10..=24).map(|s| 1u64 << s).filter(|&c| c <= top).collect();
         return Space {
             domains: vec![Domain { param: Param::CpuChunk, values }],
-            constraints: vec![Constraint::AtLeast { param: Param::CpuChunk, min: 1 }],
+            constraints: vec![Constraint::AtLeast { param: Param::CpuChunk, min: 1 }, Constraint::HostAccepts],
         };
     }
     let max_block = d.limits.map_or(1024, |l| u64::from(l.max_threads_per_block));
@@ -42,6 +42,7 @@ pub fn space(d: &Description, shape: &Shape) -> Space {
             Constraint::SharedMemory { dynamic_per_block: 0 },
             Constraint::ResidentGrid,
             Constraint::MinOccupancy { min: MIN_OCCUPANCY },
+            Constraint::HostAccepts,
         ],
     }
 }
@@ -71,7 +72,8 @@ fn variant_of(p: &Point) -> Option<ElemVariant> {
 /// The candidates to measure and the pruned points, as configs.
 pub fn candidates(d: &Description, shape: &Shape, base: ElemConfig) -> (Vec<ElemConfig>, Vec<Pruned>) {
     let res = |p: &Point| variant_of(p).and_then(|v| d.resources_of(shape.op, shape.dtype, v));
-    let ctx = Context { limits: d.limits, resources: &res };
+    let host = |p: &Point| to_config(p, base).validate(shape.op, None).map_err(|e| e.to_string());
+    let ctx = Context { limits: d.limits, resources: &res, host: &host };
     let (keep, pruned) = space(d, shape).solve(&ctx);
     let mut out: Vec<ElemConfig> = Vec::with_capacity(keep.len());
     for c in keep.iter().map(|p| to_config(p, base)) {
@@ -124,6 +126,7 @@ pub fn predict_ms(d: &Description, shape: &Shape, cfg: &ElemConfig) -> f64 {
         registers: 32,
         shared_bytes: 0,
         max_threads: 1024,
+        ..KernelResources::default()
     });
     let lanes = if cfg.variant.vec16 { shape.dtype.lanes() } else { 1 } as f64;
     let per_block = f64::from(cfg.threads) * f64::from(cfg.variant.unroll) * lanes;
@@ -152,7 +155,7 @@ pub fn predict_ms(d: &Description, shape: &Shape, cfg: &ElemConfig) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::protocol::{DefaultJson, ResourceJson};
     use ferrotune_profile::Device;
@@ -170,7 +173,7 @@ mod tests {
                         dtype: dt.name().into(),
                         vec16: v.vec16,
                         unroll: v.unroll,
-                        resources: KernelResources { registers: r, shared_bytes: 0, max_threads },
+                        resources: KernelResources { registers: r, shared_bytes: 0, max_threads, ..Default::default() },
                     });
                 }
             }
@@ -191,6 +194,7 @@ mod tests {
             clock_ghz: 1.98,
             cpu_threads: 16,
             resources,
+            gemm_resources: Vec::new(),
             defaults: vec![DefaultJson {
                 op: "add".into(),
                 dtype: "f32".into(),

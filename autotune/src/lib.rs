@@ -4,6 +4,8 @@
 //! worker process; and the tuning loop that writes TOML profiles (through `ferrotune-profile`).
 
 pub mod elem;
+pub mod family;
+pub mod gemm;
 pub mod measure;
 pub mod process;
 pub mod protocol;
@@ -11,8 +13,9 @@ pub mod space;
 pub mod strategy;
 pub mod tuner;
 pub mod worker;
+mod worker_gemm;
 
 pub use process::{ProcessEvaluator, Timeouts, WorkerCommand};
-pub use protocol::{EvalOutcome, Shape};
+pub use protocol::{ConfigJson, EvalOutcome, GemmDtype, GemmShape, Shape};
 pub use strategy::{Budget, Strategy};
 pub use tuner::{Control, Event, TuneError, TuneOptions, TuneReport, tune};

@@ -10,7 +10,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::protocol::{ConfigJson, Description, EvalOutcome, Request, Response, Shape};
+use crate::protocol::{ConfigJson, Description, EvalOutcome, Request, Response, Shape, ShapeJson};
 
 /// How to start a worker: a program (e.g. the xtask binary) and its arguments (e.g. the
 /// hidden `tune-worker` subcommand), plus extra environment.
@@ -195,12 +195,18 @@ impl ProcessEvaluator {
         shapes: &[Shape],
         resources_dir: Option<String>,
     ) -> Result<Description, String> {
-        let mut ops: Vec<String> = shapes.iter().map(|s| s.op.name().to_string()).collect();
-        let mut dtypes: Vec<String> = shapes.iter().map(|s| s.dtype.name().to_string()).collect();
+        let elems = shapes.iter().filter_map(|s| match s {
+            Shape::Elem(e) => Some(e),
+            Shape::Gemm(_) => None,
+        });
+        let mut ops: Vec<String> = elems.clone().map(|s| s.op.name().to_string()).collect();
+        let mut dtypes: Vec<String> = elems.map(|s| s.dtype.name().to_string()).collect();
+        ops.sort();
         ops.dedup();
         dtypes.sort();
         dtypes.dedup();
-        let req = Request::Describe { backend: backend.into(), ops, dtypes, resources_dir };
+        let gemm = shapes.iter().filter(|s| matches!(s, Shape::Gemm(_))).map(ShapeJson::from).collect();
+        let req = Request::Describe { backend: backend.into(), ops, dtypes, gemm, resources_dir };
         match self.call(&req, self.timeouts.describe) {
             Ok(Response::Description(d)) => Ok(*d),
             Ok(Response::Error { why }) => Err(why),
@@ -212,13 +218,7 @@ impl ProcessEvaluator {
     /// Makes `shape` the current one (its tensors are built in the worker now and again in
     /// every replacement worker).
     pub fn prepare(&mut self, backend: &str, shape: &Shape, seed: u64) -> Result<(), String> {
-        let req = Request::Prepare {
-            backend: backend.into(),
-            op: shape.op.name().into(),
-            dtype: shape.dtype.name().into(),
-            n: shape.n,
-            seed,
-        };
+        let req = Request::Prepare { backend: backend.into(), shape: shape.into(), seed };
         self.prepare = Some(req);
         if let Some(l) = self.live.as_mut() {
             l.prepared = false;

@@ -2,17 +2,94 @@
 //! worker's stdin/stdout). Kept small and explicit: the worker may die at any point, and
 //! the tuner must be able to tell a crash from an answer.
 
-use ferrotune::ElemConfig;
-use ferrotune::{DType, ElemOp, ElemVariant};
+use std::fmt;
+
+use ferrotune::config::GemmConfig;
+use ferrotune::ops::gemm::{Gemm, Layout, Precision};
+use ferrotune::{DType, ElemConfig, ElemOp, ElemVariant};
 use ferrotune_profile::Device;
 use serde::{Deserialize, Serialize};
 
 use crate::measure::{Repeat, Stats};
 use crate::space::{KernelResources, Limits};
 
+/// A candidate config on the wire, of either op family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "family", rename_all = "snake_case")]
+pub enum ConfigJson {
+    Elem(ElemConfigJson),
+    Gemm(GemmConfigJson),
+}
+
+impl ConfigJson {
+    /// The elementwise config, if this is one.
+    pub fn as_elem(&self) -> Option<&ElemConfigJson> {
+        match self {
+            ConfigJson::Elem(c) => Some(c),
+            ConfigJson::Gemm(_) => None,
+        }
+    }
+
+    /// The GEMM config, if this is one.
+    pub fn as_gemm(&self) -> Option<&GemmConfigJson> {
+        match self {
+            ConfigJson::Gemm(c) => Some(c),
+            ConfigJson::Elem(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for ConfigJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigJson::Elem(c) => write!(
+                f,
+                "threads={} vec16={} unroll={} blocks/SM={} chunk={}",
+                c.threads, c.vec16, c.unroll, c.blocks_per_sm, c.cpu_chunk
+            ),
+            ConfigJson::Gemm(c) => {
+                let label = ferrotune::tuned::tile_label(c.tile as usize).unwrap_or_else(|| "not compiled".into());
+                write!(f, "tile={} ({label}) cpu_rows={}", c.tile, c.cpu_rows)
+            }
+        }
+    }
+}
+
+impl From<ElemConfig> for ConfigJson {
+    fn from(c: ElemConfig) -> Self {
+        ConfigJson::Elem(c.into())
+    }
+}
+
+impl From<GemmConfig> for ConfigJson {
+    fn from(c: GemmConfig) -> Self {
+        ConfigJson::Gemm(c.into())
+    }
+}
+
+/// A `GemmConfig` on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GemmConfigJson {
+    /// Index into `gemm::tc::TILES`.
+    pub tile: u32,
+    pub cpu_rows: usize,
+}
+
+impl From<GemmConfig> for GemmConfigJson {
+    fn from(c: GemmConfig) -> Self {
+        GemmConfigJson { tile: c.tile as u32, cpu_rows: c.cpu_rows }
+    }
+}
+
+impl From<GemmConfigJson> for GemmConfig {
+    fn from(c: GemmConfigJson) -> Self {
+        GemmConfig { tile: c.tile as usize, cpu_rows: c.cpu_rows }
+    }
+}
+
 /// An `ElemConfig` on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ConfigJson {
+pub struct ElemConfigJson {
     pub threads: u32,
     pub vec16: bool,
     pub unroll: u32,
@@ -20,9 +97,9 @@ pub struct ConfigJson {
     pub cpu_chunk: usize,
 }
 
-impl From<ElemConfig> for ConfigJson {
+impl From<ElemConfig> for ElemConfigJson {
     fn from(c: ElemConfig) -> Self {
-        ConfigJson {
+        ElemConfigJson {
             threads: c.threads,
             vec16: c.variant.vec16,
             unroll: c.variant.unroll,
@@ -32,8 +109,8 @@ impl From<ElemConfig> for ConfigJson {
     }
 }
 
-impl From<ConfigJson> for ElemConfig {
-    fn from(c: ConfigJson) -> Self {
+impl From<ElemConfigJson> for ElemConfig {
+    fn from(c: ElemConfigJson) -> Self {
         ElemConfig {
             threads: c.threads,
             variant: ElemVariant { vec16: c.vec16, unroll: c.unroll },
@@ -43,17 +120,200 @@ impl From<ConfigJson> for ElemConfig {
     }
 }
 
-/// One shape to tune: an op on `n` elements of `dtype`.
+/// One elementwise shape to tune: an op on `n` elements of `dtype`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Shape {
+pub struct ElemShape {
     pub op: ElemOp,
     pub dtype: DType,
     pub n: usize,
 }
 
+/// The input types GEMM is tuned for (the output has the input's type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GemmDtype {
+    /// f32 inputs on TF32 tensor cores.
+    Tf32,
+    F16,
+    Bf16,
+}
+
+impl GemmDtype {
+    pub const ALL: [GemmDtype; 3] = [GemmDtype::Tf32, GemmDtype::F16, GemmDtype::Bf16];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmDtype::Tf32 => "tf32",
+            GemmDtype::F16 => "f16",
+            GemmDtype::Bf16 => "bf16",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<GemmDtype> {
+        GemmDtype::ALL.into_iter().find(|d| d.name() == s)
+    }
+
+    /// The element type of the operands in memory.
+    pub fn dtype(self) -> DType {
+        match self {
+            GemmDtype::Tf32 => DType::F32,
+            GemmDtype::F16 => DType::F16,
+            GemmDtype::Bf16 => DType::Bf16,
+        }
+    }
+}
+
+/// One GEMM shape to tune: `batch` products of `m x k` (A, `a`-major) by `k x n` (B), tight
+/// leading dimensions, D row-major of the input type, plain epilogue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GemmShape {
+    pub dtype: GemmDtype,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub batch: usize,
+    pub a: Layout,
+    pub b: Layout,
+}
+
+impl GemmShape {
+    /// The problem as the host runs it (resolved; TF32 allowed for f32 inputs).
+    pub fn gemm(&self) -> Gemm {
+        Gemm::new(self.m, self.n, self.k)
+            .layouts(self.a, self.b)
+            .batched(self.batch)
+            .precision(Precision::AllowTf32)
+            .resolved()
+    }
+
+    pub fn flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64
+    }
+
+    /// Bytes the product must move at least: A and B read and D written once.
+    pub fn min_bytes(&self) -> f64 {
+        let (m, n, k) = (self.m as f64, self.n as f64, self.k as f64);
+        (m * k + k * n + m * n) * self.batch as f64 * self.dtype.dtype().size_bytes() as f64
+    }
+
+    /// `rc` etc.: A's and B's storage.
+    pub fn layout(&self) -> String {
+        ferrotune::tuned::gemm_layout(self.a, self.b)
+    }
+}
+
+/// One shape to tune, of either family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Shape {
+    Elem(ElemShape),
+    Gemm(GemmShape),
+}
+
 impl Shape {
+    /// An elementwise shape.
+    pub fn elem(op: ElemOp, dtype: DType, n: usize) -> Shape {
+        Shape::Elem(ElemShape { op, dtype, n })
+    }
+
     pub fn label(&self) -> String {
-        format!("{} {} n={}", self.op.name(), self.dtype.name(), self.n)
+        match self {
+            Shape::Elem(s) => format!("{} {} n={}", s.op.name(), s.dtype.name(), s.n),
+            Shape::Gemm(g) => {
+                let batch = if g.batch > 1 { format!(" batch {}", g.batch) } else { String::new() };
+                format!("gemm {} {} {}x{}x{}{batch}", g.dtype.name(), g.layout(), g.m, g.n, g.k)
+            }
+        }
+    }
+
+    /// The op name profiles key the shape by.
+    pub fn op_name(&self) -> &'static str {
+        match self {
+            Shape::Elem(s) => s.op.name(),
+            Shape::Gemm(_) => ferrotune::tuned::GEMM_OP,
+        }
+    }
+
+    pub fn dtype_name(&self) -> &'static str {
+        match self {
+            Shape::Elem(s) => s.dtype.name(),
+            Shape::Gemm(g) => g.dtype.name(),
+        }
+    }
+
+    /// The layout key: `contiguous` (elementwise) or `rc`, `rr`, `cr`, `cc` (GEMM).
+    pub fn layout(&self) -> String {
+        match self {
+            Shape::Elem(_) => ferrotune::tuned::ELEM_LAYOUT.into(),
+            Shape::Gemm(g) => g.layout(),
+        }
+    }
+
+    /// The measured dimensions as profiles store them: `[n]` or `[m, n, k, batch]`.
+    pub fn dims(&self) -> Vec<u64> {
+        match self {
+            Shape::Elem(s) => vec![s.n as u64],
+            Shape::Gemm(g) => ferrotune::tuned::gemm_dims(&g.gemm()).to_vec(),
+        }
+    }
+}
+
+/// A shape on the wire.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "family", rename_all = "snake_case")]
+pub enum ShapeJson {
+    Elem { op: String, dtype: String, n: usize },
+    Gemm { dtype: String, layout: String, m: usize, n: usize, k: usize, batch: usize },
+}
+
+impl From<&Shape> for ShapeJson {
+    fn from(s: &Shape) -> Self {
+        match s {
+            Shape::Elem(e) => ShapeJson::Elem { op: e.op.name().into(), dtype: e.dtype.name().into(), n: e.n },
+            Shape::Gemm(g) => ShapeJson::Gemm {
+                dtype: g.dtype.name().into(),
+                layout: g.layout(),
+                m: g.m,
+                n: g.n,
+                k: g.k,
+                batch: g.batch,
+            },
+        }
+    }
+}
+
+/// `r` or `c`.
+pub fn layout_from_code(c: char) -> Option<Layout> {
+    match c {
+        'r' => Some(Layout::Row),
+        'c' => Some(Layout::Col),
+        _ => None,
+    }
+}
+
+impl TryFrom<&ShapeJson> for Shape {
+    type Error = String;
+    fn try_from(s: &ShapeJson) -> Result<Shape, String> {
+        match s {
+            ShapeJson::Elem { op, dtype, n } => {
+                let (Some(op), Some(dtype)) =
+                    (ElemOp::from_name(op), DType::ALL.into_iter().find(|d| d.name() == dtype))
+                else {
+                    return Err(format!("unknown op or dtype: {op} {dtype}"));
+                };
+                Ok(Shape::elem(op, dtype, *n))
+            }
+            ShapeJson::Gemm { dtype, layout, m, n, k, batch } => {
+                let dt = GemmDtype::from_name(dtype)
+                    .ok_or_else(|| format!("unknown GEMM dtype '{dtype}' (tf32, f16, bf16)"))?;
+                let mut codes = layout.chars().map(layout_from_code);
+                let (Some(Some(a)), Some(Some(b)), None) = (codes.next(), codes.next(), codes.next()) else {
+                    return Err(format!("GEMM layout '{layout}' is not two of r and c (e.g. rc)"));
+                };
+                if [*m, *n, *k, *batch].contains(&0) {
+                    return Err(format!("GEMM shape {m}x{n}x{k} batch {batch} has a zero dimension"));
+                }
+                Ok(Shape::Gemm(GemmShape { dtype: dt, m: *m, n: *n, k: *k, batch: *batch, a, b }))
+            }
+        }
     }
 }
 
@@ -64,13 +324,17 @@ pub enum Request {
     /// Open the backend and describe the machine and the kernels' resources.
     Describe {
         backend: String,
+        /// Elementwise ops and dtypes to describe the kernels of.
         ops: Vec<String>,
         dtypes: Vec<String>,
+        /// GEMM shapes to describe the kernels (every tile that can run them) of.
+        #[serde(default)]
+        gemm: Vec<ShapeJson>,
         /// Directory with `ferrotune_kernels.<arch>.resources.json` (from `cargo xtask ptx`).
         resources_dir: Option<String>,
     },
     /// Allocate and fill the tensors of a shape (fresh random inputs from `seed`).
-    Prepare { backend: String, op: String, dtype: String, n: usize, seed: u64 },
+    Prepare { backend: String, shape: ShapeJson, seed: u64 },
     /// Run, verify and time one config on the prepared shape.
     Eval { config: ConfigJson, warmup: usize, iters: usize },
 }
@@ -85,12 +349,19 @@ pub struct ResourceJson {
     pub resources: KernelResources,
 }
 
+/// The launch resources of one GEMM entry point, by name (`GemmVariant::entry_name`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GemmResourceJson {
+    pub kernel: String,
+    pub resources: KernelResources,
+}
+
 /// The built-in config of an (op, dtype) on this machine.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DefaultJson {
     pub op: String,
     pub dtype: String,
-    pub config: ConfigJson,
+    pub config: ElemConfigJson,
 }
 
 /// The machine as the worker sees it.
@@ -109,6 +380,8 @@ pub struct Description {
     pub clock_ghz: f64,
     pub cpu_threads: usize,
     pub resources: Vec<ResourceJson>,
+    #[serde(default)]
+    pub gemm_resources: Vec<GemmResourceJson>,
     pub defaults: Vec<DefaultJson>,
     /// Where the register counts came from (`driver`, `ptxas report`, or an estimate).
     pub resources_from: String,
@@ -124,6 +397,10 @@ impl Description {
 
     pub fn default_of(&self, op: ElemOp, dtype: DType) -> Option<ElemConfig> {
         self.defaults.iter().find(|d| d.op == op.name() && d.dtype == dtype.name()).map(|d| d.config.into())
+    }
+
+    pub fn gemm_resources_of(&self, kernel: &str) -> Option<KernelResources> {
+        self.gemm_resources.iter().find(|r| r.kernel == kernel).map(|r| r.resources)
     }
 }
 

@@ -6,8 +6,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// A tunable launch parameter. Elementwise uses the first four; GEMM's tiles, warps, stages
-/// and split-K slot in beside them.
+/// A tunable launch parameter. Elementwise uses the first four, GEMM the last two (split-K
+/// joins them when the kernels have it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Param {
@@ -20,12 +20,11 @@ pub enum Param {
     BlocksPerSm,
     /// Elements per rayon task (CPU backend).
     CpuChunk,
-    TileM,
-    TileN,
-    TileK,
-    Warps,
-    Stages,
-    SplitK,
+    /// Index of a compiled tensor-core GEMM tile (`gemm::tc::TILES`): block shape, warps,
+    /// K per stage and stages come together, exactly as compiled into the PTX.
+    Tile,
+    /// Output rows per rayon task of the CPU GEMM.
+    CpuRows,
 }
 
 /// A parameter and the values it may take.
@@ -60,18 +59,48 @@ pub struct Limits {
     pub max_threads_per_sm: u32,
     pub max_blocks_per_sm: u32,
     pub registers_per_sm: u32,
+    /// Shared memory per block without opting in (static allocations are limited to it).
     pub shared_per_block: u32,
     pub shared_per_sm: u32,
+    /// Shared memory per block after opting in (dynamic allocations; 0: as `shared_per_block`).
+    #[serde(default)]
+    pub shared_per_block_optin: u32,
+    /// Shared memory the driver reserves per resident block (1 KiB from sm_80 on).
+    #[serde(default)]
+    pub shared_reserved_per_block: u32,
+}
+
+impl Limits {
+    /// The most shared memory one block can have (opt-in included).
+    pub fn shared_optin(&self) -> u32 {
+        self.shared_per_block_optin.max(self.shared_per_block)
+    }
 }
 
 /// What one compiled kernel needs per launch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelResources {
     pub registers: u32,
     /// Static shared memory per block.
     pub shared_bytes: u32,
     /// Register-limited threads per block (from the driver, or derived from `registers`).
     pub max_threads: u32,
+    /// Threads per block fixed by the kernel (GEMM tiles); 0: the config's `Threads` decide.
+    #[serde(default)]
+    pub block_threads: u32,
+    /// Dynamic shared memory per block the kernel's launch needs (GEMM rings).
+    #[serde(default)]
+    pub dynamic_shared: u32,
+    /// Local memory per thread (stack and register spills), from the driver.
+    #[serde(default)]
+    pub local_bytes: u32,
+}
+
+impl KernelResources {
+    /// Threads per block of `p` with this kernel: fixed by the kernel, or the point's.
+    pub fn threads(&self, p: &Point) -> Option<u64> {
+        if self.block_threads > 0 { Some(u64::from(self.block_threads)) } else { p.get(Param::Threads) }
+    }
 }
 
 /// A declarative constraint between parameters (and the device).
@@ -91,10 +120,18 @@ pub enum Constraint {
     },
     /// Threads per block within the kernel's register-limited maximum.
     RegisterLimit,
-    /// Static + `dynamic_shared(point)` bytes of shared memory within the per-block limit.
+    /// Static, the kernel's dynamic and `dynamic_per_block` more bytes of shared memory within
+    /// the per-block limit (the opt-in limit when any of it is dynamic).
     SharedMemory {
         dynamic_per_block: u64,
     },
+    /// At least `min` blocks resident per SM (registers, shared memory and threads allowing).
+    MinResidentBlocks {
+        min: u32,
+    },
+    /// The host library accepts the point's config for this shape (e.g. GEMM tiles other than
+    /// 0 need 16-byte aligned operands): the reason is the host's own error.
+    HostAccepts,
     /// A persistent grid (`BlocksPerSm` > 0) no larger than the blocks that can be resident
     /// at once: a larger one only adds a second, partial wave.
     ResidentGrid,
@@ -104,11 +141,13 @@ pub enum Constraint {
     },
 }
 
-/// What constraints look at besides the point: device limits and the resources of the
-/// kernel a point selects (`None` on the CPU backend, where device checks do not apply).
+/// What constraints look at besides the point: device limits, the resources of the kernel a
+/// point selects (`None` on the CPU backend, where device checks do not apply) and the host's
+/// validation of the config.
 pub struct Context<'a> {
     pub limits: Option<Limits>,
     pub resources: &'a dyn Fn(&Point) -> Option<KernelResources>,
+    pub host: &'a dyn Fn(&Point) -> Result<(), String>,
 }
 
 /// A point that will not be measured, and why.
@@ -134,7 +173,7 @@ pub fn occupancy(l: &Limits, threads: u32, r: &KernelResources, dynamic_shared: 
     let regs_per_warp = (r.registers.max(1) * 32).div_ceil(256) * 256;
     let by_regs = l.registers_per_sm / (regs_per_warp * warps).max(1);
     let by_threads = l.max_threads_per_sm / threads;
-    let shared = u64::from(r.shared_bytes) + dynamic_shared;
+    let shared = u64::from(r.shared_bytes) + dynamic_shared + u64::from(l.shared_reserved_per_block);
     let by_shared =
         u64::from(l.shared_per_sm).checked_div(shared).map_or(u32::MAX, |b| b.min(u64::from(u32::MAX)) as u32);
     let options = [
@@ -221,7 +260,8 @@ fn check_one(c: &Constraint, p: &Point, ctx: &Context<'_>) -> Result<(), String>
             _ => Ok(()),
         },
         Constraint::RegisterLimit => {
-            let (Some(t), Some(r)) = (val(Param::Threads), (ctx.resources)(p)) else { return Ok(()) };
+            let Some(r) = (ctx.resources)(p) else { return Ok(()) };
+            let Some(t) = r.threads(p) else { return Ok(()) };
             if t > u64::from(r.max_threads) {
                 return Err(format!(
                     "Threads {t} > {} (the kernel uses {} registers per thread)",
@@ -232,19 +272,37 @@ fn check_one(c: &Constraint, p: &Point, ctx: &Context<'_>) -> Result<(), String>
         }
         Constraint::SharedMemory { dynamic_per_block } => {
             let (Some(l), Some(r)) = (ctx.limits, (ctx.resources)(p)) else { return Ok(()) };
-            let need = u64::from(r.shared_bytes) + dynamic_per_block;
-            if need > u64::from(l.shared_per_block) {
-                return Err(format!("shared memory {need} B per block > device limit {} B", l.shared_per_block));
+            let dynamic = u64::from(r.dynamic_shared) + dynamic_per_block;
+            let need = u64::from(r.shared_bytes) + dynamic;
+            let (limit, which) =
+                if dynamic > 0 { (l.shared_optin(), "opt-in limit") } else { (l.shared_per_block, "limit") };
+            if need > u64::from(limit) || u64::from(r.shared_bytes) > u64::from(l.shared_per_block) {
+                return Err(format!("shared memory {need} B per block > device {which} {limit} B"));
             }
             Ok(())
         }
+        Constraint::MinResidentBlocks { min } => {
+            let (Some(l), Some(r)) = (ctx.limits, (ctx.resources)(p)) else { return Ok(()) };
+            let Some(t) = r.threads(p) else { return Ok(()) };
+            let occ = occupancy(&l, t as u32, &r, u64::from(r.dynamic_shared));
+            if occ.blocks_per_sm < min {
+                return Err(format!(
+                    "{} resident blocks of {t} threads per SM < {min} (limited by {}: {} registers, {} B of shared memory)",
+                    occ.blocks_per_sm,
+                    occ.limiter,
+                    r.registers,
+                    r.shared_bytes + r.dynamic_shared
+                ));
+            }
+            Ok(())
+        }
+        Constraint::HostAccepts => (ctx.host)(p),
         Constraint::ResidentGrid => {
-            let (Some(l), Some(r), Some(t), Some(b)) =
-                (ctx.limits, (ctx.resources)(p), val(Param::Threads), val(Param::BlocksPerSm))
-            else {
+            let (Some(l), Some(r), Some(b)) = (ctx.limits, (ctx.resources)(p), val(Param::BlocksPerSm)) else {
                 return Ok(());
             };
-            let occ = occupancy(&l, t as u32, &r, 0);
+            let Some(t) = r.threads(p) else { return Ok(()) };
+            let occ = occupancy(&l, t as u32, &r, u64::from(r.dynamic_shared));
             if b > u64::from(occ.blocks_per_sm) {
                 return Err(format!(
                     "BlocksPerSm {b} > {} resident blocks of {t} threads (limited by {})",
@@ -254,10 +312,9 @@ fn check_one(c: &Constraint, p: &Point, ctx: &Context<'_>) -> Result<(), String>
             Ok(())
         }
         Constraint::MinOccupancy { min } => {
-            let (Some(l), Some(r), Some(t)) = (ctx.limits, (ctx.resources)(p), val(Param::Threads)) else {
-                return Ok(());
-            };
-            let occ = occupancy(&l, t as u32, &r, 0);
+            let (Some(l), Some(r)) = (ctx.limits, (ctx.resources)(p)) else { return Ok(()) };
+            let Some(t) = r.threads(p) else { return Ok(()) };
+            let occ = occupancy(&l, t as u32, &r, u64::from(r.dynamic_shared));
             if occ.fraction < min {
                 return Err(format!(
                     "occupancy {:.0}% < {:.0}% (limited by {})",
@@ -284,12 +341,14 @@ pub(crate) mod tests {
             registers_per_sm: 65536,
             shared_per_block: 49152,
             shared_per_sm: 233472,
+            shared_per_block_optin: 232448,
+            shared_reserved_per_block: 1024,
         }
     }
 
     #[test]
     fn occupancy_matches_the_calculator() {
-        let r = |registers| KernelResources { registers, shared_bytes: 0, max_threads: 1024 };
+        let r = |registers| KernelResources { registers, shared_bytes: 0, max_threads: 1024, ..Default::default() };
         let o = occupancy(&h100(), 256, &r(32), 0);
         assert_eq!((o.blocks_per_sm, o.fraction), (8, 1.0));
         let o = occupancy(&h100(), 1024, &r(40), 0);
@@ -297,9 +356,12 @@ pub(crate) mod tests {
         assert_eq!(o.limiter, "registers");
         let o = occupancy(&h100(), 64, &r(16), 0);
         assert_eq!((o.blocks_per_sm, o.limiter), (32, "threads per SM"));
-        let o =
-            occupancy(&h100(), 128, &KernelResources { registers: 16, shared_bytes: 48 * 1024, max_threads: 1024 }, 0);
+        let big = KernelResources { registers: 16, shared_bytes: 48 * 1024, max_threads: 1024, ..Default::default() };
+        let o = occupancy(&h100(), 128, &big, 0);
         assert_eq!((o.blocks_per_sm, o.limiter), (4, "shared memory"));
+        // A GEMM ring of 80 KiB: two blocks (the driver's 1 KiB per block included).
+        let o = occupancy(&h100(), 256, &KernelResources { registers: 128, ..big }, 81920 - 48 * 1024);
+        assert_eq!(o.blocks_per_sm, 2);
     }
 
     #[test]
@@ -315,8 +377,10 @@ pub(crate) mod tests {
                 Constraint::ResidentGrid,
             ],
         };
-        let res = |_: &Point| Some(KernelResources { registers: 64, shared_bytes: 0, max_threads: 1024 });
-        let ctx = Context { limits: Some(h100()), resources: &res };
+        let res = |_: &Point| {
+            Some(KernelResources { registers: 64, shared_bytes: 0, max_threads: 1024, ..Default::default() })
+        };
+        let ctx = Context { limits: Some(h100()), resources: &res, host: &|_| Ok(()) };
         let (keep, pruned) = space.solve(&ctx);
         assert_eq!(space.size(), 8);
         assert_eq!(keep.len() + pruned.len(), 8);

@@ -7,12 +7,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use ferrotune::ElemConfig;
-use ferrotune::tuned::{ELEM_LAYOUT, to_params};
-use ferrotune_profile::{Entry, JournalRecord, JournalSlot, Key, Outcome, Profile, ProfileError, Ranked, bucket};
+use ferrotune_profile::{Entry, JournalRecord, JournalSlot, Key, Outcome, Profile, ProfileError, Ranked, bucket_shape};
 use serde::{Deserialize, Serialize};
 
-use crate::elem;
+use crate::family::{self, to_params};
 use crate::measure::{Repeat, Stats};
 use crate::process::{ProcessEvaluator, Timeouts, WorkerCommand};
 use crate::protocol::{ConfigJson, Description, EvalOutcome, Shape};
@@ -71,7 +69,7 @@ pub enum Event<'a> {
     },
     Candidate {
         shape: &'a Shape,
-        config: &'a ElemConfig,
+        config: &'a ConfigJson,
         role: &'a str,
         outcome: &'a EvalOutcome,
         reused: bool,
@@ -113,19 +111,41 @@ pub struct ModelCompare {
     pub gap: f64,
 }
 
+/// One measured search candidate: what the model predicted and what it got.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CandidateReport {
+    pub config: ConfigJson,
+    pub predicted_ms: f64,
+    /// `ok`, `invalid`, `failed` or `timeout`.
+    pub outcome: String,
+    pub median_ms: Option<f64>,
+}
+
 /// One shape's result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShapeReport {
+    pub label: String,
     pub op: String,
     pub dtype: String,
-    pub n: usize,
-    pub bucket: u64,
+    pub layout: String,
+    /// The measured dimensions: `[n]` or `[m, n, k, batch]`.
+    pub shape: Vec<u64>,
+    pub bucket: Vec<u64>,
+    /// What the tuned config is compared with: the built-in heuristic (elementwise) or the
+    /// kernels' default tile 0 (GEMM).
     pub default_config: ConfigJson,
     pub default_ms: Option<f64>,
     pub tuned_config: Option<ConfigJson>,
     pub tuned_ms: Option<f64>,
     /// `default_ms / tuned_ms`, both from the confirmation measurement.
     pub speedup: Option<f64>,
+    /// GEMM: TFLOP/s of the default and tuned configs at those times.
+    pub default_tflops: Option<f64>,
+    pub tuned_tflops: Option<f64>,
+    /// GEMM: the built-in heuristic's config (`GemmConfig::heuristic`) and its search time,
+    /// when it was measured.
+    pub heuristic_config: Option<ConfigJson>,
+    pub heuristic_ms: Option<f64>,
     pub evaluations: usize,
     /// Measured in this run (the rest came from the journal of an interrupted run).
     pub measured: usize,
@@ -137,6 +157,8 @@ pub struct ShapeReport {
     /// The profile already had this bucket; nothing was measured.
     pub existing: bool,
     pub model_compare: Option<ModelCompare>,
+    /// Every search measurement in the order made (journalled ones included).
+    pub candidates: Vec<CandidateReport>,
 }
 
 /// A whole run.
@@ -183,24 +205,20 @@ fn shape_seed(seed: u64, s: &Shape) -> u64 {
 }
 
 impl Session<'_> {
-    fn slot_parts(&self, shape: &Shape) -> (String, String, Vec<u64>) {
-        (shape.op.name().to_string(), shape.dtype.name().to_string(), vec![shape.n as u64])
-    }
-
     /// Measures `cfg` in `role`, or returns the journalled result of an earlier run.
     fn measure(
         &mut self,
         shape: &Shape,
-        cfg: &ElemConfig,
+        cfg: &ConfigJson,
         role: &str,
         repeat: Repeat,
     ) -> Result<(EvalOutcome, bool), TuneError> {
-        let (op, dtype, measured) = self.slot_parts(shape);
+        let (op, dtype, layout, measured) = (shape.op_name(), shape.dtype_name(), shape.layout(), shape.dims());
         let params = to_params(cfg);
         let slot = JournalSlot {
-            op: &op,
-            dtype: &dtype,
-            layout: ELEM_LAYOUT,
+            op,
+            dtype,
+            layout: &layout,
             measured_shape: &measured,
             device: &self.desc.device,
             build: &self.desc.build,
@@ -208,7 +226,7 @@ impl Session<'_> {
         if let Some(j) = self.profile.journalled(&slot, role, &params) {
             return Ok((outcome_from_journal(j), true));
         }
-        let out = self.ev.evaluate((*cfg).into(), repeat.warmup, repeat.iters);
+        let out = self.ev.evaluate(*cfg, repeat.warmup, repeat.iters);
         let (outcome, median_ms, mad_ms, detail) = match &out {
             EvalOutcome::Ok { stats, verified } => {
                 (Outcome::Ok, Some(stats.median_ms), Some(stats.mad_ms), Some(verified.clone()))
@@ -220,9 +238,9 @@ impl Session<'_> {
             }
         };
         self.profile.journal.push(JournalRecord {
-            op,
-            dtype,
-            layout: ELEM_LAYOUT.into(),
+            op: op.into(),
+            dtype: dtype.into(),
+            layout,
             measured_shape: measured,
             build: self.desc.build.clone(),
             role: role.into(),
@@ -243,27 +261,33 @@ impl Session<'_> {
         observe: &mut dyn FnMut(Event<'_>) -> Control,
     ) -> Result<ShapeReport, TuneError> {
         let opts = self.opts;
-        let b = bucket(shape.n as u64);
+        let b = bucket_shape(&shape.dims());
         let key = Key {
-            op: shape.op.name().into(),
-            dtype: shape.dtype.name().into(),
-            layout: ELEM_LAYOUT.into(),
-            shape: vec![b],
+            op: shape.op_name().into(),
+            dtype: shape.dtype_name().into(),
+            layout: shape.layout(),
+            shape: b.clone(),
         };
-        let base = self
-            .desc
-            .default_of(shape.op, shape.dtype)
+        let base = family::default_config(&self.desc, shape)
             .ok_or_else(|| TuneError::Worker(format!("no built-in config for {}", shape.label())))?;
+        let flops = family::flops(shape);
+        let tflops = |ms: Option<f64>| flops.zip(ms).map(|(f, ms)| f / (ms * 1e-3) / 1e12);
         let mut report = ShapeReport {
+            label: shape.label(),
             op: key.op.clone(),
             dtype: key.dtype.clone(),
-            n: shape.n,
+            layout: key.layout.clone(),
+            shape: shape.dims(),
             bucket: b,
-            default_config: base.into(),
+            default_config: base,
             default_ms: None,
             tuned_config: None,
             tuned_ms: None,
             speedup: None,
+            default_tflops: None,
+            tuned_tflops: None,
+            heuristic_config: family::heuristic_config(&self.desc, shape),
+            heuristic_ms: None,
             evaluations: 0,
             measured: 0,
             reused: 0,
@@ -273,23 +297,25 @@ impl Session<'_> {
             stop: String::new(),
             existing: false,
             model_compare: None,
+            candidates: Vec::new(),
         };
         let existing = if opts.retune { None } else { self.profile.exact(&key, &self.desc.device, &self.desc.build) };
         if let Some(e) = existing {
             report.existing = true;
             report.default_ms = e.default_ms;
             report.tuned_ms = Some(e.median_ms);
-            report.tuned_config = ferrotune::tuned::from_params(&e.config).map(Into::into);
+            report.tuned_config = family::from_params(shape, &e.config);
             report.speedup = e.default_ms.map(|d| d / e.median_ms);
+            report.default_tflops = tflops(e.default_ms);
+            report.tuned_tflops = tflops(Some(e.median_ms));
             report.stop = "bucket already tuned (use --retune to measure again)".into();
             observe(Event::ShapeDone(&report));
             return Ok(report);
         }
-        let (cands, pruned) = elem::candidates(&self.desc, shape, base);
+        let (cands, pruned) = family::candidates(&self.desc, shape, &base);
         let desc = &self.desc;
-        let order = strategy::order(opts.strategy, cands.len(), shape_seed(opts.seed, shape), |i| {
-            elem::predict_ms(desc, shape, &cands[i])
-        });
+        let predicted: Vec<f64> = cands.iter().map(|c| family::predict_ms(desc, shape, c)).collect();
+        let order = strategy::order(opts.strategy, cands.len(), shape_seed(opts.seed, shape), |i| predicted[i]);
         let planned = opts.budget.max_evals.map_or(order.len(), |m| m.min(order.len()));
         report.pruned = pruned.len();
         if observe(Event::ShapeStart { shape, candidates: cands.len(), planned, pruned: &pruned }) == Control::Stop {
@@ -349,6 +375,12 @@ impl Session<'_> {
                 reused,
                 counts: &counts,
             });
+            report.candidates.push(CandidateReport {
+                config: cands[i],
+                predicted_ms: predicted[i],
+                outcome: outcome_name(&o).into(),
+                median_ms: o.median_ms(),
+            });
             results.push((i, o));
             if ctl == Control::Stop {
                 return Err(TuneError::Interrupted);
@@ -360,7 +392,7 @@ impl Session<'_> {
         report.stop = stop;
 
         // Ranked valid results (the baseline is one of the candidates too).
-        let mut ranked: Vec<(ElemConfig, Stats)> = results
+        let mut ranked: Vec<(ConfigJson, Stats)> = results
             .iter()
             .filter_map(|(i, o)| match o {
                 EvalOutcome::Ok { stats, .. } => Some((cands[*i], *stats)),
@@ -375,8 +407,10 @@ impl Session<'_> {
         ranked.sort_by(|a, b| a.1.median_ms.total_cmp(&b.1.median_ms));
 
         if let (Strategy::Exhaustive, Some(k)) = (opts.strategy, opts.compare_model) {
-            report.model_compare = compare_model(&self.desc, shape, &cands, &results, k);
+            report.model_compare = compare_model(&predicted, &results, k);
         }
+        report.heuristic_ms =
+            report.heuristic_config.and_then(|h| ranked.iter().find(|(c, _)| *c == h)).map(|(_, s)| s.median_ms);
 
         // Confirm: the winner and the built-in config measured again, longer, back to back;
         // the reported speedup comes from these, not from the (optimistically biased) best
@@ -388,7 +422,7 @@ impl Session<'_> {
             _ => None,
         };
         report.default_ms = default_stats.map(|s| s.median_ms);
-        let mut chosen: Option<(ElemConfig, Stats)> = default_stats.map(|s| (base, s));
+        let mut chosen: Option<(ConfigJson, Stats)> = default_stats.map(|s| (base, s));
         if let Some((best, _)) = ranked.first().copied()
             && best != base
         {
@@ -406,20 +440,23 @@ impl Session<'_> {
             observe(Event::ShapeDone(&report));
             return Ok(report);
         };
-        report.tuned_config = Some(tuned.into());
+        report.tuned_config = Some(tuned);
         report.tuned_ms = Some(tuned_stats.median_ms);
         report.speedup = report.default_ms.map(|d| d / tuned_stats.median_ms);
-        let bytes = shape.op.min_bytes(shape.n, shape.dtype.size_bytes(), 0) as f64;
+        report.default_tflops = tflops(report.default_ms);
+        report.tuned_tflops = tflops(report.tuned_ms);
+        let bytes = family::min_bytes(shape);
         let entry = Entry {
             op: key.op.clone(),
             dtype: key.dtype.clone(),
             layout: key.layout.clone(),
             shape: key.shape.clone(),
-            measured_shape: vec![shape.n as u64],
+            measured_shape: shape.dims(),
             build: self.desc.build.clone(),
             median_ms: tuned_stats.median_ms,
             mad_ms: tuned_stats.mad_ms,
             throughput_gbps: bytes / (tuned_stats.median_ms * 1e-3) / 1e9,
+            tflops: report.tuned_tflops,
             default_ms: report.default_ms,
             strategy: opts.strategy.name().into(),
             evaluations: report.evaluations as u32,
@@ -443,11 +480,11 @@ impl Session<'_> {
 
     /// The shape is done: its journal is dropped (the entry holds the result) and saved.
     fn finish_shape(&mut self, shape: &Shape) -> Result<(), TuneError> {
-        let (op, dtype, measured) = self.slot_parts(shape);
+        let (layout, measured) = (shape.layout(), shape.dims());
         let slot = JournalSlot {
-            op: &op,
-            dtype: &dtype,
-            layout: ELEM_LAYOUT,
+            op: shape.op_name(),
+            dtype: shape.dtype_name(),
+            layout: &layout,
             measured_shape: &measured,
             device: &self.desc.device,
             build: &self.desc.build,
@@ -458,18 +495,21 @@ impl Session<'_> {
     }
 }
 
-/// Replays the model-guided order over exhaustive results: the best it finds within `budget`
-/// evaluations and how many it needed.
-fn compare_model(
-    d: &Description,
-    shape: &Shape,
-    cands: &[ElemConfig],
-    results: &[(usize, EvalOutcome)],
-    budget: usize,
-) -> Option<ModelCompare> {
+fn outcome_name(o: &EvalOutcome) -> &'static str {
+    match o {
+        EvalOutcome::Ok { .. } => "ok",
+        EvalOutcome::Invalid { .. } => "invalid",
+        EvalOutcome::Failed { .. } => "failed",
+        EvalOutcome::Timeout { .. } => "timeout",
+    }
+}
+
+/// Replays the model-guided order (`predicted` times of the candidates) over exhaustive
+/// results: the best it finds within `budget` evaluations and how many it needed.
+fn compare_model(predicted: &[f64], results: &[(usize, EvalOutcome)], budget: usize) -> Option<ModelCompare> {
     let time = |i: usize| results.iter().find(|(j, _)| *j == i).and_then(|(_, o)| o.median_ms());
     let exhaustive_best_ms = results.iter().filter_map(|(_, o)| o.median_ms()).min_by(f64::total_cmp)?;
-    let order = strategy::order(Strategy::Model, cands.len(), 0, |i| elem::predict_ms(d, shape, &cands[i]));
+    let order = strategy::order(Strategy::Model, predicted.len(), 0, |i| predicted[i]);
     let mut best: Option<(f64, usize)> = None;
     for (k, &i) in order.iter().take(budget).enumerate() {
         if let Some(t) = time(i)

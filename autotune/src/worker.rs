@@ -8,24 +8,31 @@
 //! = `KIND@key=value,...;KIND@...` with KIND `fault` (CUDA: a kernel reading an unmapped
 //! address; CPU: the process aborts), `wrong` (one output element corrupted before
 //! verification), `hang` (never returns) or `error` (a launch error), and keys `threads`,
-//! `vec16`, `unroll`, `blocks_per_sm`, `cpu_chunk`, `op`, `dtype` selecting the candidates.
+//! `vec16`, `unroll`, `blocks_per_sm`, `cpu_chunk` (elementwise), `tile`, `cpu_rows` (GEMM),
+//! `op`, `dtype` selecting the candidates (a key of the other family never matches).
 //! `FERROTUNE_TUNE_FAKE_TIME=1` replaces measured times by a fixed function of the config
 //! (run and verification stay real), so tests know which candidate must win.
 
 use std::io::{BufRead, Write};
 
 use ferrotune::ops;
+use ferrotune::ops::gemm::variant_for;
 use ferrotune::{Backend, BackendChoice, Buffer, DType, ElemConfig, ElemOp, Error, Scalar, Stream, View, bf16, f16};
 use ferrotune_kernels::elementwise::ELEM_VARIANTS;
+use ferrotune_kernels::gemm::tc::TILES;
 use ferrotune_testkit::{Rng, check_against_reference, poison};
 use rayon::prelude::*;
 
 use crate::measure::{Repeat, Stats, time_on_stream};
-use crate::protocol::{ConfigJson, DefaultJson, Description, EvalOutcome, Request, ResourceJson, Response, Shape};
+use crate::protocol::{
+    ConfigJson, DefaultJson, Description, ElemConfigJson, ElemShape, EvalOutcome, GemmResourceJson, Request,
+    ResourceJson, Response, Shape,
+};
 use crate::space::{KernelResources, Limits};
+use crate::worker_gemm::{self, GemmBench};
 
 /// The cache size assumed on the CPU backend (a large last-level cache).
-const CPU_CACHE_BYTES: u64 = 64 << 20;
+pub(crate) const CPU_CACHE_BYTES: u64 = 64 << 20;
 
 /// One injected misbehaviour and the candidates it applies to.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,7 +65,9 @@ pub fn parse_injections(spec: &str) -> Result<Vec<Injection>, String> {
         for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (k, v) = kv.split_once('=').ok_or_else(|| format!("'{kv}' is not key=value"))?;
             let k = k.trim();
-            if !["threads", "vec16", "unroll", "blocks_per_sm", "cpu_chunk", "op", "dtype"].contains(&k) {
+            const KEYS: [&str; 9] =
+                ["threads", "vec16", "unroll", "blocks_per_sm", "cpu_chunk", "tile", "cpu_rows", "op", "dtype"];
+            if !KEYS.contains(&k) {
                 return Err(format!("unknown injection key '{k}'"));
             }
             matches.push((k.to_string(), v.trim().to_string()));
@@ -69,31 +78,75 @@ pub fn parse_injections(spec: &str) -> Result<Vec<Injection>, String> {
 }
 
 impl Injection {
-    fn applies(&self, shape: &Shape, c: &ConfigJson) -> bool {
+    pub(crate) fn applies(&self, shape: &Shape, c: &ConfigJson) -> bool {
         self.matches.iter().all(|(k, v)| {
-            let have = match k.as_str() {
-                "threads" => c.threads.to_string(),
-                "vec16" => c.vec16.to_string(),
-                "unroll" => c.unroll.to_string(),
-                "blocks_per_sm" => c.blocks_per_sm.to_string(),
-                "cpu_chunk" => c.cpu_chunk.to_string(),
-                "op" => shape.op.name().to_string(),
-                _ => shape.dtype.name().to_string(),
+            let have = match (k.as_str(), c) {
+                ("op", _) => Some(shape.op_name().to_string()),
+                ("dtype", _) => Some(shape.dtype_name().to_string()),
+                ("threads", ConfigJson::Elem(c)) => Some(c.threads.to_string()),
+                ("vec16", ConfigJson::Elem(c)) => Some(c.vec16.to_string()),
+                ("unroll", ConfigJson::Elem(c)) => Some(c.unroll.to_string()),
+                ("blocks_per_sm", ConfigJson::Elem(c)) => Some(c.blocks_per_sm.to_string()),
+                ("cpu_chunk", ConfigJson::Elem(c)) => Some(c.cpu_chunk.to_string()),
+                ("tile", ConfigJson::Gemm(c)) => Some(c.tile.to_string()),
+                ("cpu_rows", ConfigJson::Gemm(c)) => Some(c.cpu_rows.to_string()),
+                _ => None,
             };
-            have == *v
+            have.as_ref() == Some(v)
         })
     }
 }
 
-/// The synthetic time of `FERROTUNE_TUNE_FAKE_TIME`: smallest at cpu_chunk 2^14, 256
-/// threads, vec16, unroll 2, blocks_per_sm 0.
+/// The synthetic time of `FERROTUNE_TUNE_FAKE_TIME`: elementwise, smallest at cpu_chunk 2^14,
+/// 256 threads, vec16, unroll 2, blocks_per_sm 0; GEMM, smallest at cpu_rows 4 and tile 0.
 pub fn fake_ms(c: &ConfigJson) -> f64 {
     let lg = |x: f64| x.max(1.0).log2();
-    1.0 + 0.1 * (lg(c.cpu_chunk as f64) - 14.0).abs()
-        + 0.01 * (lg(f64::from(c.threads)) - 8.0).abs()
-        + if c.vec16 { 0.0 } else { 0.05 }
-        + 0.01 * (f64::from(c.unroll) - 2.0).abs()
-        + 0.001 * f64::from(c.blocks_per_sm)
+    match c {
+        ConfigJson::Elem(c) => {
+            1.0 + 0.1 * (lg(c.cpu_chunk as f64) - 14.0).abs()
+                + 0.01 * (lg(f64::from(c.threads)) - 8.0).abs()
+                + if c.vec16 { 0.0 } else { 0.05 }
+                + 0.01 * (f64::from(c.unroll) - 2.0).abs()
+                + 0.001 * f64::from(c.blocks_per_sm)
+        }
+        ConfigJson::Gemm(c) => 1.0 + 0.1 * (lg(c.cpu_rows as f64) - 2.0).abs() + 0.01 * f64::from(c.tile),
+    }
+}
+
+/// Carries out the injections that replace a candidate's run (`hang`, `error`, `fault`); the
+/// outcome when one did. `wrong` is applied by the benches to the output they verify.
+pub(crate) fn injected(s: &Stream, inject: &[Injection], shape: &Shape, c: &ConfigJson) -> Option<EvalOutcome> {
+    let hit = |k: InjectKind| inject.iter().any(|i| i.kind == k && i.applies(shape, c));
+    if hit(InjectKind::Hang) {
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    }
+    if hit(InjectKind::Error) {
+        return Some(EvalOutcome::Failed { why: "injected launch error".into(), fatal: false });
+    }
+    if hit(InjectKind::Fault) {
+        if s.gpu().is_none() {
+            // The CPU has no device to fault: die the way a crashed process does.
+            std::process::abort();
+        }
+        if let Err(e) = ferrotune::tuned::launch_faulting_kernel(s) {
+            return Some(EvalOutcome::Failed { why: format!("injected fault: {e}"), fatal: true });
+        }
+    }
+    None
+}
+
+/// Whether `wrong` is injected for this candidate.
+pub(crate) fn wrong_injected(inject: &[Injection], shape: &Shape, c: &ConfigJson) -> bool {
+    inject.iter().any(|i| i.kind == InjectKind::Wrong && i.applies(shape, c))
+}
+
+/// Rotated buffer sets for inputs of `set_bytes`: enough that consecutive timed runs never
+/// find their data in a cache of `cache` bytes (2 to `max`, within `memory`).
+pub(crate) fn rotation(set_bytes: u64, cache: u64, memory: u64, max: u64) -> usize {
+    let want = (3 * cache).div_ceil(set_bytes.max(1)).clamp(2, max.max(2));
+    want.min(memory / set_bytes.max(1)).max(1) as usize
 }
 
 /// One set of buffers (inputs and output) of a prepared shape.
@@ -102,8 +155,8 @@ struct Set<T: Scalar> {
     out: Buffer<T>,
 }
 
-struct Bench<T: Scalar> {
-    shape: Shape,
+pub(crate) struct Bench<T: Scalar> {
+    shape: ElemShape,
     cols: usize,
     alpha: f32,
     sets: Vec<Set<T>>,
@@ -114,18 +167,21 @@ struct Bench<T: Scalar> {
     checked: Option<Vec<T>>,
 }
 
-enum Prepared {
+pub(crate) enum Prepared {
     F32(Bench<f32>),
     F16(Bench<f16>),
     Bf16(Bench<bf16>),
+    GemmF32(GemmBench<f32>),
+    GemmF16(GemmBench<f16>),
+    GemmBf16(GemmBench<bf16>),
 }
 
 /// The worker's state between requests.
 pub struct Worker {
-    backend: Option<(String, Backend)>,
-    prepared: Option<Prepared>,
-    inject: Result<Vec<Injection>, String>,
-    fake_time: bool,
+    pub(crate) backend: Option<(String, Backend)>,
+    pub(crate) prepared: Option<Prepared>,
+    pub(crate) inject: Result<Vec<Injection>, String>,
+    pub(crate) fake_time: bool,
 }
 
 impl Default for Worker {
@@ -159,31 +215,42 @@ impl Worker {
     pub fn handle(&mut self, req: Request) -> (Response, bool) {
         let err = |why: String| (Response::Error { why }, false);
         match req {
-            Request::Describe { backend, ops, dtypes, resources_dir } => {
+            Request::Describe { backend, ops, dtypes, gemm, resources_dir } => {
                 if let Err(why) = &self.inject {
                     return err(format!("FERROTUNE_TUNE_INJECT: {why}"));
                 }
-                match self.backend(&backend).and_then(|b| describe(&b, &ops, &dtypes, resources_dir.as_deref())) {
+                let gemm = match gemm.iter().map(Shape::try_from).collect::<Result<Vec<_>, _>>() {
+                    Ok(g) => g,
+                    Err(why) => return err(why),
+                };
+                let d =
+                    self.backend(&backend).and_then(|b| describe(&b, &ops, &dtypes, &gemm, resources_dir.as_deref()));
+                match d {
                     Ok(d) => (Response::Description(Box::new(d)), false),
                     Err(why) => err(why),
                 }
             }
-            Request::Prepare { backend, op, dtype, n, seed } => {
-                let (Some(op), Some(dtype)) =
-                    (ElemOp::from_name(&op), DType::ALL.into_iter().find(|d| d.name() == dtype))
-                else {
-                    return err(format!("unknown op or dtype: {op} {dtype}"));
+            Request::Prepare { backend, shape, seed } => {
+                let shape = match Shape::try_from(&shape) {
+                    Ok(s) => s,
+                    Err(why) => return err(why),
                 };
                 let b = match self.backend(&backend) {
                     Ok(b) => b,
                     Err(why) => return err(why),
                 };
-                let shape = Shape { op, dtype, n };
                 self.prepared = None;
-                let r = match dtype {
-                    DType::F32 => prepare::<f32>(&b, shape, seed).map(Prepared::F32),
-                    DType::F16 => prepare::<f16>(&b, shape, seed).map(Prepared::F16),
-                    DType::Bf16 => prepare::<bf16>(&b, shape, seed).map(Prepared::Bf16),
+                let r = match shape {
+                    Shape::Elem(e) => match e.dtype {
+                        DType::F32 => prepare::<f32>(&b, e, seed).map(Prepared::F32),
+                        DType::F16 => prepare::<f16>(&b, e, seed).map(Prepared::F16),
+                        DType::Bf16 => prepare::<bf16>(&b, e, seed).map(Prepared::Bf16),
+                    },
+                    Shape::Gemm(g) => match g.dtype.dtype() {
+                        DType::F32 => worker_gemm::prepare::<f32>(&b, g, seed).map(Prepared::GemmF32),
+                        DType::F16 => worker_gemm::prepare::<f16>(&b, g, seed).map(Prepared::GemmF16),
+                        DType::Bf16 => worker_gemm::prepare::<bf16>(&b, g, seed).map(Prepared::GemmBf16),
+                    },
                 };
                 match r {
                     Ok(p) => {
@@ -191,6 +258,9 @@ impl Worker {
                             Prepared::F32(b) => b.footprint(),
                             Prepared::F16(b) => b.footprint(),
                             Prepared::Bf16(b) => b.footprint(),
+                            Prepared::GemmF32(b) => b.footprint(),
+                            Prepared::GemmF16(b) => b.footprint(),
+                            Prepared::GemmBf16(b) => b.footprint(),
                         };
                         self.prepared = Some(p);
                         (Response::Prepared { sets, bytes_per_set: bytes }, false)
@@ -204,11 +274,15 @@ impl Worker {
                 let inject = self.inject.clone().unwrap_or_default();
                 let repeat = Repeat { warmup, iters };
                 let fake = self.fake_time;
-                let out = match &mut self.prepared {
-                    None => return err("eval before prepare".into()),
-                    Some(Prepared::F32(b)) => b.eval(&s, config, repeat, &inject, fake),
-                    Some(Prepared::F16(b)) => b.eval(&s, config, repeat, &inject, fake),
-                    Some(Prepared::Bf16(b)) => b.eval(&s, config, repeat, &inject, fake),
+                let out = match (&mut self.prepared, config) {
+                    (None, _) => return err("eval before prepare".into()),
+                    (Some(Prepared::F32(b)), ConfigJson::Elem(c)) => b.eval(&s, c, repeat, &inject, fake),
+                    (Some(Prepared::F16(b)), ConfigJson::Elem(c)) => b.eval(&s, c, repeat, &inject, fake),
+                    (Some(Prepared::Bf16(b)), ConfigJson::Elem(c)) => b.eval(&s, c, repeat, &inject, fake),
+                    (Some(Prepared::GemmF32(b)), ConfigJson::Gemm(c)) => b.eval(&s, c, repeat, &inject, fake),
+                    (Some(Prepared::GemmF16(b)), ConfigJson::Gemm(c)) => b.eval(&s, c, repeat, &inject, fake),
+                    (Some(Prepared::GemmBf16(b)), ConfigJson::Gemm(c)) => b.eval(&s, c, repeat, &inject, fake),
+                    (Some(_), c) => return err(format!("config {c} is not of the prepared shape's op family")),
                 };
                 let fatal = matches!(out, EvalOutcome::Failed { fatal: true, .. });
                 (Response::Outcome(out), fatal)
@@ -241,7 +315,7 @@ pub fn serve(input: impl BufRead, mut output: impl Write) -> i32 {
     0
 }
 
-fn is_fatal(e: &Error) -> bool {
+pub(crate) fn is_fatal(e: &Error) -> bool {
     matches!(e, Error::Driver { .. })
 }
 
@@ -266,6 +340,7 @@ fn describe(
     b: &Backend,
     ops: &[String],
     dtypes: &[String],
+    gemm: &[Shape],
     resources_dir: Option<&str>,
 ) -> Result<Description, String> {
     let s = b.stream();
@@ -294,6 +369,7 @@ fn describe(
             clock_ghz: 3.0,
             cpu_threads,
             resources: Vec::new(),
+            gemm_resources: Vec::new(),
             defaults,
             resources_from: "not applicable (CPU)".into(),
         });
@@ -325,9 +401,36 @@ fn describe(
                     dtype: dt.name().into(),
                     vec16: v.vec16,
                     unroll: v.unroll,
-                    resources: KernelResources { registers, shared_bytes, max_threads },
+                    resources: KernelResources { registers, shared_bytes, max_threads, ..Default::default() },
                 });
             }
+        }
+    }
+    // Every tile that can run each GEMM shape: registers, the register-limited block size and
+    // local memory from the driver; static shared memory from the ptxas report.
+    let mut gemm_resources: Vec<GemmResourceJson> = Vec::new();
+    for shape in gemm {
+        let Shape::Gemm(g) = shape else { continue };
+        let dt = g.dtype.dtype();
+        for tile in 0..TILES.len() {
+            let Ok(v) = variant_for(&g.gemm().tile(tile), dt, dt, 256, 256) else { continue };
+            let name = v.entry_name().as_str().to_string();
+            if gemm_resources.iter().any(|r| r.kernel == name) {
+                continue;
+            }
+            let Some(f) = ferrotune::module::function_resources(&s, &name).map_err(|e| e.to_string())? else {
+                continue;
+            };
+            let shared_bytes = report.iter().find(|e| e.name == name).map_or(0, |e| e.shared_bytes);
+            let resources = KernelResources {
+                registers: f.registers,
+                shared_bytes,
+                max_threads: f.max_threads,
+                block_threads: v.block().2,
+                dynamic_shared: v.smem_bytes() as u32,
+                local_bytes: f.local_bytes,
+            };
+            gemm_resources.push(GemmResourceJson { kernel: name, resources });
         }
     }
     Ok(Description {
@@ -342,12 +445,16 @@ fn describe(
             registers_per_sm: info.registers_per_sm,
             shared_per_block: info.shared_mem_per_block,
             shared_per_sm: info.shared_mem_per_sm,
+            shared_per_block_optin: info.shared_mem_per_block_optin,
+            // The driver keeps 1 KiB of every resident block's shared memory from sm_80 on.
+            shared_reserved_per_block: if info.compute_capability.0 >= 8 { 1024 } else { 0 },
         }),
         cache_bytes: u64::from(info.l2_bytes),
         peak_gbps: info.theoretical_bandwidth() / 1e9,
         clock_ghz: f64::from(info.clock_khz) / 1e6,
         cpu_threads,
         resources,
+        gemm_resources,
         defaults,
         resources_from: if report.is_empty() {
             "driver (max threads); registers estimated".into()
@@ -366,7 +473,7 @@ fn separate_inputs(op: ElemOp) -> usize {
     }
 }
 
-fn prepare<T: Scalar>(b: &Backend, shape: Shape, seed: u64) -> ferrotune::Result<Bench<T>> {
+fn prepare<T: Scalar>(b: &Backend, shape: ElemShape, seed: u64) -> ferrotune::Result<Bench<T>> {
     let s = b.stream();
     let n = shape.n;
     // bias_add: rows of the largest power-of-two divisor of n, at most 4096 columns.
@@ -381,8 +488,7 @@ fn prepare<T: Scalar>(b: &Backend, shape: Shape, seed: u64) -> ferrotune::Result
     let set_bytes = (host_in.iter().map(|v| v.len() as u64).sum::<u64>() + n as u64) * elem;
     let cache = b.device().map_or(CPU_CACHE_BYTES, |d| u64::from(d.l2_bytes));
     let mem_cap = b.device().map_or(4u64 << 30, |d| d.global_mem_bytes as u64 / 4);
-    let want = (3 * cache).div_ceil(set_bytes.max(1)).clamp(2, 32);
-    let sets_n = want.min(mem_cap / set_bytes.max(1)).max(1) as usize;
+    let sets_n = rotation(set_bytes, cache, mem_cap, 32);
     let mut sets = Vec::with_capacity(sets_n);
     for _ in 0..sets_n {
         let ins = host_in.iter().map(|h| Buffer::from_slice(&s, h)).collect::<ferrotune::Result<Vec<_>>>()?;
@@ -419,26 +525,11 @@ impl<T: Scalar> Bench<T> {
         ops::run_elementwise(s, self.shape.op, cfg, &refs, &mut set.out.all_mut(), self.alpha)
     }
 
-    fn eval(&mut self, s: &Stream, c: ConfigJson, repeat: Repeat, inject: &[Injection], fake: bool) -> EvalOutcome {
+    fn eval(&mut self, s: &Stream, c: ElemConfigJson, repeat: Repeat, inject: &[Injection], fake: bool) -> EvalOutcome {
         let failed = |e: Error| EvalOutcome::Failed { why: e.to_string(), fatal: is_fatal(&e) };
-        let shape = self.shape;
-        let hit = |k: InjectKind| inject.iter().any(|i| i.kind == k && i.applies(&shape, &c));
-        if hit(InjectKind::Hang) {
-            loop {
-                std::thread::sleep(std::time::Duration::from_secs(1));
-            }
-        }
-        if hit(InjectKind::Error) {
-            return EvalOutcome::Failed { why: "injected launch error".into(), fatal: false };
-        }
-        if hit(InjectKind::Fault) {
-            if s.gpu().is_none() {
-                // The CPU has no device to fault: die the way a crashed process does.
-                std::process::abort();
-            }
-            if let Err(e) = ferrotune::tuned::launch_faulting_kernel(s) {
-                return EvalOutcome::Failed { why: format!("injected fault: {e}"), fatal: true };
-            }
+        let (shape, config) = (Shape::Elem(self.shape), ConfigJson::Elem(c));
+        if let Some(o) = injected(s, inject, &shape, &config) {
+            return o;
         }
         let cfg: ElemConfig = c.into();
         // Verification run on fresh output contents: poison where the op overwrites the
@@ -455,7 +546,7 @@ impl<T: Scalar> Bench<T> {
             Ok(v) => v,
             Err(e) => return failed(e),
         };
-        if hit(InjectKind::Wrong) && !got.is_empty() {
+        if wrong_injected(inject, &shape, &config) && !got.is_empty() {
             let i = got.len() / 2;
             got[i] = T::from_f32(got[i].to_f32() + 1000.0);
         }
@@ -486,7 +577,7 @@ impl<T: Scalar> Bench<T> {
             Err(e) => return failed(e),
         };
         let stats = if fake {
-            let t = fake_ms(&c);
+            let t = fake_ms(&config);
             Stats { median_ms: t, min_ms: t, max_ms: t, mad_ms: 0.0, samples: stats.samples }
         } else {
             stats
@@ -505,12 +596,19 @@ mod tests {
         assert_eq!(inj.len(), 3);
         assert_eq!(inj[0].kind, InjectKind::Fault);
         assert!(inj[2].matches.is_empty());
-        let shape = Shape { op: ElemOp::Add, dtype: DType::F32, n: 10 };
-        let mut c: ConfigJson = ElemConfig::heuristic(ElemOp::Add, DType::F32, None).into();
+        let shape = Shape::elem(ElemOp::Add, DType::F32, 10);
+        let mut c: ElemConfigJson = ElemConfig::heuristic(ElemOp::Add, DType::F32, None).into();
         c.threads = 256;
-        assert!(inj[0].applies(&shape, &c));
+        assert!(inj[0].applies(&shape, &ConfigJson::Elem(c)));
         c.vec16 = false;
-        assert!(!inj[0].applies(&shape, &c));
+        assert!(!inj[0].applies(&shape, &ConfigJson::Elem(c)));
+        // GEMM keys match GEMM configs only.
+        let g = parse_injections("wrong@tile=3,dtype=bf16").unwrap();
+        let gs = Shape::Gemm(crate::gemm::tests::shape(crate::protocol::GemmDtype::Bf16, 64, 64, 64));
+        let gc = |tile| ConfigJson::Gemm(crate::protocol::GemmConfigJson { tile, cpu_rows: 16 });
+        assert!(g[0].applies(&gs, &gc(3)));
+        assert!(!g[0].applies(&gs, &gc(2)));
+        assert!(!g[0].applies(&shape, &ConfigJson::Elem(c)), "no tile in an elementwise config");
         assert!(parse_injections("explode@threads=1").is_err());
         assert!(parse_injections("fault@colour=red").is_err());
         assert!(parse_injections("fault@threads").is_err());
@@ -524,16 +622,19 @@ mod tests {
             backend: "cpu".into(),
             ops: vec!["add".into()],
             dtypes: vec!["f16".into()],
+            gemm: vec![],
             resources_dir: None,
         };
         let (Response::Description(d), false) = w.handle(describe) else { panic!("describe failed") };
         assert_eq!(d.backend, "cpu");
         assert_eq!(d.defaults.len(), 1);
-        let prep = Request::Prepare { backend: "cpu".into(), op: "add".into(), dtype: "f16".into(), n: 5000, seed: 3 };
+        let shape = (&Shape::elem(ElemOp::Add, DType::F16, 5000)).into();
+        let prep = Request::Prepare { backend: "cpu".into(), shape, seed: 3 };
         let (Response::Prepared { sets, .. }, _) = w.handle(prep) else { panic!("prepare failed") };
         assert!(sets >= 2, "buffers are rotated");
-        let mut config = d.defaults[0].config;
-        config.cpu_chunk = 1024;
+        let mut c = d.defaults[0].config;
+        c.cpu_chunk = 1024;
+        let config = ConfigJson::Elem(c);
         for _ in 0..2 {
             let (Response::Outcome(EvalOutcome::Ok { stats, .. }), false) =
                 w.handle(Request::Eval { config, warmup: 1, iters: 3 })

@@ -1,5 +1,6 @@
 //! The tuner end to end through its real worker process (this package's
-//! `ferrotune-tune-worker` binary) on the CPU backend: candidates that crash, hang or return
+//! `ferrotune-tune-worker` binary) on the CPU backend, for an elementwise op and for GEMM
+//! (rows per task): candidates that crash, hang or return
 //! wrong answers are recorded and never win; an interrupted run resumes without measuring
 //! anything twice. Times are synthetic (`FERROTUNE_TUNE_FAKE_TIME`) so the winner is known;
 //! runs and verification are real.
@@ -7,10 +8,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ferrotune::ops::gemm::Layout;
 use ferrotune::{DType, ElemOp};
 use ferrotune_autotune::measure::Repeat;
 use ferrotune_autotune::tuner::Event;
-use ferrotune_autotune::{Budget, Control, Shape, Strategy, Timeouts, TuneError, TuneOptions, WorkerCommand, tune};
+use ferrotune_autotune::{
+    Budget, Control, GemmDtype, GemmShape, Shape, Strategy, Timeouts, TuneError, TuneOptions, WorkerCommand, tune,
+};
 use ferrotune_profile::{Outcome, Param, Profile};
 
 fn temp_profile(name: &str) -> PathBuf {
@@ -24,7 +28,7 @@ fn options(profile: PathBuf, inject: &str) -> TuneOptions {
     TuneOptions {
         // 20000 elements: CPU chunks 2^10 ..= 2^15 are the candidates; the synthetic time is
         // lowest at 2^14, then 2^13 and 2^15.
-        shapes: vec![Shape { op: ElemOp::Add, dtype: DType::F32, n: 20_000 }],
+        shapes: vec![Shape::elem(ElemOp::Add, DType::F32, 20_000)],
         strategy: Strategy::Exhaustive,
         budget: Budget::default(),
         profile,
@@ -67,7 +71,7 @@ fn faults_hangs_and_wrong_answers_are_isolated_and_never_win() {
     let mut outcomes = Vec::new();
     let report = tune(&opts, &mut |e| {
         if let Event::Candidate { config, outcome, role: "search", .. } = e {
-            outcomes.push((config.cpu_chunk, outcome.clone()));
+            outcomes.push((config.as_elem().unwrap().cpu_chunk, outcome.clone()));
         }
         Control::Continue
     })
@@ -82,7 +86,7 @@ fn faults_hangs_and_wrong_answers_are_isolated_and_never_win() {
     assert!(matches!(find(1024), ferrotune_autotune::EvalOutcome::Timeout { .. }));
     assert!(report.worker_starts >= 3, "a new worker after the crash and after the hang: {}", report.worker_starts);
     // The winner is the best *valid* candidate; the wrong one never wins.
-    let tuned = s.tuned_config.unwrap().cpu_chunk;
+    let tuned = s.tuned_config.unwrap().as_elem().unwrap().cpu_chunk;
     assert!(tuned == 8192 || tuned == 32768, "tuned chunk {tuned}");
     assert!(s.speedup.unwrap() > 1.0, "default chunk 65536 is slower in the synthetic model");
     let m = s.model_compare.as_ref().unwrap();
@@ -161,5 +165,73 @@ fn a_malformed_profile_stops_the_run_naming_file_and_line() {
     let msg = err.to_string();
     assert!(msg.contains("profile.toml:3:"), "{msg}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "format = \"ferrotune-profile\"\nversion = 1\n[[entry]\n");
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+fn gemm_options(profile: PathBuf, inject: &str) -> TuneOptions {
+    // 40 x 24 x 16 bf16 on the CPU: rows per task 1 ..= 64 are the candidates; the synthetic
+    // time is lowest at 4, then 2 and 8.
+    let shape = GemmShape { dtype: GemmDtype::Bf16, m: 40, n: 24, k: 16, batch: 1, a: Layout::Row, b: Layout::Col };
+    TuneOptions { shapes: vec![Shape::Gemm(shape)], ..options(profile, inject) }
+}
+
+fn rows_of(c: &ferrotune_profile::Config) -> i64 {
+    match c.get("cpu_rows") {
+        Some(Param::Int(v)) => *v,
+        other => panic!("no cpu_rows: {other:?}"),
+    }
+}
+
+#[test]
+fn gemm_candidates_are_isolated_verified_and_resumed_like_elementwise_ones() {
+    let path = temp_profile("gemm");
+    // The would-be winner (4 rows) answers wrong, 2 crashes its worker, 1 hangs; the run is
+    // interrupted after 3 search candidates and resumed.
+    let opts = gemm_options(path.clone(), "wrong@cpu_rows=4;fault@cpu_rows=2;hang@cpu_rows=1");
+    let mut searched = 0;
+    let err = tune(&opts, &mut |e| {
+        if let Event::Candidate { role: "search", .. } = e {
+            searched += 1;
+            if searched == 3 {
+                return Control::Stop;
+            }
+        }
+        Control::Continue
+    })
+    .unwrap_err();
+    assert!(matches!(err, TuneError::Interrupted), "{err}");
+    let p = Profile::load(&path).unwrap();
+    assert_eq!(p.journal.len(), 4, "baseline + 3 candidates: {:?}", p.journal);
+    assert!(p.journal.iter().all(|j| j.op == "gemm" && j.layout == "rc" && j.measured_shape == [40, 24, 16, 1]));
+    assert!(p.journal.iter().any(|j| j.outcome == Outcome::Timeout), "the hang (1 row) is journalled");
+
+    let mut outcomes = Vec::new();
+    let report = tune(&opts, &mut |e| {
+        if let Event::Candidate { config, outcome, role: "search", .. } = e {
+            outcomes.push((config.as_gemm().unwrap().cpu_rows, outcome.clone()));
+        }
+        Control::Continue
+    })
+    .unwrap();
+    let s = &report.shapes[0];
+    assert_eq!((s.evaluations, s.reused), (7, 4), "{s:?}");
+    assert_eq!((s.failed, s.invalid), (2, 1), "{s:?}");
+    let find = |rows| outcomes.iter().find(|(r, _)| *r == rows).map(|(_, o)| o.clone()).unwrap();
+    assert!(matches!(find(4), ferrotune_autotune::EvalOutcome::Invalid { ref why } if why.contains("(0, 20, 12)")));
+    assert!(format!("{:?}", find(2)).contains("SIGABRT"));
+    assert!(matches!(find(1), ferrotune_autotune::EvalOutcome::Timeout { .. }));
+    let tuned = s.tuned_config.unwrap().as_gemm().unwrap().cpu_rows;
+    assert_eq!(tuned, 8, "the best valid candidate");
+    assert!(s.speedup.unwrap() > 1.0 && s.tuned_tflops.is_some());
+    assert_eq!(s.candidates.len(), 7);
+
+    let p = Profile::load(&path).unwrap();
+    assert!(p.journal.is_empty());
+    let e = &p.entries[0];
+    assert_eq!((e.op.as_str(), e.dtype.as_str(), e.layout.as_str()), ("gemm", "bf16", "rc"));
+    assert_eq!((e.shape.clone(), e.measured_shape.clone()), (vec![32, 16, 16, 1], vec![40, 24, 16, 1]));
+    assert_eq!(rows_of(&e.config), 8);
+    assert!(e.tflops.is_some_and(|t| t > 0.0));
+    assert!(e.runners_up.iter().all(|r| rows_of(&r.config) != 4), "an invalid result is no runner-up");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }

@@ -8,7 +8,7 @@ use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 
 /// Run-time choice of configs from tuning profiles (see `tuned`).
-pub use crate::tuned::{Source, explain, use_profiles};
+pub use crate::tuned::{Source, explain, gemm_explain, use_profiles};
 
 /// How an elementwise op is launched. The GPU fields pick a PTX variant and the grid; the CPU
 /// field sizes the rayon tasks. The autotuner sweeps all of them.
@@ -102,14 +102,21 @@ mod tests {
     }
 }
 
-/// Tile choice for the tensor-core GEMM (an index into `gemm::tc::TILES`), from a tuning
-/// profile or the built-in heuristic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a GEMM is launched: the tile of the tensor-core kernel (an index into
+/// `gemm::tc::TILES`, i.e. one of the compiled variants) and, on the CPU backend, output rows
+/// per rayon task. From a tuning profile (see `tuned::gemm_explain`) or the built-in heuristic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GemmConfig {
     pub tile: usize,
+    /// Output rows per rayon task (CPU backend).
+    pub cpu_rows: usize,
 }
 
 impl GemmConfig {
+    /// The kernels' own default: tile 0 (128 x 128) and 16 rows per CPU task. What the tuner
+    /// compares its result against.
+    pub const DEFAULT: GemmConfig = GemmConfig { tile: 0, cpu_rows: 16 };
+
     /// Built-in choice by shape: the default 128 x 128 tile unless it would leave most of a
     /// large GPU idle, in which case smaller tiles give more blocks.
     pub fn heuristic(m: usize, n: usize, _k: usize, batch: usize) -> GemmConfig {
@@ -122,6 +129,38 @@ impl GemmConfig {
         } else {
             7
         };
-        GemmConfig { tile }
+        GemmConfig { tile, ..GemmConfig::DEFAULT }
+    }
+
+    /// Checks the config against the compiled tiles.
+    pub fn validate(&self) -> Result<()> {
+        let tiles = ferrotune_kernels::gemm::tc::TILES.len();
+        if self.tile >= tiles {
+            return Err(Error::InvalidConfig {
+                op: "gemm",
+                why: format!("tile {} is not compiled into the PTX (0..{tiles})", self.tile),
+            });
+        }
+        if self.cpu_rows == 0 {
+            return Err(Error::InvalidConfig { op: "gemm", why: "cpu_rows must be at least 1".into() });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod gemm_tests {
+    use super::*;
+
+    #[test]
+    fn gemm_configs_are_checked_against_the_compiled_tiles() {
+        let n = ferrotune_kernels::gemm::tc::TILES.len();
+        assert!(GemmConfig::DEFAULT.validate().is_ok());
+        assert!(GemmConfig { tile: n - 1, cpu_rows: 1 }.validate().is_ok());
+        assert!(GemmConfig { tile: n, ..GemmConfig::DEFAULT }.validate().is_err());
+        assert!(GemmConfig { cpu_rows: 0, ..GemmConfig::DEFAULT }.validate().is_err());
+        for (m, n, k) in [(8192, 8192, 8192), (128, 8192, 1024), (64, 64, 64)] {
+            assert!(GemmConfig::heuristic(m, n, k, 1).validate().is_ok());
+        }
     }
 }

@@ -88,3 +88,26 @@ impl Kernels {
         Ok(raised)
     }
 }
+
+/// What the driver says one compiled entry point needs per launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FunctionResources {
+    pub registers: u32,
+    /// Most threads per block its registers allow.
+    pub max_threads: u32,
+    /// Local memory per thread (stack frame and register spills), bytes.
+    pub local_bytes: u32,
+}
+
+/// The resources of the entry point `name` on this stream's device (`None` on the CPU
+/// backend): what the autotuner prunes and ranks candidates with.
+pub fn function_resources(s: &crate::stream::Stream, name: &str) -> Result<Option<FunctionResources>> {
+    let Some(gpu) = s.gpu() else { return Ok(None) };
+    let k = gpu.kernels()?.function(name)?;
+    let local = k.func.local_size_bytes().ctx(|| format!("reading the local memory of {name}"))?;
+    Ok(Some(FunctionResources {
+        registers: k.registers,
+        max_threads: k.max_threads,
+        local_bytes: u32::try_from(local).unwrap_or(0),
+    }))
+}

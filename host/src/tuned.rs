@@ -1,7 +1,7 @@
-//! Run-time use of tuning profiles: which `ElemConfig` an op call gets and why (exact profile
-//! entry → nearest bucket → same architecture → built-in heuristic). Profiles are loaded once
-//! and lookups are memoised, so an op call does no file I/O. The format itself lives in
-//! `ferrotune-profile`; this file only maps `ElemConfig` to and from named parameters.
+//! Run-time use of tuning profiles: which `ElemConfig` or `GemmConfig` an op call gets and why
+//! (exact profile entry → nearest bucket → same architecture → built-in heuristic). Profiles
+//! are loaded once and lookups are memoised, so an op call does no file I/O. The format itself
+//! lives in `ferrotune-profile`; this file only maps the configs to and from named parameters.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -10,15 +10,72 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use ferrotune_kernels::DType;
 use ferrotune_kernels::elementwise::{ElemOp, ElemVariant};
+use ferrotune_kernels::gemm::tc::TILES;
 use ferrotune_profile::{Config, Device, Match, Param, ProfileSet, Query};
 
 use crate::backend::Backend;
-use crate::config::ElemConfig;
+use crate::config::{ElemConfig, GemmConfig};
 use crate::error::{Error, Result};
+use crate::ops::gemm::{Gemm, Layout, Precision};
 use crate::stream::Stream;
 
 /// The layout of every elementwise op in profiles.
 pub const ELEM_LAYOUT: &str = "contiguous";
+/// The op name of GEMM entries.
+pub const GEMM_OP: &str = "gemm";
+
+/// The dtype key of a GEMM: its input type, `tf32` for f32 inputs allowed onto TF32 tensor
+/// cores (`f32` for exact FFMA).
+pub fn gemm_dtype_name(dtype: DType, precision: Precision) -> &'static str {
+    match dtype {
+        DType::F32 if precision.uses_tf32() => "tf32",
+        d => d.name(),
+    }
+}
+
+/// The layout key of a GEMM: A's then B's storage, `r` (row-major) or `c` (column-major).
+pub fn gemm_layout(a: Layout, b: Layout) -> String {
+    format!("{}{}", a.code(), b.code())
+}
+
+/// The dimensions of a GEMM as profiles key them: `[m, n, k, batch]`.
+pub fn gemm_dims(g: &Gemm) -> [u64; 4] {
+    [g.m as u64, g.n as u64, g.k as u64, g.batch.max(1) as u64]
+}
+
+/// A compiled tile's shape for people reading a profile: `BMxBN_kKB_wWMxWN_sS` (K bytes per
+/// stage, warps, stages).
+pub fn tile_label(tile: usize) -> Option<String> {
+    TILES.get(tile).map(|t| format!("{}x{}_k{}B_w{}x{}_s{}", t.bm(), t.bn(), t.kb, t.wm, t.wn, t.stages))
+}
+
+/// A GEMM config as named parameters: `tile` (index into `tc::TILES`), `tile_shape` (its
+/// label, checked on reading) and `cpu_rows`.
+pub fn gemm_to_params(c: &GemmConfig) -> Config {
+    let mut m = Config::new();
+    m.insert("tile".into(), Param::Int(c.tile as i64));
+    if let Some(l) = tile_label(c.tile) {
+        m.insert("tile_shape".into(), Param::Text(l));
+    }
+    m.insert("cpu_rows".into(), Param::Int(c.cpu_rows as i64));
+    m
+}
+
+/// The GEMM config from named parameters; `None` when one is missing or out of range, or the
+/// tile's shape is not the one compiled at that index.
+pub fn gemm_from_params(m: &Config) -> Option<GemmConfig> {
+    let int = |k: &str| match m.get(k) {
+        Some(Param::Int(v)) => usize::try_from(*v).ok(),
+        _ => None,
+    };
+    let c = GemmConfig { tile: int("tile")?, cpu_rows: int("cpu_rows")? };
+    match m.get("tile_shape") {
+        Some(Param::Text(t)) if Some(t) != tile_label(c.tile).as_ref() => return None,
+        Some(Param::Text(_)) | None => {}
+        Some(_) => return None,
+    }
+    c.validate().is_ok().then_some(c)
+}
 
 /// Where a config came from.
 #[derive(Clone, Debug, PartialEq)]
@@ -141,10 +198,19 @@ pub fn load_profiles(paths: &[PathBuf]) -> ProfileSet {
 }
 
 type MemoKey = (ElemOp, DType, u64, String);
+/// (dtype key, layout key, bucketed `[m, n, k, batch]`, machine).
+type GemmMemoKey = (&'static str, String, Vec<u64>, String);
 
 struct Cache {
     set: Arc<ProfileSet>,
     memo: Mutex<HashMap<MemoKey, (ElemConfig, Source)>>,
+    gemm_memo: Mutex<HashMap<GemmMemoKey, (GemmConfig, Source)>>,
+}
+
+impl Cache {
+    fn new(set: ProfileSet) -> Cache {
+        Cache { set: Arc::new(set), memo: Mutex::default(), gemm_memo: Mutex::default() }
+    }
 }
 
 fn cache() -> &'static RwLock<Option<Arc<Cache>>> {
@@ -157,10 +223,7 @@ fn current() -> Arc<Cache> {
         return c.clone();
     }
     let mut w = cache().write().unwrap_or_else(|p| p.into_inner());
-    w.get_or_insert_with(|| {
-        Arc::new(Cache { set: Arc::new(load_profiles(&default_profile_paths())), memo: Mutex::default() })
-    })
-    .clone()
+    w.get_or_insert_with(|| Arc::new(Cache::new(load_profiles(&default_profile_paths())))).clone()
 }
 
 /// Uses the profiles at `path` (a file or directory) from now on, instead of the default
@@ -176,8 +239,7 @@ pub fn use_profiles(path: Option<PathBuf>) -> Result<()> {
         }
         None => load_profiles(&default_profile_paths()),
     };
-    *cache().write().unwrap_or_else(|p| p.into_inner()) =
-        Some(Arc::new(Cache { set: Arc::new(set), memo: Mutex::default() }));
+    *cache().write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(Cache::new(set)));
     Ok(())
 }
 
@@ -217,17 +279,73 @@ pub(crate) fn config_for(s: &Stream, op: ElemOp, dtype: DType, n: usize) -> Elem
     if c.set.is_empty() {
         return ElemConfig::heuristic(op, dtype, s.gpu().map(|g| g.info()));
     }
-    let machine = match s {
-        Stream::Cuda { gpu, .. } => format!("cuda{}", gpu.info().ordinal),
-        Stream::Cpu(cpu) => format!("cpu{}", cpu.threads()),
-    };
-    let key = (op, dtype, ferrotune_profile::bucket(n as u64), machine);
+    let key = (op, dtype, ferrotune_profile::bucket(n as u64), machine_of(s));
     let mut memo = c.memo.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((cfg, _)) = memo.get(&key) {
         return *cfg;
     }
     let (cfg, src) = explain_in(&c.set, op, dtype, n, s);
     log::debug!("{} {} n={n}: {cfg:?} from {src}", op.name(), dtype.name());
+    memo.insert(key, (cfg, src));
+    cfg
+}
+
+fn machine_of(s: &Stream) -> String {
+    match s {
+        Stream::Cuda { gpu, .. } => format!("cuda{}", gpu.info().ordinal),
+        Stream::Cpu(cpu) => format!("cpu{}", cpu.threads()),
+    }
+}
+
+/// Which config the GEMM `g` (resolved, inputs of `dtype`) gets on `backend`, and why.
+pub fn gemm_explain(g: &Gemm, dtype: DType, backend: &Backend) -> (GemmConfig, Source) {
+    gemm_explain_in(&current().set, g, dtype, &backend.stream())
+}
+
+/// `gemm_explain` against an explicit set of profiles (what tests and tools use). The key is
+/// (device, build, op `gemm`, dtype key, layout key, bucket of `[m, n, k, batch]`).
+pub fn gemm_explain_in(set: &ProfileSet, g: &Gemm, dtype: DType, s: &Stream) -> (GemmConfig, Source) {
+    let heuristic = |why: String| (GemmConfig::heuristic(g.m, g.n, g.k, g.batch), Source::Heuristic { why });
+    if set.is_empty() {
+        return heuristic("no tuning profile loaded (FERROTUNE_PROFILE or ~/.config/ferrotune/profiles)".into());
+    }
+    let (dev, build) = match fingerprint(s) {
+        Ok(f) => f,
+        Err(e) => return heuristic(format!("no device fingerprint: {e}")),
+    };
+    let dt = gemm_dtype_name(dtype, g.precision);
+    let layout = gemm_layout(g.a_layout, g.b_layout);
+    let shape = gemm_dims(g);
+    let q = Query { device: &dev, build: &build, op: GEMM_OP, dtype: dt, layout: &layout, shape: &shape };
+    let Some(found) = set.lookup(&q) else {
+        return heuristic(format!("no entry for gemm {dt} {layout} on {dev} with kernel build {build}"));
+    };
+    let src = Source::Profile { path: found.path.clone(), line: found.entry.line, how: found.how };
+    match gemm_from_params(&found.entry.config) {
+        Some(c) => (c, src),
+        None => heuristic(format!("the entry at {src} has an invalid config {:?}", found.entry.config)),
+    }
+}
+
+/// The config `ops::gemm` launches with when the call forces none: the memoised
+/// `gemm_explain` for this stream's machine, logged once per bucket at `debug` level.
+pub(crate) fn gemm_config_for(s: &Stream, g: &Gemm, dtype: DType) -> GemmConfig {
+    let c = current();
+    if c.set.is_empty() {
+        return GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
+    }
+    let key = (
+        gemm_dtype_name(dtype, g.precision),
+        gemm_layout(g.a_layout, g.b_layout),
+        ferrotune_profile::bucket_shape(&gemm_dims(g)),
+        machine_of(s),
+    );
+    let mut memo = c.gemm_memo.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((cfg, _)) = memo.get(&key) {
+        return *cfg;
+    }
+    let (cfg, src) = gemm_explain_in(&c.set, g, dtype, s);
+    log::debug!("gemm {} {} {}x{}x{} batch {}: {cfg:?} from {src}", key.0, key.1, g.m, g.n, g.k, g.batch);
     memo.insert(key, (cfg, src));
     cfg
 }
@@ -270,5 +388,23 @@ mod tests {
         let mut m = to_params(&ElemConfig::heuristic(ElemOp::Add, DType::F32, None));
         m.insert("threads".into(), Param::Int(-1));
         assert_eq!(from_params(&m), None);
+    }
+
+    #[test]
+    fn gemm_params_round_trip_and_check_the_tile_shape() {
+        for tile in 0..TILES.len() {
+            let c = GemmConfig { tile, cpu_rows: 8 };
+            assert_eq!(gemm_from_params(&gemm_to_params(&c)), Some(c));
+        }
+        let mut m = gemm_to_params(&GemmConfig { tile: 1, cpu_rows: 8 });
+        m.insert("tile_shape".into(), Param::Text("1x1".into()));
+        assert_eq!(gemm_from_params(&m), None, "a tile index whose shape changed is not used");
+        let mut m = gemm_to_params(&GemmConfig::DEFAULT);
+        m.insert("tile".into(), Param::Int(TILES.len() as i64));
+        assert_eq!(gemm_from_params(&m), None, "a tile that is not compiled");
+        let mut m = gemm_to_params(&GemmConfig::DEFAULT);
+        m.remove("cpu_rows");
+        assert_eq!(gemm_from_params(&m), None);
+        assert_eq!(gemm_layout(Layout::Row, Layout::Col), "rc");
     }
 }

@@ -16,8 +16,12 @@ pub use lookup::{Found, Match, ProfileSet, Query};
 
 /// The `format` value every profile carries.
 pub const FORMAT: &str = "ferrotune-profile";
-/// The schema version this build reads and writes. A file with another version is refused.
-pub const VERSION: u32 = 1;
+/// The schema version this build writes. It reads this one and [`OLDEST_VERSION`]; a file
+/// with another version is refused.
+pub const VERSION: u32 = 2;
+/// The oldest version this build still reads (version 2 only added the optional `tflops`, so
+/// every version 1 file is a valid version 2 file).
+pub const OLDEST_VERSION: u32 = 1;
 
 /// Errors reading, validating or writing a profile. Each names the file and, where the
 /// problem has a place, its line and column.
@@ -31,7 +35,7 @@ pub enum ProfileError {
     NotAProfile { path: PathBuf },
     #[error("{}:{line}: format is {found:?}, expected \"{FORMAT}\"", path.display())]
     WrongFormat { path: PathBuf, line: usize, found: String },
-    #[error("{}:{line}: unknown profile version {found} (this build reads version {VERSION}); retune or convert the file", path.display())]
+    #[error("{}:{line}: unknown profile version {found} (this build reads versions {OLDEST_VERSION} to {VERSION}); retune or convert the file", path.display())]
     UnknownVersion { path: PathBuf, line: usize, found: String },
     #[error("{}:{line}: {msg}", path.display())]
     Invalid { path: PathBuf, line: usize, msg: String },
@@ -125,6 +129,10 @@ pub struct Entry {
     pub mad_ms: f64,
     /// Bytes the op must move per second at the median time, in GB/s.
     pub throughput_gbps: f64,
+    /// Floating-point operations per second at the median time, in TFLOP/s (GEMM: 2 m n k
+    /// batch / median). Since version 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tflops: Option<f64>,
     /// The built-in heuristic config's median time, measured in the same run (absent when
     /// the built-in config itself failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -319,7 +327,8 @@ impl Profile {
                 });
             }
             (Some(_), Some(v)) => {
-                if v.get_ref().as_integer() != Some(VERSION as i64) {
+                let known = OLDEST_VERSION as i64..=VERSION as i64;
+                if !v.get_ref().as_integer().is_some_and(|x| known.contains(&x)) {
                     let found = v.get_ref().to_string();
                     return Err(ProfileError::UnknownVersion { path: path.into(), line: line_of(v), found });
                 }
@@ -468,7 +477,7 @@ fn validate_entry(e: &Entry) -> std::result::Result<(), String> {
     if bucket_shape(&e.measured_shape) != e.shape {
         return Err(format!("{what}: measured_shape {:?} is not in bucket {:?}", e.measured_shape, e.shape));
     }
-    for (name, v) in [("median_ms", Some(e.median_ms)), ("default_ms", e.default_ms)] {
+    for (name, v) in [("median_ms", Some(e.median_ms)), ("default_ms", e.default_ms), ("tflops", e.tflops)] {
         let Some(v) = v else { continue };
         if !(v.is_finite() && v > 0.0) {
             return Err(format!("{what}: {name} must be a positive number, got {v}"));
@@ -481,7 +490,8 @@ fn validate_entry(e: &Entry) -> std::result::Result<(), String> {
 }
 
 /// The bucket of one dimension: the largest power of two not above it (0 stays 0). Sizes
-/// within a factor of two share a bucket and so a tuned config; GEMM buckets M, N and K each.
+/// within a factor of two share a bucket and so a tuned config; GEMM buckets M, N, K and the
+/// batch each (`[m, n, k, batch]`).
 pub fn bucket(n: u64) -> u64 {
     if n == 0 { 0 } else { 1u64 << (63 - n.leading_zeros()) }
 }

@@ -31,6 +31,7 @@ fn entry(device: Device, n: u64, threads: i64) -> Entry {
         median_ms: 1.5,
         mad_ms: 0.01,
         throughput_gbps: 1000.0,
+        tflops: None,
         default_ms: Some(2.0),
         strategy: "exhaustive".into(),
         evaluations: 10,
@@ -123,6 +124,93 @@ fn lookup_order_exact_then_bucket_then_arch() {
     assert!(set(vec![entry(h100(), 1 << 20, 256)]).lookup(&stale).is_none());
 }
 
+fn gemm_cfg(tile: i64) -> Config {
+    let mut c = Config::new();
+    c.insert("tile".into(), Param::Int(tile));
+    c.insert("tile_shape".into(), Param::Text(format!("shape{tile}")));
+    c.insert("cpu_rows".into(), Param::Int(16));
+    c
+}
+
+/// A GEMM entry: `[m, n, k, batch]` measured, bucketed per dimension.
+fn gemm_entry(device: Device, dtype: &str, layout: &str, mnkb: [u64; 4], tile: i64) -> Entry {
+    let flops = 2.0 * mnkb.iter().map(|&d| d as f64).product::<f64>();
+    Entry {
+        op: "gemm".into(),
+        dtype: dtype.into(),
+        layout: layout.into(),
+        shape: bucket_shape(&mnkb),
+        measured_shape: mnkb.to_vec(),
+        median_ms: 0.5,
+        tflops: Some(flops / 0.5e-3 / 1e12),
+        runners_up: vec![Ranked { median_ms: 0.6, config: gemm_cfg(0) }],
+        config: gemm_cfg(tile),
+        ..entry(device, 1, 1)
+    }
+}
+
+#[test]
+fn gemm_entries_round_trip_with_their_tflops() {
+    let p = Profile {
+        source: None,
+        entries: vec![
+            gemm_entry(h100(), "bf16", "rc", [1000, 3000, 700, 1], 3),
+            gemm_entry(h100(), "tf32", "rr", [8192, 8192, 8192, 4], 1),
+        ],
+        journal: vec![],
+    };
+    let text = p.to_toml().unwrap();
+    assert!(text.contains("version = 2") && text.contains("tflops = "), "{text}");
+    let mut back = parse(&text).unwrap();
+    for e in &mut back.entries {
+        e.line = None;
+    }
+    back.source = None;
+    assert_eq!(back, p, "{text}");
+    assert_eq!(back.entries[0].shape, vec![512, 2048, 512, 1]);
+    // A version 1 file (no `tflops`) still reads; a bad `tflops` is refused.
+    let v1 = entry_text().replace("version = 2", "version = 1");
+    assert_eq!(parse(&v1).unwrap().entries.len(), 1);
+    let mut bad = p.clone();
+    bad.entries[0].tflops = Some(f64::NAN);
+    assert!(parse(&bad.to_toml().unwrap()).unwrap_err().to_string().contains("tflops"));
+}
+
+#[test]
+fn gemm_lookup_buckets_each_dimension_and_keys_dtype_and_layout() {
+    let set = ProfileSet {
+        profiles: vec![Profile {
+            source: Some("g.toml".into()),
+            entries: vec![
+                gemm_entry(h100(), "bf16", "rc", [4096, 4096, 4096, 1], 1),
+                gemm_entry(h100(), "bf16", "rc", [128, 8192, 1024, 1], 7),
+                gemm_entry(h100(), "bf16", "rr", [128, 8192, 1024, 1], 6),
+                gemm_entry(h100(), "f16", "rc", [128, 8192, 1024, 1], 5),
+            ],
+            journal: vec![],
+        }],
+        problems: vec![],
+    };
+    let q = |dtype: &str, layout: &str, shape: [u64; 4]| {
+        let dev = h100();
+        let q = Query { device: &dev, build: "fnv1a64:1", op: "gemm", dtype, layout, shape: &shape };
+        set.lookup(&q).map(|f| (f.how, f.entry.config))
+    };
+    // 5000 x 6000 x 4100 shares 4096³'s bucket in every dimension.
+    assert_eq!(q("bf16", "rc", [5000, 6000, 4100, 1]), Some((Match::Exact, gemm_cfg(1))));
+    assert_eq!(q("bf16", "rc", [200, 9000, 1500, 1]), Some((Match::Exact, gemm_cfg(7))));
+    assert_eq!(q("bf16", "rr", [200, 9000, 1500, 1]), Some((Match::Exact, gemm_cfg(6))), "layout is a key");
+    assert_eq!(q("f16", "rc", [200, 9000, 1500, 1]), Some((Match::Exact, gemm_cfg(5))), "dtype is a key");
+    // 256 x 8192 x 1024 is one octave from the skinny entry and 9 from 4096³.
+    let (how, c) = q("bf16", "rc", [256, 8192, 1024, 1]).unwrap();
+    assert_eq!((how, c), (Match::NearestBucket { bucket: vec![128, 8192, 1024, 1], distance: 1 }, gemm_cfg(7)));
+    // The batch is a dimension too: 8 x 4096³ is three octaves from 4096³.
+    let (how, _) = q("bf16", "rc", [4096, 4096, 4096, 8]).unwrap();
+    assert_eq!(how, Match::NearestBucket { bucket: vec![4096, 4096, 4096, 1], distance: 3 });
+    assert_eq!(q("tf32", "rc", [4096, 4096, 4096, 1]), None, "no tf32 entry");
+    assert_eq!(q("bf16", "cc", [4096, 4096, 4096, 1]), None, "no cc entry");
+}
+
 #[test]
 fn syntax_errors_name_file_line_and_column() {
     let text = "format = \"ferrotune-profile\"\nversion = 1\n\n[[entry]]\nop = \"add\nx = 1\n";
@@ -213,7 +301,7 @@ fn save_is_atomic_and_loads_back() {
     assert_eq!(leftovers.len(), 1, "no temporary file is left behind: {leftovers:?}");
     let set = ProfileSet::load(&dir.join("sub"));
     assert_eq!(set.profiles.len(), 1);
-    std::fs::write(dir.join("sub/bad.toml"), "format = \"ferrotune-profile\"\nversion = 2\n").unwrap();
+    std::fs::write(dir.join("sub/bad.toml"), "format = \"ferrotune-profile\"\nversion = 3\n").unwrap();
     let set = ProfileSet::load(&dir.join("sub"));
     assert_eq!(set.profiles.len(), 1);
     assert_eq!(set.problems.len(), 1);

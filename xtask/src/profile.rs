@@ -31,10 +31,18 @@ pub enum Cmd {
     Explain {
         #[arg(long)]
         op: String,
+        /// f32, f16, bf16; for gemm also tf32 (f32 inputs on TF32 tensor cores).
         #[arg(long, default_value = "f32")]
         dtype: String,
+        /// Elements (elementwise ops).
+        #[arg(long, required_unless_present = "shape")]
+        n: Option<usize>,
+        /// GEMM: MxNxK or MxNxKxBATCH.
         #[arg(long)]
-        n: usize,
+        shape: Option<String>,
+        /// GEMM: A's and B's layout (rc, rr, cr, cc).
+        #[arg(long, default_value = "rc")]
+        layout: String,
         /// A profile file or directory (default: FERROTUNE_PROFILE or the default locations).
         #[arg(long)]
         profile: Option<PathBuf>,
@@ -48,18 +56,22 @@ pub fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Show { path } => show(&path),
         Cmd::Validate { paths, backend, deny_warnings } => validate(&paths, backend, deny_warnings),
         Cmd::Merge { paths, out } => merge(&paths, &out),
-        Cmd::Explain { op, dtype, n, profile, backend } => {
-            let op = ElemOp::from_name(&op).with_context(|| format!("unknown op '{op}'"))?;
-            let dtype = DType::ALL
-                .into_iter()
-                .find(|d| d.name() == dtype)
-                .with_context(|| format!("unknown dtype '{dtype}'"))?;
+        Cmd::Explain { op, dtype, n, shape, layout, profile, backend } => {
             let b = Backend::new(backend)?;
             let paths = profile.map_or_else(ferrotune::tuned::default_profile_paths, |p| vec![p]);
             let set = ferrotune::tuned::load_profiles(&paths);
             for p in &set.problems {
                 eprintln!("warning: not used: {p}");
             }
+            if op == "gemm" {
+                return explain_gemm(&set, &dtype, shape.as_deref(), &layout, &b);
+            }
+            let n = n.context("elementwise ops need --n")?;
+            let op = ElemOp::from_name(&op).with_context(|| format!("unknown op '{op}'"))?;
+            let dtype = DType::ALL
+                .into_iter()
+                .find(|d| d.name() == dtype)
+                .with_context(|| format!("unknown dtype '{dtype}'"))?;
             let (cfg, src) = ferrotune::tuned::explain_in(&set, op, dtype, n, &b.stream());
             println!("{} {} n={n} on {}: {cfg:?}\n  from: {src}", op.name(), dtype.name(), b.name());
             Ok(())
@@ -67,21 +79,52 @@ pub fn run(cmd: Cmd) -> anyhow::Result<()> {
     }
 }
 
+/// `profile explain --op gemm`: the tile (and CPU rows) a GEMM of this shape gets, and why.
+fn explain_gemm(set: &ProfileSet, dtype: &str, shape: Option<&str>, layout: &str, b: &Backend) -> anyhow::Result<()> {
+    let shape = shape.context("gemm needs --shape MxNxK")?;
+    let v: Vec<usize> = shape
+        .split('x')
+        .map(|p| p.trim().parse())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("shape '{shape}' is not MxNxK"))?;
+    let (m, n, k, batch) = match v[..] {
+        [m, n, k] => (m, n, k, 1),
+        [m, n, k, b] => (m, n, k, b),
+        _ => anyhow::bail!("shape '{shape}' is not MxNxK or MxNxKxBATCH"),
+    };
+    let dt = ferrotune_autotune::GemmDtype::from_name(dtype)
+        .with_context(|| format!("unknown GEMM dtype '{dtype}' (tf32, f16, bf16)"))?;
+    let mut c = layout.chars().map(ferrotune_autotune::protocol::layout_from_code);
+    let (Some(Some(la)), Some(Some(lb)), None) = (c.next(), c.next(), c.next()) else {
+        anyhow::bail!("layout '{layout}' is not two of r and c (rc, rr, cr, cc)");
+    };
+    let g = ferrotune_autotune::GemmShape { dtype: dt, m, n, k, batch, a: la, b: lb }.gemm();
+    let (cfg, src) = ferrotune::tuned::gemm_explain_in(set, &g, dt.dtype(), &b.stream());
+    let label = ferrotune::tuned::tile_label(cfg.tile).unwrap_or_default();
+    println!(
+        "gemm {dtype} {layout} {m}x{n}x{k} batch {batch} on {}: tile {} ({label}), cpu_rows {}\n  from: {src}",
+        b.name(),
+        cfg.tile,
+        cfg.cpu_rows
+    );
+    Ok(())
+}
+
 fn show(path: &Path) -> anyhow::Result<()> {
     let p = Profile::load(path)?;
     println!("{}: {} entries, {} journal records of unfinished runs", path.display(), p.entries.len(), p.journal.len());
     for e in &p.entries {
         let speed = e.default_ms.map_or("-".into(), |d| format!("{:.3}x", d / e.median_ms));
+        let rate = e.tflops.map_or(format!("{:.1} GB/s", e.throughput_gbps), |t| format!("{t:.1} TFLOP/s"));
         let cfg: Vec<String> = e.config.iter().map(|(k, v)| format!("{k}={}", param(v))).collect();
         println!(
-            "line {:>4}: {:<18} {:<5} {:<10} bucket {:?}  {:.4} ms ({:.1} GB/s, {speed} vs default)  {}  [{} on {}, {}, {} evals, {}]",
+            "line {:>4}: {:<18} {:<5} {:<10} bucket {:?}  {:.4} ms ({rate}, {speed} vs default)  {}  [{} on {}, {}, {} evals, {}]",
             e.line.unwrap_or(0),
             e.op,
             e.dtype,
             e.layout,
             e.shape,
             e.median_ms,
-            e.throughput_gbps,
             cfg.join(" "),
             e.strategy,
             e.device,

@@ -7,21 +7,29 @@ use std::time::Duration;
 use anyhow::Context;
 use ferrotune::{DType, ElemOp};
 use ferrotune_autotune::measure::Repeat;
+use ferrotune_autotune::protocol::layout_from_code;
 use ferrotune_autotune::tuner::{CANDIDATE_TIMEOUT, Event};
-use ferrotune_autotune::{Budget, Control, EvalOutcome, Shape, Strategy, Timeouts, TuneOptions, WorkerCommand};
+use ferrotune_autotune::{
+    Budget, Control, EvalOutcome, GemmDtype, GemmShape, Shape, Strategy, Timeouts, TuneOptions, WorkerCommand,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Ops, comma-separated, or `all`.
+    /// Ops, comma-separated, or `all` (the elementwise ops); `gemm` for the GEMM tiles.
     #[arg(long, value_delimiter = ',', default_value = "add,gelu_erf")]
     ops: Vec<String>,
-    /// Dtypes: f32, f16, bf16 (comma-separated) or `all`.
+    /// Dtypes: f32, f16, bf16 for elementwise ops; tf32, f16, bf16 for gemm (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "f32")]
     dtypes: Vec<String>,
-    /// Element counts, comma-separated; K, M, G suffixes are powers of 1024 (e.g. 16M).
+    /// Elementwise: element counts; K, M, G suffixes are powers of 1024 (e.g. 16M). GEMM:
+    /// MxNxK or MxNxKxBATCH (e.g. 8192x8192x8192,1000x3000x700). Comma-separated; each op takes
+    /// the sizes of its kind.
     #[arg(long, value_delimiter = ',', default_value = "16M")]
     sizes: Vec<String>,
+    /// GEMM operand layouts, A then B: rc (x wᵀ), rr, cr, cc (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "rc")]
+    layouts: Vec<String>,
     /// exhaustive | random | model.
     #[arg(long, default_value = "model")]
     strategy: Strategy,
@@ -77,19 +85,78 @@ fn parse_size(s: &str) -> anyhow::Result<usize> {
     n.checked_mul(mult).filter(|n| *n > 0).with_context(|| format!("size '{s}' must be positive and fit in memory"))
 }
 
-pub fn run(a: Args) -> anyhow::Result<()> {
-    let ops = crate::parse_list(&a.ops, &ElemOp::ALL, ElemOp::from_name, "op")?;
-    let dtypes =
-        crate::parse_list(&a.dtypes, &DType::ALL, |s| DType::ALL.into_iter().find(|d| d.name() == s), "dtype")?;
-    let sizes = a.sizes.iter().map(|s| parse_size(s)).collect::<anyhow::Result<Vec<_>>>()?;
+/// `MxNxK` or `MxNxKxBATCH`.
+fn parse_gemm_size(s: &str) -> anyhow::Result<[usize; 4]> {
+    let v: Vec<usize> = s
+        .split('x')
+        .map(|p| p.trim().parse())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("GEMM size '{s}' is not MxNxK or MxNxKxBATCH"))?;
+    match v[..] {
+        [m, n, k] if m > 0 && n > 0 && k > 0 => Ok([m, n, k, 1]),
+        [m, n, k, b] if m > 0 && n > 0 && k > 0 && b > 0 => Ok([m, n, k, b]),
+        _ => anyhow::bail!("GEMM size '{s}' must be MxNxK or MxNxKxBATCH, all positive"),
+    }
+}
+
+/// The shapes of every (op, dtype, size[, layout]) combination the flags name: elementwise
+/// ops take the element counts and f32/f16/bf16, `gemm` takes the MxNxK sizes, tf32/f16/bf16
+/// and the layouts. A dtype or size that no op can use is an error.
+fn shapes_of(a: &Args) -> anyhow::Result<Vec<Shape>> {
+    let gemm = a.ops.iter().any(|o| o == "gemm");
+    let elem_names: Vec<String> = a.ops.iter().filter(|o| *o != "gemm").cloned().collect();
+    let ops = crate::parse_list(&elem_names, &ElemOp::ALL, ElemOp::from_name, "op")?;
+    let (gemm_sizes, elem_sizes): (Vec<&String>, Vec<&String>) = a.sizes.iter().partition(|s| s.contains('x'));
+    let sizes = elem_sizes.iter().map(|s| parse_size(s)).collect::<anyhow::Result<Vec<_>>>()?;
+    let gemm_sizes = gemm_sizes.iter().map(|s| parse_gemm_size(s)).collect::<anyhow::Result<Vec<_>>>()?;
+    let all_dtypes = a.dtypes.iter().any(|d| d == "all");
+    let elem_dtypes: Vec<DType> =
+        DType::ALL.into_iter().filter(|d| all_dtypes || a.dtypes.iter().any(|x| x == d.name())).collect();
+    let gemm_dtypes: Vec<GemmDtype> =
+        GemmDtype::ALL.into_iter().filter(|d| all_dtypes || a.dtypes.iter().any(|x| x == d.name())).collect();
+    for d in a.dtypes.iter().filter(|d| *d != "all") {
+        let elem_ok = !ops.is_empty() && elem_dtypes.iter().any(|x| x.name() == d);
+        let gemm_ok = gemm && gemm_dtypes.iter().any(|x| x.name() == d);
+        anyhow::ensure!(
+            elem_ok || gemm_ok,
+            "dtype '{d}' fits none of the ops (elementwise: f32, f16, bf16; gemm: tf32, f16, bf16)"
+        );
+    }
+    let mut layouts = Vec::new();
+    for l in &a.layouts {
+        let mut c = l.chars().map(layout_from_code);
+        let (Some(Some(x)), Some(Some(y)), None) = (c.next(), c.next(), c.next()) else {
+            anyhow::bail!("layout '{l}' is not two of r and c (rc, rr, cr, cc)");
+        };
+        layouts.push((x, y));
+    }
     let mut shapes = Vec::new();
-    for &op in &ops {
-        for &dtype in &dtypes {
-            for &n in &sizes {
-                shapes.push(Shape { op, dtype, n });
+    if !ops.is_empty() {
+        anyhow::ensure!(!sizes.is_empty(), "elementwise ops need element counts in --sizes (e.g. 16M)");
+        for &op in &ops {
+            for &dtype in &elem_dtypes {
+                for &n in &sizes {
+                    shapes.push(Shape::elem(op, dtype, n));
+                }
             }
         }
     }
+    if gemm {
+        anyhow::ensure!(!gemm_sizes.is_empty(), "gemm needs MxNxK sizes in --sizes (e.g. 4096x4096x4096)");
+        for &dtype in &gemm_dtypes {
+            for &(a, b) in &layouts {
+                for &[m, n, k, batch] in &gemm_sizes {
+                    shapes.push(Shape::Gemm(GemmShape { dtype, m, n, k, batch, a, b }));
+                }
+            }
+        }
+    }
+    anyhow::ensure!(!shapes.is_empty(), "nothing to tune: no shape for these --ops, --dtypes and --sizes");
+    Ok(shapes)
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let shapes = shapes_of(&a)?;
     let default_budget = if a.strategy == Strategy::Exhaustive { None } else { Some(16) };
     let opts = TuneOptions {
         shapes,
@@ -161,15 +228,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 ));
                 match outcome {
                     EvalOutcome::Ok { .. } => {}
-                    other if !reused => say(&bar, format!("  {role} {config:?}: {}", summary(other))),
+                    other if !reused => say(&bar, format!("  {role} {config}: {}", summary(other))),
                     _ => {}
                 }
             }
             Event::ShapeDone(r) => say(
                 &bar,
                 format!(
-                    "{} {} n={}: {} ({} evaluations, {} measured now, {} from the journal)",
-                    r.op, r.dtype, r.n, r.stop, r.evaluations, r.measured, r.reused
+                    "{}: {} ({} evaluations, {} measured now, {} from the journal)",
+                    r.label, r.stop, r.evaluations, r.measured, r.reused
                 ),
             ),
         }
@@ -178,30 +245,28 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let report = report?;
     println!(
-        "\n{:<18} {:<5} {:>11} {:>12} {:>12} {:>8}  tuned config",
-        "op", "dtype", "elements", "default ms", "tuned ms", "speedup"
+        "\n{:<36} {:>12} {:>12} {:>8} {:>9}  tuned config",
+        "op / shape", "default ms", "tuned ms", "speedup", "TFLOP/s"
     );
     for s in &report.shapes {
         let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.4}"));
-        let cfg = s.tuned_config.map_or("-".into(), |c| {
-            format!(
-                "threads={} vec16={} unroll={} blocks/SM={} chunk={}",
-                c.threads, c.vec16, c.unroll, c.blocks_per_sm, c.cpu_chunk
-            )
-        });
+        let cfg = s.tuned_config.map_or("-".into(), |c| c.to_string());
         println!(
-            "{:<18} {:<5} {:>11} {:>12} {:>12} {:>8}  {cfg}{}",
-            s.op,
-            s.dtype,
-            s.n,
+            "{:<36} {:>12} {:>12} {:>8} {:>9}  {cfg}{}",
+            s.label,
             ms(s.default_ms),
             ms(s.tuned_ms),
             s.speedup.map_or("-".into(), |x| format!("{x:.3}x")),
+            s.tuned_tflops.map_or("-".into(), |t| format!("{t:.2}")),
             if s.existing { " (from the profile)" } else { "" }
         );
+        if let (Some(h), Some(t)) = (s.heuristic_config, s.tuned_ms) {
+            let hm = s.heuristic_ms.map_or("not measured".into(), |m| format!("{m:.4} ms, tuned {:.3}x", m / t));
+            println!("{:>36} built-in heuristic: {h} ({hm})", "");
+        }
         if let Some(m) = &s.model_compare {
             println!(
-                "{:>18} model-guided, budget {}: best {:.4} ms after {} evaluations vs exhaustive {:.4} ms after {} (gap {:+.2}%)",
+                "{:>36} model-guided, budget {}: best {:.4} ms after {} evaluations vs exhaustive {:.4} ms after {} (gap {:+.2}%)",
                 "",
                 m.budget,
                 m.model_best_ms,
@@ -211,6 +276,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 m.gap * 100.0
             );
         }
+    }
+    if report.shapes.iter().any(|s| s.op == "gemm") {
+        println!("GEMM default config: tile 0 (128x128, the kernels' default), same run, confirmation timings");
     }
     if let Some(g) = report.geomean_speedup {
         println!("geomean speedup over the built-in configs: {g:.3}x ({} shapes)", report.shapes.len());

@@ -14,6 +14,7 @@ pub use ferrotune_kernels::gemm::{Epilogue, Layout};
 use crate::DType;
 use crate::backend::{Cpu, Gpu};
 use crate::buffer::{Scalar, View, ViewMut};
+use crate::config::GemmConfig;
 use crate::error::{DriverContext, Error, Result};
 use crate::stream::Stream;
 
@@ -40,6 +41,8 @@ pub struct Gemm {
     /// Tile of the tensor-core kernel (index into `gemm::tc::TILES`); `None` asks the
     /// chooser (profiles, then the built-in heuristic).
     pub tile: Option<usize>,
+    /// Output rows per rayon task on the CPU backend; `None` asks the chooser.
+    pub cpu_rows: Option<usize>,
 }
 
 /// Arithmetic allowed for f32 inputs.
@@ -79,6 +82,7 @@ impl Gemm {
             epilogue: Epilogue::PLAIN,
             precision: Precision::AllowTf32,
             tile: None,
+            cpu_rows: None,
         }
     }
 
@@ -91,6 +95,12 @@ impl Gemm {
     /// is an `InvalidConfig` error at launch.
     pub fn tile(mut self, t: usize) -> Gemm {
         self.tile = Some(t);
+        self
+    }
+
+    /// Forces the rows per rayon task of the CPU backend (at least 1).
+    pub fn cpu_rows(mut self, rows: usize) -> Gemm {
+        self.cpu_rows = Some(rows);
         self
     }
 
@@ -222,6 +232,9 @@ fn check<T: Scalar, O: Scalar>(
     if g.batch > 65_535 {
         return Err(Error::InvalidConfig { op: OP, why: format!("batch {} above 65535", g.batch) });
     }
+    if g.cpu_rows == Some(0) {
+        return Err(Error::InvalidConfig { op: OP, why: "cpu_rows must be at least 1".into() });
+    }
     check_operand("A", a.len(), g.a_layout, g.m, g.k, g.lda, g, g.stride_a)?;
     check_operand("B", b.len(), g.b_layout, g.k, g.n, g.ldb, g, g.stride_b)?;
     check_operand("D", d.len(), Layout::Row, g.m, g.n, g.ldc, g, g.stride_c)?;
@@ -263,9 +276,11 @@ pub fn gemm<T: Scalar, O: Scalar>(
     if g.m == 0 || g.n == 0 || g.batch == 0 {
         return Ok(());
     }
+    // A tuned profile's config for this device and shape, else the built-in heuristic.
+    let cfg = crate::tuned::gemm_config_for(s, &g, T::DTYPE);
     match s {
-        Stream::Cpu(cpu) => run_cpu(cpu, &g, a, b, c, bias, d),
-        Stream::Cuda { stream, gpu } => run_gpu(stream, gpu, &g, a, b, c, bias, d),
+        Stream::Cpu(cpu) => run_cpu(cpu, &g, cfg, a, b, c, bias, d),
+        Stream::Cuda { stream, gpu } => run_gpu(stream, gpu, &g, cfg, a, b, c, bias, d),
     }
 }
 
@@ -334,9 +349,15 @@ pub fn batched_matmul<T: Scalar, O: Scalar>(
 
 /// The compiled variant for these operands: the arithmetic (TF32 or FFMA for f32), the widest
 /// loads the pointers, leading dimensions and batch strides allow, and the tile (explicit, else
-/// the chooser's; tiles other than the default exist for 16-byte loads with the input's own
-/// output type only).
+/// the built-in heuristic's; tiles other than the default exist for 16-byte loads with the
+/// input's own output type only).
 pub fn variant_for(g: &Gemm, dtype: DType, out: DType, pa: u64, pb: u64) -> Result<GemmVariant> {
+    variant_chosen(g, dtype, out, pa, pb, GemmConfig::heuristic(g.m, g.n, g.k, g.batch))
+}
+
+/// As [`variant_for`], with `chosen` (a tuned profile's config or the heuristic) giving the
+/// tile when `g` forces none.
+pub fn variant_chosen(g: &Gemm, dtype: DType, out: DType, pa: u64, pb: u64, chosen: GemmConfig) -> Result<GemmVariant> {
     let math = match dtype {
         DType::F32 if g.precision.uses_tf32() => kg::Math::Tf32,
         DType::F32 => kg::Math::Ffma,
@@ -367,7 +388,7 @@ pub fn variant_for(g: &Gemm, dtype: DType, out: DType, pa: u64, pb: u64) -> Resu
     }
     let tile = match g.tile {
         Some(t) => t,
-        None => crate::config::GemmConfig::heuristic(g.m, g.n, g.k, g.batch).tile,
+        None => chosen.tile,
     };
     if tile >= kg::tc::TILES.len() {
         return Err(Error::InvalidConfig {
@@ -396,6 +417,7 @@ fn run_gpu<T: Scalar, O: Scalar>(
     cs: &Arc<CudaStream>,
     gpu: &Gpu,
     g: &Gemm,
+    cfg: GemmConfig,
     a: &View<'_, T>,
     b: &View<'_, T>,
     c: Option<&View<'_, O>>,
@@ -417,7 +439,7 @@ fn run_gpu<T: Scalar, O: Scalar>(
         Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
         None => (pd, None),
     };
-    let v = variant_for(g, T::DTYPE, O::DTYPE, pa, pb)?;
+    let v = variant_chosen(g, T::DTYPE, O::DTYPE, pa, pb, cfg)?;
     // SAFETY: `check` proved every operand covers its batch of matrices at the given strides
     // and leading dimensions; `variant_for` matched the load width to the pointers.
     unsafe { launch(cs, gpu, g, v, [pa, pb, pc, pd, pbias], false) }?;
@@ -519,10 +541,11 @@ pub fn gemm_ptr_array<T: Scalar, O: Scalar>(
     if batch > 65_535 {
         return Err(Error::InvalidConfig { op: OP, why: format!("batch {batch} above 65535") });
     }
+    let cfg = crate::tuned::gemm_config_for(s, &Gemm { batch, ..g }, T::DTYPE);
     match s {
         Stream::Cpu(cpu) => {
             for ((x, y), z) in a.iter().zip(b).zip(d.iter_mut()) {
-                run_cpu(cpu, &g, x, y, None, bias, z)?;
+                run_cpu(cpu, &g, cfg, x, y, None, bias, z)?;
             }
             Ok(())
         }
@@ -552,7 +575,7 @@ pub fn gemm_ptr_array<T: Scalar, O: Scalar>(
             };
             // One variant for all: the OR of the pointers is aligned only if every one is.
             let or = |r: std::ops::Range<usize>| table[r].iter().fold(0u64, |acc, p| acc | p);
-            let v = variant_for(&g, T::DTYPE, O::DTYPE, or(0..batch), or(batch..2 * batch))?;
+            let v = variant_chosen(&g, T::DTYPE, O::DTYPE, or(0..batch), or(batch..2 * batch), cfg)?;
             let dev = cs.clone_htod(&table).ctx(|| "copying the pointer array to the device".to_string())?;
             let (pt, gt) = dev.device_ptr(cs);
             let ptrs = [pt, pt + 8 * batch as u64, pt + 16 * batch as u64, pt + 24 * batch as u64, pbias];
@@ -599,6 +622,7 @@ fn to_rows_f32<T: Scalar>(src: &[T], layout: Layout, rows: usize, cols: usize, l
 fn run_cpu<T: Scalar, O: Scalar>(
     cpu: &Cpu,
     g: &Gemm,
+    cfg: GemmConfig,
     a: &View<'_, T>,
     b: &View<'_, T>,
     c: Option<&View<'_, O>>,
@@ -611,7 +635,7 @@ fn run_cpu<T: Scalar, O: Scalar>(
     let ViewMut::Cpu(d) = d else {
         return Err(Error::BackendMismatch { op: OP, what: "D", expected: "cpu", got: "cuda" });
     };
-    let rows_per_task = 16;
+    let rows_per_task = g.cpu_rows.unwrap_or(cfg.cpu_rows).max(1);
     cpu.install(|| {
         for z in 0..g.batch {
             let af = to_rows_f32(&a[z * g.stride_a..], g.a_layout, g.m, g.k, g.lda);

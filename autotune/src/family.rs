@@ -1,0 +1,86 @@
+//! The op families the tuner knows (elementwise, GEMM): the one place that dispatches on the
+//! family, so the tuning loop, the strategies and the journal stay family-agnostic. Each
+//! family brings its space and cost model (`elem.rs`, `gemm.rs`) and its worker bench.
+
+use ferrotune::config::GemmConfig;
+use ferrotune::tuned;
+use ferrotune_profile::Config;
+
+use crate::protocol::{ConfigJson, Description, Shape};
+use crate::space::Pruned;
+use crate::{elem, gemm};
+
+/// The config the tuned one is compared against: the built-in heuristic for elementwise ops
+/// (from the worker, since it depends on the device), the kernels' default tile 0 for GEMM.
+pub fn default_config(d: &Description, s: &Shape) -> Option<ConfigJson> {
+    match s {
+        Shape::Elem(e) => d.default_of(e.op, e.dtype).map(Into::into),
+        Shape::Gemm(_) => Some(GemmConfig::DEFAULT.into()),
+    }
+}
+
+/// The built-in heuristic's config where it is not the default (GEMM tiles on the GPU:
+/// `GemmConfig::heuristic`), reported beside the tuned result so that the heuristic's rules
+/// can be checked against the measurements.
+pub fn heuristic_config(d: &Description, s: &Shape) -> Option<ConfigJson> {
+    match s {
+        Shape::Gemm(g) if d.limits.is_some() => Some(GemmConfig::heuristic(g.m, g.n, g.k, g.batch).into()),
+        _ => None,
+    }
+}
+
+/// The candidates to measure (deduplicated, in space order) and the pruned points.
+pub fn candidates(d: &Description, s: &Shape, base: &ConfigJson) -> (Vec<ConfigJson>, Vec<Pruned>) {
+    match (s, base) {
+        (Shape::Elem(e), ConfigJson::Elem(b)) => {
+            let (c, p) = elem::candidates(d, e, (*b).into());
+            (c.into_iter().map(Into::into).collect(), p)
+        }
+        (Shape::Gemm(g), ConfigJson::Gemm(b)) => {
+            let (c, p) = gemm::candidates(d, g, (*b).into());
+            (c.into_iter().map(Into::into).collect(), p)
+        }
+        _ => (Vec::new(), Vec::new()),
+    }
+}
+
+/// The cost model's predicted time (ms) of `c` on `s`; infinite for a config of another family.
+pub fn predict_ms(d: &Description, s: &Shape, c: &ConfigJson) -> f64 {
+    match (s, c) {
+        (Shape::Elem(e), ConfigJson::Elem(c)) => elem::predict_ms(d, e, &(*c).into()),
+        (Shape::Gemm(g), ConfigJson::Gemm(c)) => gemm::predict_ms(d, g, &(*c).into()),
+        _ => f64::INFINITY,
+    }
+}
+
+/// The config's named parameters, as profiles and journals store them.
+pub fn to_params(c: &ConfigJson) -> Config {
+    match c {
+        ConfigJson::Elem(c) => tuned::to_params(&(*c).into()),
+        ConfigJson::Gemm(c) => tuned::gemm_to_params(&(*c).into()),
+    }
+}
+
+/// The config of `s`'s family from named parameters; `None` when they do not make one.
+pub fn from_params(s: &Shape, p: &Config) -> Option<ConfigJson> {
+    match s {
+        Shape::Elem(_) => tuned::from_params(p).map(Into::into),
+        Shape::Gemm(_) => tuned::gemm_from_params(p).map(Into::into),
+    }
+}
+
+/// Bytes the op must move at least (for GB/s).
+pub fn min_bytes(s: &Shape) -> f64 {
+    match s {
+        Shape::Elem(e) => e.op.min_bytes(e.n, e.dtype.size_bytes(), 0) as f64,
+        Shape::Gemm(g) => g.min_bytes(),
+    }
+}
+
+/// Floating-point operations of the op, where that is its measure of work (GEMM).
+pub fn flops(s: &Shape) -> Option<f64> {
+    match s {
+        Shape::Elem(_) => None,
+        Shape::Gemm(g) => Some(g.flops()),
+    }
+}

@@ -1,0 +1,371 @@
+//! The GEMM family's search space and cost model. On the GPU the space is exactly the compiled
+//! tensor-core tiles (`tc::TILES`, so adding a tile to kernels-gpu makes it tunable), pruned by
+//! the host (tiles other than 0 need 16-byte aligned operands) and by the device (dynamic shared
+//! memory against the opt-in limit, threads against the function's register limit, at least one
+//! resident block). On the CPU the space is the rows per rayon task. The model ranks candidates
+//! for the model-guided strategy.
+
+use ferrotune::config::GemmConfig;
+use ferrotune::ops::gemm::{Layout, variant_for};
+use ferrotune_kernels::gemm::GemmVariant;
+use ferrotune_kernels::gemm::tc::{TILES, Tile};
+
+use crate::protocol::{Description, GemmDtype, GemmShape};
+use crate::space::{Constraint, Context, Domain, KernelResources, Limits, Param, Point, Pruned, Space, occupancy};
+
+/// Rows per rayon task tried on the CPU.
+pub const CPU_ROWS: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+
+/// The space of `shape` on the machine `d` describes.
+pub fn space(d: &Description, shape: &GemmShape) -> Space {
+    if d.limits.is_none() {
+        // No more rows per task than the matrix has (rounded up to a power of two).
+        let top = (shape.m.max(1) as u64).next_power_of_two();
+        let values = CPU_ROWS.iter().copied().filter(|&r| r <= top).collect();
+        return Space {
+            domains: vec![Domain { param: Param::CpuRows, values }],
+            constraints: vec![Constraint::AtLeast { param: Param::CpuRows, min: 1 }, Constraint::HostAccepts],
+        };
+    }
+    Space {
+        domains: vec![Domain { param: Param::Tile, values: (0..TILES.len() as u64).collect() }],
+        constraints: vec![
+            Constraint::HostAccepts,
+            Constraint::SharedMemory { dynamic_per_block: 0 },
+            Constraint::RegisterLimit,
+            Constraint::MinResidentBlocks { min: 1 },
+        ],
+    }
+}
+
+/// The config a point stands for (parameters the point lacks keep `base`'s values).
+pub fn to_config(p: &Point, base: GemmConfig) -> GemmConfig {
+    let mut c = base;
+    if let Some(t) = p.get(Param::Tile) {
+        c.tile = t as usize;
+    }
+    if let Some(r) = p.get(Param::CpuRows) {
+        c.cpu_rows = r as usize;
+    }
+    c
+}
+
+/// The compiled variant `cfg` launches for `shape` (the worker's buffers start 256-byte
+/// aligned), or the host's reason it cannot.
+pub fn variant(shape: &GemmShape, cfg: &GemmConfig) -> Result<GemmVariant, String> {
+    let dt = shape.dtype.dtype();
+    variant_for(&shape.gemm().tile(cfg.tile), dt, dt, 256, 256).map_err(|e| e.to_string())
+}
+
+/// What the kernel of `cfg` needs per launch: registers and limits from the worker's driver,
+/// block size and dynamic shared memory from the variant itself.
+pub fn resources(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> Option<KernelResources> {
+    let v = variant(shape, cfg).ok()?;
+    let mut r = d.gemm_resources_of(v.entry_name().as_str())?;
+    r.block_threads = v.block().2;
+    r.dynamic_shared = v.smem_bytes() as u32;
+    Some(r)
+}
+
+/// The candidates to measure and the pruned points (with reasons), as configs.
+pub fn candidates(d: &Description, shape: &GemmShape, base: GemmConfig) -> (Vec<GemmConfig>, Vec<Pruned>) {
+    let res = |p: &Point| resources(d, shape, &to_config(p, base));
+    let gpu = d.limits.is_some();
+    let host = |p: &Point| {
+        let c = to_config(p, base);
+        c.validate().map_err(|e| e.to_string())?;
+        if gpu {
+            let v = variant(shape, &c)?;
+            let name = v.entry_name();
+            if d.gemm_resources_of(name.as_str()).is_none() {
+                return Err(format!("{} is not in the PTX the device loaded", name.as_str()));
+            }
+        }
+        Ok(())
+    };
+    let ctx = Context { limits: d.limits, resources: &res, host: &host };
+    let (keep, pruned) = space(d, shape).solve(&ctx);
+    let mut out: Vec<GemmConfig> = Vec::with_capacity(keep.len());
+    for c in keep.iter().map(|p| to_config(p, base)) {
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    (out, pruned)
+}
+
+/// Tensor-core `mma.sync` throughput per SM and clock (FLOP), 16-bit inputs: 1024 FMA on
+/// sm_80 and sm_90 (Hopper's legacy path; its `wgmma` peak is about twice that), half on the
+/// consumer parts. TF32 runs at half the 16-bit rate.
+fn mma_flops_per_clk(arch: &str, dtype: GemmDtype) -> f64 {
+    let half = match arch {
+        "sm_80" | "sm_90" | "sm_100" => 2048.0,
+        _ => 1024.0,
+    };
+    if dtype == GemmDtype::Tf32 { half / 2.0 } else { half }
+}
+
+/// Shared-memory bandwidth per SM and clock.
+const SMEM_BYTES_PER_CLK: f64 = 128.0;
+/// The fraction of the per-SM bound (tensor pipes and shared memory together) our `mma.sync`
+/// kernels reach in steady state: 212 TFLOP/s for tile 0 on bf16 4096³ on the H100
+/// (bench/results), against a bound of about 380.
+const KERNEL_EFFICIENCY: f64 = 0.55;
+/// L2-to-SM bandwidth as a multiple of the DRAM peak.
+const L2_BANDWIDTH_FACTOR: f64 = 2.0;
+/// Clocks a round of resident blocks spends filling its `cp.async` ring and writing its tile.
+const PROLOGUE_CLK: f64 = 1500.0;
+/// Clocks of one K step's barrier and ring wait that no other resident block covers.
+const SYNC_CLK: f64 = 40.0;
+/// A launch with nothing to do.
+const LAUNCH_US: f64 = 4.0;
+
+/// Bytes of shared-memory traffic per FLOP of a tile: `ldmatrix` reads of each warp's
+/// `WM x WN` tile ((WM + WN) elements per K for 2 WM WN FLOP) plus the ring writes of the
+/// block's `BM x BN` tile ((BM + BN) per K). The second term is the block's arithmetic
+/// intensity `BM BN / (BM + BN)` upside down.
+fn smem_bytes_per_flop(t: &Tile, elem: f64) -> f64 {
+    let (wm, wn) = ((t.mt * 16) as f64, (t.nt * 8) as f64);
+    let (bm, bn) = (t.bm() as f64, t.bn() as f64);
+    elem * (wm + wn) / (2.0 * wm * wn) + elem * (bm + bn) / (2.0 * bm * bn)
+}
+
+/// A smooth minimum of two rates (both pipes busy, imperfect overlap).
+fn soft_min(a: f64, b: f64) -> f64 {
+    (a.powi(-3) + b.powi(-3)).powf(-1.0 / 3.0)
+}
+
+/// The steady-state FLOP per clock of one SM running `resident` blocks of tile `t`.
+fn sm_rate(d: &Description, dtype: GemmDtype, t: &Tile, r: &KernelResources, resident: f64) -> f64 {
+    let elem = dtype.dtype().size_bytes() as f64;
+    let bound = soft_min(mma_flops_per_clk(&d.device.arch, dtype), SMEM_BYTES_PER_CLK / smem_bytes_per_flop(t, elem));
+    // Few warps per scheduler expose ldmatrix -> mma latencies.
+    let warps_per_scheduler = resident * (t.wm * t.wn) as f64 / 4.0;
+    let latency = 1.0 - 0.25 / warps_per_scheduler.max(0.25);
+    // Each K step ends in a barrier; other resident blocks fill that bubble.
+    let step_clk = 2.0 * (t.bm() * t.bn() * t.bk(elem as usize)) as f64 * resident / bound;
+    let sync = step_clk / (step_clk + SYNC_CLK);
+    // Local memory (spills, stack) goes through L1 with every access.
+    let spill = 1.0 / (1.0 + f64::from(r.local_bytes) / 256.0);
+    bound * KERNEL_EFFICIENCY * latency.max(0.05) * sync * spill
+}
+
+/// Resources assumed where the worker gave none (tests, or a kernel the driver did not report):
+/// registers from the accumulators and fragments of a warp's tile.
+fn estimated_resources(t: &Tile) -> KernelResources {
+    let registers = (40 + t.mt * t.nt * 4 + t.mt * 4 + t.nt * 2).min(255) as u32;
+    KernelResources { registers, max_threads: 1024, ..KernelResources::default() }
+}
+
+/// Predicted time (ms) of `cfg` on `shape`: the busiest SM's work (its share of the grid's
+/// blocks, padded tiles included, at the per-SM rate its resident blocks reach: tensor pipes vs
+/// shared-memory traffic from the warp and block tiles, latency, barriers, spills) plus a ring
+/// fill per round of resident blocks — so wave quantisation and idle SMs show — against the L2
+/// and DRAM traffic of the tiles, plus launch overhead. Only the ranking matters.
+pub fn predict_ms(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
+    let Some(l) = d.limits else { return predict_cpu_ms(d, shape, cfg) };
+    let Some(t) = TILES.get(cfg.tile) else { return f64::INFINITY };
+    let elem = shape.dtype.dtype().size_bytes();
+    let mut r = resources(d, shape, cfg).unwrap_or_else(|| estimated_resources(t));
+    if r.block_threads == 0 {
+        r.block_threads = t.threads();
+        r.dynamic_shared = t.smem_bytes(elem, shape.a == Layout::Row, shape.b == Layout::Col) as u32;
+    }
+    gpu_time_ms(d, &l, shape, t, &r)
+}
+
+fn gpu_time_ms(d: &Description, l: &Limits, shape: &GemmShape, t: &Tile, r: &KernelResources) -> f64 {
+    let elem = shape.dtype.dtype().size_bytes();
+    let (bm, bn, bk) = (t.bm(), t.bn(), t.bk(elem));
+    let occ = occupancy(l, r.block_threads, r, u64::from(r.dynamic_shared));
+    let per_sm = f64::from(occ.blocks_per_sm.max(1));
+    let sms = f64::from(l.sm_count.max(1));
+    let tiles_per_batch = (shape.m.div_ceil(bm) * shape.n.div_ceil(bn)) as f64;
+    let blocks = tiles_per_batch * shape.batch.max(1) as f64;
+    let k_pad = (shape.k.div_ceil(bk) * bk) as f64;
+    let block_flops = 2.0 * (bm * bn) as f64 * k_pad;
+    // The busiest SM: its blocks, at the rate of as many as can be resident together.
+    let q = (blocks / sms).ceil().max(1.0);
+    let resident = q.min(per_sm);
+    let rounds = (q / resident).ceil();
+    let clk = q * block_flops / sm_rate(d, shape.dtype, t, r, resident) + rounds * PROLOGUE_CLK;
+    let t_sm = clk / (d.clock_ghz.max(0.1) * 1e9);
+    // Every block streams its A and B panels through L2.
+    let peak = d.peak_gbps.max(1.0) * 1e9;
+    let t_l2 = blocks * (bm + bn) as f64 * k_pad * elem as f64 / (L2_BANDWIDTH_FACTOR * peak);
+    // DRAM: A and D once; B again for every wave when it does not stay in L2.
+    let (m, n, k, batch) = (shape.m as f64, shape.n as f64, shape.k as f64, shape.batch.max(1) as f64);
+    let b_bytes = k * n * elem as f64;
+    let waves = (tiles_per_batch / (sms * per_sm)).ceil().max(1.0);
+    let b_reads = if b_bytes > d.cache_bytes as f64 / 2.0 { waves } else { 1.0 };
+    let dram = batch * ((m * k + m * n) * elem as f64 + b_bytes * b_reads);
+    let t_dram = dram / (0.9 * peak);
+    (t_sm.max(t_l2).max(t_dram) + LAUNCH_US * 1e-6) * 1e3
+}
+
+/// The CPU: f32 row kernels spread over the rayon pool in tasks of `cpu_rows` rows; the last
+/// round of tasks leaves threads idle, and every task costs scheduling and an `n`-float scratch.
+fn predict_cpu_ms(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
+    let threads = d.cpu_threads.max(1) as f64;
+    let tasks = (shape.m as f64 / cfg.cpu_rows.max(1) as f64).ceil().max(1.0);
+    let rounds = (tasks / threads).ceil();
+    let busy = tasks.min(threads);
+    let imbalance = rounds * threads / tasks.max(busy);
+    let flops = 2.0 * (shape.m * shape.n * shape.k) as f64;
+    // About 4 GFLOP/s per thread for the scalar-FMA row loop.
+    let t_work = flops / (threads.min(tasks) * 4e9) * imbalance.min(threads);
+    let t_tasks = tasks * (3e-6 + shape.n as f64 * 1e-9) / busy;
+    (t_work + t_tasks) * shape.batch.max(1) as f64 * 1e3
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::protocol::GemmResourceJson;
+    use proptest::prelude::*;
+
+    /// An H100 description with the resources of every tile of every dtype and layout
+    /// (registers estimated from the warp tiles, as a driver would report them).
+    pub(crate) fn gemm_description() -> Description {
+        let mut d = crate::elem::tests::gpu_description(20);
+        for v in GemmVariant::all() {
+            if v.math == ferrotune_kernels::gemm::Math::Ffma {
+                continue;
+            }
+            let t = TILES[v.tile as usize];
+            let mut r = estimated_resources(&t);
+            let regs_per_warp = (r.registers * 32).div_ceil(256) * 256;
+            r.max_threads = (65536 / regs_per_warp * 32).min(1024);
+            d.gemm_resources.push(GemmResourceJson { kernel: v.entry_name().as_str().into(), resources: r });
+        }
+        d
+    }
+
+    pub(crate) fn shape(dtype: GemmDtype, m: usize, n: usize, k: usize) -> GemmShape {
+        GemmShape { dtype, m, n, k, batch: 1, a: Layout::Row, b: Layout::Col }
+    }
+
+    fn ranked(d: &Description, s: &GemmShape) -> Vec<usize> {
+        let (cands, _) = candidates(d, s, GemmConfig::DEFAULT);
+        let mut c: Vec<(f64, usize)> = cands.iter().map(|c| (predict_ms(d, s, c), c.tile)).collect();
+        c.sort_by(|a, b| a.0.total_cmp(&b.0));
+        c.into_iter().map(|(_, t)| t).collect()
+    }
+
+    #[test]
+    fn the_gpu_space_is_exactly_the_compiled_tiles() {
+        let d = gemm_description();
+        let s = shape(GemmDtype::Bf16, 4096, 4096, 4096);
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        assert_eq!(cands.len() + pruned.len(), TILES.len());
+        assert_eq!(cands.len(), TILES.len(), "every tile fits an H100: {pruned:?}");
+        assert!(cands.iter().enumerate().all(|(i, c)| c.tile == i && c.cpu_rows == GemmConfig::DEFAULT.cpu_rows));
+    }
+
+    #[test]
+    fn unaligned_shapes_only_get_the_default_tile_and_say_why() {
+        let d = gemm_description();
+        // k = 700 bf16: rows of A and B are 1400 bytes, not a multiple of 16.
+        let s = shape(GemmDtype::Bf16, 1000, 3000, 700);
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        assert_eq!(cands, vec![GemmConfig::DEFAULT]);
+        assert_eq!(pruned.len(), TILES.len() - 1);
+        assert!(pruned.iter().all(|p| p.reason.contains("16-byte aligned")), "{pruned:?}");
+    }
+
+    #[test]
+    fn small_devices_prune_big_rings_with_the_reason() {
+        let mut d = gemm_description();
+        let l = d.limits.as_mut().unwrap();
+        // An sm_86-like opt-in limit of 99 KiB: the 162 KiB ring of tile 4 does not fit.
+        l.shared_per_block_optin = 101_376;
+        l.shared_per_sm = 102_400;
+        let s = shape(GemmDtype::F16, 4096, 4096, 4096);
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        assert!(cands.iter().all(|c| c.tile != 4));
+        let p = pruned.iter().find(|p| p.point.get(Param::Tile) == Some(4)).unwrap();
+        assert!(p.reason.contains("shared memory") && p.reason.contains("opt-in"), "{}", p.reason);
+    }
+
+    #[test]
+    fn the_model_ranks_small_tiles_first_for_small_problems_and_big_ones_for_big() {
+        let d = gemm_description();
+        let tiny = ranked(&d, &shape(GemmDtype::Bf16, 64, 64, 64));
+        assert_eq!(tiny[0], 7, "64 x 64 for a 64 x 64 problem: {tiny:?}");
+        let pos = |v: &[usize], t: usize| v.iter().position(|&x| x == t).unwrap();
+        for huge in [1, 2, 4] {
+            assert!(pos(&tiny, 7) < pos(&tiny, huge), "{tiny:?}");
+        }
+        // 128 x 8192: 128-row tiles leave half of the SMs idle; 64-row tiles fill them.
+        let skinny = ranked(&d, &shape(GemmDtype::Bf16, 128, 8192, 1024));
+        assert!([5, 6, 7].contains(&skinny[0]), "{skinny:?}");
+        // 8192³: the 64 x 64 warp tiles (fewer shared-memory bytes per FLOP) lead.
+        let big = ranked(&d, &shape(GemmDtype::Bf16, 8192, 8192, 8192));
+        assert!([1, 2, 3, 4].contains(&big[0]) && [1, 2, 3, 4].contains(&big[1]), "{big:?}");
+        assert!(pos(&big, 7) > pos(&big, 0), "{big:?}");
+    }
+
+    #[test]
+    fn the_model_sees_wave_quantisation() {
+        let d = gemm_description();
+        let c = GemmConfig::DEFAULT;
+        // 132 blocks of 128 x 128 fill the H100 once; 133 need a second round on one SM...
+        let full = predict_ms(&d, &shape(GemmDtype::F16, 128 * 12, 128 * 11, 4096), &c);
+        let more = predict_ms(&d, &shape(GemmDtype::F16, 128 * 12 + 1, 128 * 11, 4096), &c);
+        assert!(more > full * 1.2, "{full} -> {more}");
+    }
+
+    #[test]
+    fn cpu_rows_cover_the_matrix_and_favour_balanced_tasks() {
+        let mut d = gemm_description();
+        d.limits = None;
+        d.cpu_threads = 8;
+        let s = shape(GemmDtype::F16, 100, 64, 64);
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        assert!(pruned.is_empty());
+        assert_eq!(cands.iter().map(|c| c.cpu_rows).max(), Some(128));
+        let t = |rows| predict_ms(&d, &s, &GemmConfig { cpu_rows: rows, ..GemmConfig::DEFAULT });
+        assert!(t(16) < t(128), "one task for 100 rows leaves 7 threads idle");
+    }
+
+    proptest! {
+        // Whatever the shape and the device's shared memory, the solved configs are ones the
+        // host launches: unaligned shapes never get tiles > 0, rings fit the opt-in limit.
+        #[test]
+        fn solved_gemm_configs_are_always_valid(
+            m in 1usize..5000, n in 1usize..5000, k in 1usize..5000, batch in 1usize..4,
+            dt in 0usize..3, a_row: bool, b_row: bool,
+            optin in prop::sample::select(vec![49_152u32, 101_376, 166_912, 232_448]),
+        ) {
+            let mut d = gemm_description();
+            let l = d.limits.as_mut().unwrap();
+            l.shared_per_block_optin = optin;
+            l.shared_per_sm = optin + 1024;
+            let limits = *l;
+            let lay = |r: bool| if r { Layout::Row } else { Layout::Col };
+            let s = GemmShape { dtype: GemmDtype::ALL[dt], m, n, k, batch, a: lay(a_row), b: lay(b_row) };
+            let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+            prop_assert_eq!(cands.len() + pruned.len(), TILES.len());
+            for c in &cands {
+                prop_assert!(c.validate().is_ok());
+                let v = variant(&s, c);
+                prop_assert!(v.is_ok(), "{:?}", v);
+                let v = v.unwrap();
+                prop_assert_eq!(v.tile as usize, c.tile);
+                if c.tile > 0 {
+                    prop_assert_eq!(v.align, 16);
+                }
+                prop_assert!(v.smem_bytes() as u32 <= limits.shared_optin());
+                let r = resources(&d, &s, c).unwrap();
+                prop_assert!(r.block_threads <= r.max_threads);
+                prop_assert!(occupancy(&limits, r.block_threads, &r, u64::from(r.dynamic_shared)).blocks_per_sm >= 1);
+                prop_assert!(predict_ms(&d, &s, c).is_finite());
+            }
+            let (g, elem) = (s.gemm(), s.dtype.dtype().size_bytes());
+            let aligned = [g.lda, g.ldb, g.stride_a, g.stride_b].iter().all(|x| (x * elem) % 16 == 0);
+            if !aligned {
+                prop_assert!(cands.iter().all(|c| c.tile == 0), "{:?}", cands);
+            }
+        }
+    }
+}
