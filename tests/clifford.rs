@@ -385,8 +385,9 @@ fn gpu_forward_typed<T: Scalar>(gpu: &Backend, fcgp: bool) -> usize {
                 if let Err(e) = check_forward(&case, &got, fcgp) {
                     panic!("GPU {cfg:?} offset {offset}: {e}");
                 }
-                // GPU and CPU compute the same f32 maths in a different order.
-                let tol = Tolerance::of(T::DTYPE).rel.max(1e-5);
+                // GPU and CPU compute the same f32 maths in a different order (FCGP: GEMMs
+                // summing N terms each).
+                let tol = Tolerance::of(T::DTYPE).rel.max(if fcgp { 1e-4 } else { 1e-5 });
                 for (j, (g, c)) in got.iter().zip(&cpu).enumerate() {
                     let (g, c) = (g.to_f32() as f64, c.to_f32() as f64);
                     assert!((g - c).abs() <= tol * (c.abs() + 1.0), "{p:?} {cfg:?}: element {j}: GPU {g} CPU {c}");
