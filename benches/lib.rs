@@ -4,6 +4,7 @@
 //! `cargo xtask bench` and `cargo xtask roofline` are thin wrappers around it.
 
 pub mod ceilings;
+pub mod clifford;
 pub mod compare;
 pub mod elementwise;
 pub mod error;

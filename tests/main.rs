@@ -1,6 +1,7 @@
 //! All of ferrotune's cross-crate tests, in one binary.
 
 mod bench;
+mod clifford;
 mod elementwise;
 mod errors;
 mod gemm;

@@ -17,6 +17,7 @@ fn every_entry_the_host_launches_is_in_the_ptx() {
     for (arch, ptx) in modules {
         let entries: std::collections::HashSet<_> = ferrotune_ptx_entries(ptx);
         let mut wanted = vec!["ft_sum_f32".to_string()];
+        wanted.extend(ferrotune::ops::clifford::all_entries());
         for v in ferrotune_kernels::gemm::GemmVariant::all() {
             wanted.push(v.entry_name().as_str().to_string());
         }

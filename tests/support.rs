@@ -2,6 +2,8 @@
 //! check every kernel against. Written from the ops' definitions, independently of the f32
 //! kernel maths in `kernels-gpu` (libm's f64 `erf`, `tanh`).
 
+pub mod clifford_ref;
+
 use ferrotune::{Backend, BackendChoice, DType, ElemOp, Scalar};
 use ferrotune_kernels::elementwise::Activation;
 

@@ -161,6 +161,15 @@ impl<T: Scalar> Buffer<T> {
 }
 
 impl<T: Scalar> View<'_, T> {
+    /// A sub-range of this view (element offsets; need not be aligned).
+    pub fn slice(&self, r: impl RangeBounds<usize>) -> Result<View<'_, T>> {
+        let (s, e) = bounds(self.len(), r)?;
+        Ok(match self {
+            View::Cuda(v) => View::Cuda(v.slice(s..e)),
+            View::Cpu(x) => View::Cpu(&x[s..e]),
+        })
+    }
+
     pub fn len(&self) -> usize {
         match self {
             View::Cuda(v) => v.len(),

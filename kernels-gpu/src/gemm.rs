@@ -223,7 +223,28 @@ pub struct EntryName {
     len: usize,
 }
 
+impl Default for EntryName {
+    fn default() -> EntryName {
+        EntryName::new()
+    }
+}
+
 impl EntryName {
+    /// An empty name.
+    pub const fn new() -> EntryName {
+        EntryName { buf: [0; 40], len: 0 }
+    }
+
+    /// Appends `s` (ASCII; what does not fit in the 40 bytes is dropped).
+    pub fn push(&mut self, s: &str) {
+        for &b in s.as_bytes() {
+            if self.len < self.buf.len() {
+                self.buf[self.len] = b;
+                self.len += 1;
+            }
+        }
+    }
+
     pub fn as_str(&self) -> &str {
         // The buffer only ever receives ASCII pieces.
         core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")

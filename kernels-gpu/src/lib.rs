@@ -5,6 +5,7 @@
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub mod arch;
+pub mod clifford;
 pub mod element;
 pub mod elementwise;
 pub mod gemm;

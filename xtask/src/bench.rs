@@ -11,13 +11,19 @@ use ferrotune_bench::{CompareConfig, Options, Report};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Ops to run, comma-separated, or `all`; `gemm` runs the GEMM comparison with cuBLAS
+    /// Ops to run, comma-separated, or `all`; `clifford` runs the Clifford layer bench
+    /// (`--shapes BxN,...`, `--dtypes`, `--clifford-rows fwd,fwdbwd,fcgp_fwd`, `--json`);
+    /// `gemm` runs the GEMM comparison with cuBLAS
     /// (GPU only) over `--shapes` and `--dtypes` (f32, tf32, f16, bf16). Without it the full
     /// run also has GEMM rows (4096³ and 8192x3072x768, f32 and bf16, on CUDA; 256³ f32 on
     /// the CPU; none with --quick); naming elementwise ops leaves them out.
     #[arg(long, value_delimiter = ',')]
     ops: Option<Vec<String>>,
-    /// GEMM shapes, as MxNxK, comma-separated: for `--ops gemm`, else the report's GEMM rows.
+    /// Which rows of `--ops clifford`: fwd, fwdbwd, fcgp_fwd (default all).
+    #[arg(long, value_delimiter = ',')]
+    clifford_rows: Option<Vec<String>>,
+    /// GEMM shapes, as MxNxK, comma-separated: for `--ops gemm`, else the report's GEMM rows;
+    /// for `--ops clifford`, BxN.
     #[arg(long, value_delimiter = ',')]
     shapes: Option<Vec<String>>,
     /// Dtypes: f32, f16, bf16 (comma-separated) or `all`; GEMM rows keep those listed.
@@ -98,6 +104,17 @@ pub fn run_report(backend: &Backend, opts: &Options, trace: Option<&Path>) -> an
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "clifford")) {
+        return crate::bench_clifford::run_cmd(crate::bench_clifford::CliffordArgs {
+            backend: args.backend,
+            shapes: args.shapes.clone().unwrap_or_default(),
+            dtypes: args.dtypes.clone().unwrap_or_default(),
+            rows: args.clifford_rows.clone().unwrap_or_default(),
+            warmup: args.warmup,
+            iters: args.iters,
+            json: args.json.clone(),
+        });
+    }
     let gemm_tiles = args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm-tiles"));
     if gemm_tiles || args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm")) {
         let run = if gemm_tiles { crate::bench_gemm::run_tiles } else { crate::bench_gemm::run };

@@ -1,6 +1,7 @@
 //! `cargo xtask <command>`: one file per command; each parses its flags and calls a library.
 
 mod bench;
+mod bench_clifford;
 mod bench_gemm;
 mod info;
 mod profile;

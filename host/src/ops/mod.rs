@@ -1,10 +1,14 @@
 //! The op API. Every op takes a stream (CUDA or CPU), checks its operands, then launches the
 //! PTX entry point or runs the same maths on the CPU pool.
 
+pub mod clifford;
 pub mod elementwise;
 pub mod gemm;
 pub mod reduce;
 
+pub use clifford::{
+    Clifford, CliffordConfig, FcgpWorkspace, fused_gelu_fcgp_norm, fused_gelu_sgp_norm, fused_gelu_sgp_norm_backward,
+};
 pub use elementwise::{
     Activation, GeluForm, add, add_mul_act, axpy, bias_add_inplace, copy, gelu, relu, run_elementwise, scale,
 };

@@ -69,3 +69,23 @@ pub fn exp2_approx(x: f32) -> f32 {
         crate::math::exp(x * core::f32::consts::LN_2)
     }
 }
+
+/// Square root, correctly rounded: `sqrt.rn.f32` on the GPU, libm's `sqrtf` on the host (also
+/// correctly rounded), so both backends agree bit for bit.
+#[inline(always)]
+pub fn sqrt(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let r: f32;
+        // SAFETY: a register-to-register instruction.
+        unsafe {
+            core::arch::asm!("sqrt.rn.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x,
+                             options(pure, nomem, nostack))
+        };
+        r
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        libm::sqrtf(x)
+    }
+}

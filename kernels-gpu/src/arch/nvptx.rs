@@ -402,3 +402,41 @@ pub fn cp_async_wait<const N: u32>() {
     // SAFETY: waits; no memory is touched by the instruction itself.
     unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack)) };
 }
+
+/// 8-byte global load (`ld.global.v2.b32`).
+///
+/// # Safety
+/// `p` must point to 8 readable, 8-byte aligned bytes of global memory.
+#[inline(always)]
+pub unsafe fn ld_global_v2(p: *const u32) -> [u32; 2] {
+    let (a, b): (u32, u32);
+    // SAFETY: the caller guarantees alignment and validity.
+    unsafe {
+        asm!("ld.global.v2.b32 {{{a}, {b}}}, [{p}];", p = in(reg64) p, a = out(reg32) a, b = out(reg32) b,
+             options(readonly, nostack))
+    };
+    [a, b]
+}
+
+/// 8-byte global store (`st.global.v2.b32`).
+///
+/// # Safety
+/// `p` must point to 8 writable, 8-byte aligned bytes of global memory.
+#[inline(always)]
+pub unsafe fn st_global_v2(p: *mut u32, v: [u32; 2]) {
+    // SAFETY: the caller guarantees alignment and validity.
+    unsafe {
+        asm!("st.global.v2.b32 [{p}], {{{a}, {b}}};", p = in(reg64) p, a = in(reg32) v[0], b = in(reg32) v[1],
+             options(nostack))
+    };
+}
+
+/// Atomic `*addr += v` in shared memory (`red.shared.add.f32`, no result).
+///
+/// # Safety
+/// `addr` must be a 4-byte aligned shared-space address inside a declared shared array.
+#[inline(always)]
+pub unsafe fn red_shared_add_f32(addr: u32, v: f32) {
+    // SAFETY: the caller guarantees the address is valid shared memory.
+    unsafe { asm!("red.shared.add.f32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v, options(nostack)) };
+}

@@ -2,6 +2,7 @@
 //! body for one op, dtype and compile-time variant. The host validates every launch (lengths,
 //! alignment, grid) before it reaches these, so kernels never fail at run time.
 
+mod clifford;
 mod elementwise;
 mod gemm;
 mod reduce;

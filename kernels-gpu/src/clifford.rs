@@ -1,0 +1,652 @@
+//! Clifford-algebra layer ops (the Flash Clifford family) for Cl(2,0) and Cl(3,0): the algebra
+//! tables (built at compile time from basis-blade bitmasks), the per-feature maths (GELU gate,
+//! weighted geometric product, their gradients, the per-grade RMS norm), the compiled launch
+//! variants, and the CPU row loops. The PTX entries (`entry/clifford.rs`) and the CPU backend
+//! both call the per-feature functions here.
+//!
+//! Layout: multivectors are `(C, B, N)` (component, batch row, feature), weights `(N, W)`.
+//! Every per-feature value is held in fixed `[f32; 8]` / `[f32; 20]` arrays whatever the
+//! dimension: loops run to the algebra's own count, so the unused tail costs nothing once the
+//! loops are unrolled. They are index loops on purpose: iterator chains were not unrolled on
+//! the GPU and left the arrays in local memory.
+#![allow(clippy::needless_range_loop)]
+
+use crate::arch::{fmaf, sqrt};
+use crate::element::{DType, Element};
+use crate::math::{exp, normal_cdf};
+
+/// Components of the largest algebra (Cl(3,0)).
+pub const MAX_C: usize = 8;
+/// Weights per feature of the largest algebra.
+pub const MAX_W: usize = 20;
+/// Grades of the largest algebra (0..=3).
+pub const MAX_G: usize = 4;
+/// Added to the mean square inside the square root of the norm.
+pub const EPS: f32 = 1e-6;
+
+/// A multivector of one feature, f32, component order of the algebra.
+pub type Mv = [f32; MAX_C];
+/// The weights of one feature, path order.
+pub type Wv = [f32; MAX_W];
+/// One value per grade.
+pub type Gv = [f32; MAX_G];
+
+/// One non-zero product of basis blades: `o[c] += (neg ? -1 : 1) w[p] x[i] y[k]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Term {
+    pub i: usize,
+    pub k: usize,
+    pub c: usize,
+    pub neg: bool,
+    pub p: usize,
+}
+
+/// Everything the kernels need to know about one algebra.
+#[derive(Debug)]
+pub struct Tables {
+    pub dim: u32,
+    /// Components (2^dim).
+    pub c: usize,
+    /// Weights per feature (= paths).
+    pub w: usize,
+    /// Grades (dim + 1).
+    pub g: usize,
+    /// Basis blade of each component, as a bitmask of basis vectors (e13 = 0b101).
+    pub blades: [u8; MAX_C],
+    pub grade: [usize; MAX_C],
+    /// Position of each component among the components of its grade.
+    pub slot: [usize; MAX_C],
+    /// `(x grade, output grade, y grade)` of each weight.
+    pub paths: [(usize, usize, usize); MAX_W],
+    /// Components of each path's output grade.
+    pub cdim: [usize; MAX_W],
+    /// Components of all earlier paths (FCGP: where a path's products start).
+    pub offset: [usize; MAX_W],
+    /// Sum of `cdim` (the signed per-path products of FCGP: 14 in 2D, 44 in 3D).
+    pub total: usize,
+    /// The `c * c` products, in (i, k) order.
+    pub terms: [Term; MAX_C * MAX_C],
+}
+
+const fn popcount(m: u8) -> usize {
+    m.count_ones() as usize
+}
+
+/// Sign of the product of basis blades `a b` in Cl(p,0): the parity of the swaps that sort
+/// the concatenated vector lists (each vector of `a` passes the smaller vectors of `b`); equal
+/// vectors then square to +1.
+const fn blade_sign(a: u8, b: u8) -> bool {
+    let mut swaps = 0;
+    let mut x = a >> 1;
+    while x != 0 {
+        swaps += popcount(x & b);
+        x >>= 1;
+    }
+    swaps % 2 == 1
+}
+
+const fn tables(dim: u32, blades: [u8; MAX_C], paths: [(usize, usize, usize); MAX_W]) -> Tables {
+    let c = 1usize << dim;
+    let g = dim as usize + 1;
+    let w = match dim {
+        2 => 10,
+        _ => 20,
+    };
+    let mut grade = [0usize; MAX_C];
+    let mut slot = [0usize; MAX_C];
+    let mut per_grade = [0usize; MAX_G];
+    let mut j = 0;
+    while j < c {
+        grade[j] = popcount(blades[j]);
+        slot[j] = per_grade[grade[j]];
+        per_grade[grade[j]] += 1;
+        j += 1;
+    }
+    let mut cdim = [0usize; MAX_W];
+    let mut offset = [0usize; MAX_W];
+    let mut total = 0;
+    let mut p = 0;
+    while p < w {
+        cdim[p] = per_grade[paths[p].1];
+        offset[p] = total;
+        total += cdim[p];
+        p += 1;
+    }
+    let zero = Term { i: 0, k: 0, c: 0, neg: false, p: 0 };
+    let mut terms = [zero; MAX_C * MAX_C];
+    let mut t = 0;
+    let mut i = 0;
+    while i < c {
+        let mut k = 0;
+        while k < c {
+            let m = blades[i] ^ blades[k];
+            let mut oc = 0;
+            while blades[oc] != m {
+                oc += 1;
+            }
+            let key = (grade[i], grade[oc], grade[k]);
+            let mut p = 0;
+            while !(paths[p].0 == key.0 && paths[p].1 == key.1 && paths[p].2 == key.2) {
+                p += 1;
+            }
+            terms[t] = Term { i, k, c: oc, neg: blade_sign(blades[i], blades[k]), p };
+            t += 1;
+            k += 1;
+        }
+        i += 1;
+    }
+    Tables { dim, c, w, g, blades, grade, slot, paths, cdim, offset, total, terms }
+}
+
+const PATHS_2D: [(usize, usize, usize); MAX_W] = {
+    let mut p = [(0, 0, 0); MAX_W];
+    let list =
+        [(0, 0, 0), (0, 1, 1), (0, 2, 2), (1, 0, 1), (1, 1, 0), (1, 1, 2), (1, 2, 1), (2, 0, 2), (2, 1, 1), (2, 2, 0)];
+    let mut j = 0;
+    while j < list.len() {
+        p[j] = list[j];
+        j += 1;
+    }
+    p
+};
+
+/// Cl(2,0): `[1, e1, e2, e12]`.
+pub static CL2: Tables = tables(2, [0b00, 0b01, 0b10, 0b11, 0, 0, 0, 0], PATHS_2D);
+/// Cl(3,0): `[1, e1, e2, e3, e12, e13, e23, e123]`.
+pub static CL3: Tables = tables(
+    3,
+    [0b000, 0b001, 0b010, 0b100, 0b011, 0b101, 0b110, 0b111],
+    [
+        (0, 0, 0),
+        (0, 1, 1),
+        (0, 2, 2),
+        (0, 3, 3),
+        (1, 0, 1),
+        (1, 1, 0),
+        (1, 1, 2),
+        (1, 2, 1),
+        (1, 2, 3),
+        (1, 3, 2),
+        (2, 0, 2),
+        (2, 1, 1),
+        (2, 1, 3),
+        (2, 2, 0),
+        (2, 2, 2),
+        (2, 3, 1),
+        (3, 0, 3),
+        (3, 1, 2),
+        (3, 2, 1),
+        (3, 3, 0),
+    ],
+);
+
+/// An algebra as a type, so that kernels are compiled once per algebra with its tables folded.
+/// The counts are associated constants (not read from the tables) so that every loop over
+/// components, weights or grades has a trip count known before LLVM decides what to unroll;
+/// the arrays then stay in registers.
+pub trait Algebra: Copy + Send + Sync + 'static {
+    const T: &'static Tables;
+    const C: usize;
+    const W: usize;
+    const G: usize;
+    const TOTAL: usize;
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Cl2;
+impl Algebra for Cl2 {
+    const T: &'static Tables = &CL2;
+    const C: usize = 4;
+    const W: usize = 10;
+    const G: usize = 3;
+    const TOTAL: usize = 14;
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Cl3;
+impl Algebra for Cl3 {
+    const T: &'static Tables = &CL3;
+    const C: usize = 8;
+    const W: usize = 20;
+    const G: usize = 4;
+    const TOTAL: usize = 44;
+}
+
+/// The tables of Cl(`dim`,0), for `dim` 2 or 3.
+pub fn tables_of(dim: u32) -> Option<&'static Tables> {
+    match dim {
+        2 => Some(&CL2),
+        3 => Some(&CL3),
+        _ => None,
+    }
+}
+
+/// Runs `$body` once per product term `$j < $limit`, with `$j` a constant: the term's
+/// fields then fold to constants and the weight and multivector arrays stay in registers
+/// (a `for` loop over 64 terms is not always unrolled, and its indexed arrays then go to
+/// local memory).
+macro_rules! for_terms {
+    ($limit:expr, $j:ident => $body:block) => {
+        for_terms!(@ $limit, $j, $body,
+            0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+            32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63)
+    };
+    (@ $limit:expr, $j:ident, $body:block, $($n:literal)*) => {
+        $({
+            const $j: usize = $n;
+            if $j < $limit $body
+        })*
+    };
+}
+
+/// `1 / sqrt(2 pi)`.
+const INV_SQRT_2PI: f32 = 0.398_942_3;
+
+/// The gate `x * Phi(x0)` in place; returns `Phi(x0)`.
+#[inline(always)]
+pub fn gate<A: Algebra>(x: &mut Mv) -> f32 {
+    let s = normal_cdf(x[0]);
+    for c in 0..A::C {
+        x[c] *= s;
+    }
+    s
+}
+
+/// The weighted geometric product of one feature: `o = sum over paths of w_p <x_i y_k>_g`.
+#[inline(always)]
+pub fn product<A: Algebra>(xg: &Mv, yg: &Mv, w: &Wv) -> Mv {
+    let mut o = [0.0f32; MAX_C];
+    for_terms!(A::C * A::C, J => {
+        let tm = A::T.terms[J];
+        let wv = if tm.neg { -w[tm.p] } else { w[tm.p] };
+        o[tm.c] = fmaf(wv, xg[tm.i] * yg[tm.k], o[tm.c]);
+    });
+    o
+}
+
+/// Adds `o`'s squares, grade by grade, to `ss`; with `g` also `g . o` grade by grade to `dot`.
+#[inline(always)]
+pub fn accumulate_grades<A: Algebra>(o: &Mv, ss: &mut Gv) {
+    let t = A::T;
+    for c in 0..A::C {
+        ss[t.grade[c]] = fmaf(o[c], o[c], ss[t.grade[c]]);
+    }
+}
+
+/// `1 / r` with `r = sqrt(sumsq / n + EPS)`.
+#[inline(always)]
+pub fn inv_rms(sumsq: f32, n: usize) -> f32 {
+    1.0 / sqrt(sumsq / n as f32 + EPS)
+}
+
+/// Gradient of the product for one feature, given the gradient `g` of its output: adds to
+/// `dxg`, `dyg` and `dw`.
+#[inline(always)]
+pub fn product_vjp<A: Algebra>(xg: &Mv, yg: &Mv, w: &Wv, g: &Mv, dxg: &mut Mv, dyg: &mut Mv, dw: &mut Wv) {
+    for_terms!(A::C * A::C, J => {
+        let tm = A::T.terms[J];
+        let gc = if tm.neg { -g[tm.c] } else { g[tm.c] };
+        let wg = w[tm.p] * gc;
+        dxg[tm.i] = fmaf(wg, yg[tm.k], dxg[tm.i]);
+        dyg[tm.k] = fmaf(wg, xg[tm.i], dyg[tm.k]);
+        dw[tm.p] = fmaf(gc, xg[tm.i] * yg[tm.k], dw[tm.p]);
+    });
+}
+
+/// Gradient of the gate `x Phi(x0)` given the gradient `dg` of its output and `s = Phi(x0)`:
+/// `Phi dg_c` for every component, plus `phi(x0) sum_c x_c dg_c` on the scalar.
+#[inline(always)]
+pub fn gate_vjp<A: Algebra>(x: &Mv, s: f32, dg: &Mv) -> Mv {
+    let x0 = x[0];
+    let pdf = INV_SQRT_2PI * exp(-0.5 * x0 * x0);
+    let mut dot = 0.0f32;
+    let mut dx = [0.0f32; MAX_C];
+    for c in 0..A::C {
+        dot = fmaf(x[c], dg[c], dot);
+        dx[c] = s * dg[c];
+    }
+    dx[0] = fmaf(pdf, dot, dx[0]);
+    dx
+}
+
+/// Per-row norm statistics for the backward: `inv[g] = 1 / r_g` and `k[g] = (sum g.o_raw) /
+/// (N r_g^3)`, so that the gradient through the norm is `go inv - o_raw k`.
+#[inline(always)]
+pub fn norm_backward_coefs<A: Algebra>(ss: &Gv, dot: &Gv, n: usize) -> (Gv, Gv) {
+    let mut inv = [0.0f32; MAX_G];
+    let mut k = [0.0f32; MAX_G];
+    for g in 0..A::G {
+        inv[g] = inv_rms(ss[g], n);
+        k[g] = dot[g] * inv[g] * inv[g] * inv[g] / n as f32;
+    }
+    (inv, k)
+}
+
+/// Gradient of the raw product output through the norm (identity without it).
+#[inline(always)]
+pub fn through_norm<A: Algebra>(go: &Mv, o_raw: &Mv, inv: &Gv, k: &Gv) -> Mv {
+    let t = A::T;
+    let mut g = [0.0f32; MAX_C];
+    for c in 0..A::C {
+        let gr = t.grade[c];
+        g[c] = fmaf(go[c], inv[gr], -(o_raw[c] * k[gr]));
+    }
+    g
+}
+
+/// FCGP: the signed per-path products of one feature, `prod[offset[p] + slot[c]] += ±x_i y_k`.
+#[inline(always)]
+pub fn path_products<A: Algebra>(xg: &Mv, yg: &Mv) -> [f32; 44] {
+    let t = A::T;
+    let mut pr = [0.0f32; 44];
+    for_terms!(A::C * A::C, J => {
+        let tm = t.terms[J];
+        let v = xg[tm.i] * yg[tm.k];
+        let s = t.offset[tm.p] + t.slot[tm.c];
+        pr[s] += if tm.neg { -v } else { v };
+    });
+    pr
+}
+
+/// A compiled variant of the row kernels (forward and FCGP assembly): `vec` = four
+/// consecutive features per access (16 bytes of f32, 8 of f16/bf16; needs N % 4 == 0 and
+/// aligned pointers), `vpt` = accesses per thread per row kept in registers, 0 = two passes
+/// (statistics first, then recompute and write: any N).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowVariant {
+    pub vec: bool,
+    pub vpt: u32,
+}
+
+impl RowVariant {
+    /// Features per access.
+    pub const fn lanes(self) -> usize {
+        if self.vec { 4 } else { 1 }
+    }
+
+    /// `v4_p1`, `v1_p0`, ...
+    pub fn suffix(self) -> (&'static str, u32) {
+        (if self.vec { "v4" } else { "v1" }, self.vpt)
+    }
+
+    /// Most features one row can have with `team` threads per row (None: any).
+    pub fn max_features(self, team: usize) -> Option<usize> {
+        (self.vpt > 0).then(|| team * self.vpt as usize * self.lanes())
+    }
+}
+
+/// Every row variant compiled into the PTX (see `entry/clifford.rs`, `each_row_variant!`).
+pub const ROW_VARIANTS: [RowVariant; 6] = [
+    RowVariant { vec: true, vpt: 1 },
+    RowVariant { vec: true, vpt: 0 },
+    RowVariant { vec: false, vpt: 1 },
+    RowVariant { vec: false, vpt: 2 },
+    RowVariant { vec: false, vpt: 4 },
+    RowVariant { vec: false, vpt: 0 },
+];
+
+/// The ops of this family, as named in entry points and bench rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CliffordKernel {
+    /// `ft_clifford_fwd_d{2,3}_{dt}_{v}_p{n}`: gate, product, norm.
+    Forward,
+    /// `ft_clifford_bwd_d{2,3}_{dt}_{v4|v1}`: dx, dy and per-block dw partials.
+    Backward,
+    /// `ft_clifford_dw_reduce_{dt}`: sums the dw partials.
+    DwReduce,
+    /// `ft_clifford_fcgp_prod_d{2,3}_{dt}`: the signed per-path products.
+    FcgpProducts,
+    /// `ft_clifford_fcgp_asm_d{2,3}_{dt}_{v}_p{n}`: assembly of the GEMM results and norm.
+    FcgpAssemble,
+}
+
+/// Entry-point name of a row kernel (forward or FCGP assembly) without allocation.
+pub fn row_entry_name(kernel: CliffordKernel, dim: u32, dtype: DType, v: RowVariant) -> crate::gemm::EntryName {
+    let mut n = crate::gemm::EntryName::new();
+    n.push(match kernel {
+        CliffordKernel::FcgpAssemble => "ft_clifford_fcgp_asm_d",
+        _ => "ft_clifford_fwd_d",
+    });
+    n.push(if dim == 2 { "2_" } else { "3_" });
+    n.push(dtype.name());
+    n.push(if v.vec { "_v4_p" } else { "_v1_p" });
+    n.push(["0", "1", "2", "3", "4"][(v.vpt as usize).min(4)]);
+    n
+}
+
+#[inline(always)]
+fn load<T: Element, A: Algebra>(p: &[&[T]], idx: usize) -> Mv {
+    let mut v = [0.0f32; MAX_C];
+    for c in 0..A::C {
+        v[c] = p[c][idx].to_f32();
+    }
+    v
+}
+
+#[inline(always)]
+fn load_w<T: Element, A: Algebra>(w: &[T], f: usize) -> Wv {
+    let mut v = [0.0f32; MAX_W];
+    for p in 0..A::W {
+        v[p] = w[f * A::W + p].to_f32();
+    }
+    v
+}
+
+/// CPU path of the forward for whole rows: `x[c]`, `y[c]`, `out[c]` hold component `c` of the
+/// same rows (`rows * n` elements each), `w` is `(n, W)`. `scratch` holds `C * n` floats.
+pub fn fwd_rows<A: Algebra, T: Element>(
+    x: &[&[T]],
+    y: &[&[T]],
+    w: &[T],
+    out: &mut [&mut [T]],
+    n: usize,
+    normalize: bool,
+    scratch: &mut [f32],
+) {
+    let t = A::T;
+    let rows = x[0].len().checked_div(n).unwrap_or(0);
+    for r in 0..rows {
+        let mut ss = [0.0f32; MAX_G];
+        for f in 0..n {
+            let idx = r * n + f;
+            let (mut xg, mut yg) = (load::<T, A>(x, idx), load::<T, A>(y, idx));
+            gate::<A>(&mut xg);
+            gate::<A>(&mut yg);
+            let o = product::<A>(&xg, &yg, &load_w::<T, A>(w, f));
+            accumulate_grades::<A>(&o, &mut ss);
+            for c in 0..A::C {
+                scratch[c * n + f] = o[c];
+            }
+        }
+        let mut inv = [1.0f32; MAX_G];
+        if normalize {
+            for g in 0..A::G {
+                inv[g] = inv_rms(ss[g], n);
+            }
+        }
+        for c in 0..A::C {
+            for f in 0..n {
+                out[c][r * n + f] = T::from_f32(scratch[c * n + f] * inv[t.grade[c]]);
+            }
+        }
+    }
+}
+
+/// Per-row sums for the backward norm: squares of the raw output and `go . o_raw`, by grade.
+#[inline(always)]
+pub fn bwd_stats_feature<A: Algebra>(x: &Mv, y: &Mv, go: &Mv, w: &Wv, ss: &mut Gv, dot: &mut Gv) {
+    let (mut xg, mut yg) = (*x, *y);
+    gate::<A>(&mut xg);
+    gate::<A>(&mut yg);
+    let o = product::<A>(&xg, &yg, w);
+    let t = A::T;
+    for c in 0..A::C {
+        let g = t.grade[c];
+        ss[g] = fmaf(o[c], o[c], ss[g]);
+        dot[g] = fmaf(go[c], o[c], dot[g]);
+    }
+}
+
+/// The backward of one feature: returns `(dx, dy)` and adds to `dw`. `coefs` are the norm's
+/// `(inv, k)` (None: no norm).
+#[inline(always)]
+pub fn bwd_feature<A: Algebra>(x: &Mv, y: &Mv, go: &Mv, w: &Wv, coefs: Option<(&Gv, &Gv)>, dw: &mut Wv) -> (Mv, Mv) {
+    let (mut xg, mut yg) = (*x, *y);
+    let sx = gate::<A>(&mut xg);
+    let sy = gate::<A>(&mut yg);
+    let g = match coefs {
+        Some((inv, k)) => through_norm::<A>(go, &product::<A>(&xg, &yg, w), inv, k),
+        None => *go,
+    };
+    let mut dxg = [0.0f32; MAX_C];
+    let mut dyg = [0.0f32; MAX_C];
+    product_vjp::<A>(&xg, &yg, w, &g, &mut dxg, &mut dyg, dw);
+    (gate_vjp::<A>(x, sx, &dxg), gate_vjp::<A>(y, sy, &dyg))
+}
+
+/// CPU path of the backward for whole rows (layout as [`fwd_rows`]): writes `dx`, `dy` and adds
+/// this chunk's weight gradient to `dw` (`(n, W)`, f32).
+#[allow(clippy::too_many_arguments)]
+pub fn bwd_rows<A: Algebra, T: Element>(
+    x: &[&[T]],
+    y: &[&[T]],
+    go: &[&[T]],
+    w: &[T],
+    dx: &mut [&mut [T]],
+    dy: &mut [&mut [T]],
+    dw: &mut [f32],
+    n: usize,
+    normalize: bool,
+) {
+    let rows = x[0].len().checked_div(n).unwrap_or(0);
+    for r in 0..rows {
+        let coefs = normalize.then(|| {
+            let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
+            for f in 0..n {
+                let idx = r * n + f;
+                let (xv, yv, gv) = (load::<T, A>(x, idx), load::<T, A>(y, idx), load::<T, A>(go, idx));
+                bwd_stats_feature::<A>(&xv, &yv, &gv, &load_w::<T, A>(w, f), &mut ss, &mut dot);
+            }
+            norm_backward_coefs::<A>(&ss, &dot, n)
+        });
+        for f in 0..n {
+            let idx = r * n + f;
+            let (xv, yv, gv) = (load::<T, A>(x, idx), load::<T, A>(y, idx), load::<T, A>(go, idx));
+            let mut dwf = [0.0f32; MAX_W];
+            let (a, b) =
+                bwd_feature::<A>(&xv, &yv, &gv, &load_w::<T, A>(w, f), coefs.as_ref().map(|(i, k)| (i, k)), &mut dwf);
+            for c in 0..A::C {
+                dx[c][idx] = T::from_f32(a[c]);
+                dy[c][idx] = T::from_f32(b[c]);
+            }
+            for p in 0..A::W {
+                dw[f * A::W + p] += dwf[p];
+            }
+        }
+    }
+}
+
+/// CPU path of the FCGP products for whole rows: `prod[s]` is the rows of product `s`
+/// (`offset[p] + slot[c]`), same row layout as `x`.
+pub fn fcgp_products_rows<A: Algebra, T: Element, P: Element>(x: &[&[T]], y: &[&[T]], prod: &mut [&mut [P]]) {
+    let len = x[0].len();
+    for idx in 0..len {
+        let (mut xg, mut yg) = (load::<T, A>(x, idx), load::<T, A>(y, idx));
+        gate::<A>(&mut xg);
+        gate::<A>(&mut yg);
+        let pr = path_products::<A>(&xg, &yg);
+        for s in 0..A::TOTAL {
+            prod[s][idx] = P::from_f32(pr[s]);
+        }
+    }
+}
+
+/// FCGP assembly of one feature: `o_c = sum over paths p of output grade g(c) of d[p][slot c]`,
+/// where `d(s)` reads product row `s`.
+#[inline(always)]
+pub fn assemble<A: Algebra>(d: impl Fn(usize) -> f32) -> Mv {
+    let t = A::T;
+    let mut o = [0.0f32; MAX_C];
+    for p in 0..A::W {
+        for c in 0..A::C {
+            if t.grade[c] == t.paths[p].1 {
+                o[c] += d(t.offset[p] + t.slot[c]);
+            }
+        }
+    }
+    o
+}
+
+/// CPU path of the FCGP assembly and norm for whole rows: `d[s]` are the GEMM results' rows of
+/// product `s` (f32).
+pub fn fcgp_assemble_rows<A: Algebra, T: Element>(
+    d: &[&[f32]],
+    out: &mut [&mut [T]],
+    n: usize,
+    normalize: bool,
+    scratch: &mut [f32],
+) {
+    let t = A::T;
+    let rows = d[0].len().checked_div(n).unwrap_or(0);
+    for r in 0..rows {
+        let mut ss = [0.0f32; MAX_G];
+        for f in 0..n {
+            let o = assemble::<A>(|s| d[s][r * n + f]);
+            accumulate_grades::<A>(&o, &mut ss);
+            for c in 0..A::C {
+                scratch[c * n + f] = o[c];
+            }
+        }
+        let mut inv = [1.0f32; MAX_G];
+        if normalize {
+            for g in 0..A::G {
+                inv[g] = inv_rms(ss[g], n);
+            }
+        }
+        for c in 0..A::C {
+            for f in 0..n {
+                out[c][r * n + f] = T::from_f32(scratch[c * n + f] * inv[t.grade[c]]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts<A: Algebra>() -> (usize, usize, usize, usize) {
+        (A::C, A::W, A::G, A::TOTAL)
+    }
+
+    #[test]
+    fn tables_have_the_documented_sizes() {
+        assert_eq!(counts::<Cl2>(), (CL2.c, CL2.w, CL2.g, CL2.total));
+        assert_eq!(counts::<Cl3>(), (CL3.c, CL3.w, CL3.g, CL3.total));
+        assert_eq!((CL2.c, CL2.w, CL2.g, CL2.total), (4, 10, 3, 14));
+        assert_eq!((CL3.c, CL3.w, CL3.g, CL3.total), (8, 20, 4, 44));
+        // Every path is used by at least one product.
+        for t in [&CL2, &CL3] {
+            for p in 0..t.w {
+                assert!(t.terms[..t.c * t.c].iter().any(|tm| tm.p == p), "path {p} unused");
+            }
+        }
+    }
+
+    #[test]
+    fn e12_squares_to_minus_one() {
+        let tm = CL2.terms[3 * 4 + 3];
+        assert_eq!((tm.c, tm.neg), (0, true));
+        let tm = CL3.terms[7 * 8 + 7];
+        assert_eq!((tm.c, tm.neg), (0, true));
+    }
+
+    #[test]
+    fn entry_names() {
+        let v = RowVariant { vec: true, vpt: 2 };
+        assert_eq!(
+            row_entry_name(CliffordKernel::Forward, 3, DType::Bf16, v).as_str(),
+            "ft_clifford_fwd_d3_bf16_v4_p2"
+        );
+    }
+}
