@@ -117,18 +117,16 @@ impl GemmConfig {
     /// compares its result against.
     pub const DEFAULT: GemmConfig = GemmConfig { tile: 0, cpu_rows: 16 };
 
-    /// Built-in choice by shape: the default 128 x 128 tile unless it would leave most of a
-    /// large GPU idle, in which case smaller tiles give more blocks.
+    /// Built-in choice by shape, from the all-tiles sweep on an H100 (bench/results/
+    /// gemm-tiles-h100.json): the largest tile that still gives at least two blocks per SM
+    /// (132 SMs), in the order 128 x 256 x 64 (tile 4, fastest on every large bf16/tf32 shape),
+    /// 128 x 128, 64 x 128, else 64 x 64 (best on 512x3072x768).
     pub fn heuristic(m: usize, n: usize, _k: usize, batch: usize) -> GemmConfig {
-        let blocks = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn) * batch.max(1);
-        // 132 SMs on an H100: below one block per SM the 64-row tiles win back parallelism.
-        let tile = if blocks(128, 128) >= 132 {
-            0
-        } else if blocks(64, 128) >= 132 {
-            6
-        } else {
-            7
+        let blocks = |t: usize| {
+            let tile = ferrotune_kernels::gemm::tc::TILES[t];
+            m.div_ceil(tile.bm()) * n.div_ceil(tile.bn()) * batch.max(1)
         };
+        let tile = [4, 0, 6].into_iter().find(|&t| blocks(t) >= 2 * 132).unwrap_or(7);
         GemmConfig { tile, ..GemmConfig::DEFAULT }
     }
 

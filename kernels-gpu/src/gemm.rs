@@ -232,10 +232,10 @@ impl Default for EntryName {
 impl EntryName {
     /// An empty name.
     pub const fn new() -> EntryName {
-        EntryName { buf: [0; 40], len: 0 }
+        EntryName { buf: [0; 64], len: 0 }
     }
 
-    /// Appends `s` (ASCII; what does not fit in the 40 bytes is dropped).
+    /// Appends `s` (ASCII; what does not fit in the 64 bytes is dropped).
     pub fn push(&mut self, s: &str) {
         for &b in s.as_bytes() {
             if self.len < self.buf.len() {
@@ -248,11 +248,6 @@ impl EntryName {
     pub fn as_str(&self) -> &str {
         // The buffer only ever receives ASCII pieces.
         core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
-    }
-
-    fn push(&mut self, s: &str) {
-        self.buf[self.len..self.len + s.len()].copy_from_slice(s.as_bytes());
-        self.len += s.len();
     }
 
     fn push_num(&mut self, mut x: usize) {
@@ -268,8 +263,10 @@ impl EntryName {
         }
         while i > 0 {
             i -= 1;
-            self.buf[self.len] = digits[i];
-            self.len += 1;
+            if self.len < self.buf.len() {
+                self.buf[self.len] = digits[i];
+                self.len += 1;
+            }
         }
     }
 }
