@@ -17,7 +17,7 @@ use crate::backend::{Cpu, Gpu};
 use crate::buffer::{Buffer, Scalar, View, ViewMut};
 use crate::device::DeviceInfo;
 use crate::error::{DriverContext, Error, Result};
-use crate::ops::gemm::{Gemm, gemm};
+use crate::ops::gemm::{Gemm, Precision, gemm};
 use crate::stream::Stream;
 
 const OP: &str = "clifford";
@@ -456,8 +456,13 @@ pub fn fused_gelu_sgp_norm_backward<T: Scalar>(
     workspace: &mut Buffer<f32>,
 ) -> Result<()> {
     let mut cfg = CliffordConfig::heuristic(p, T::DTYPE, s.gpu().map(|g| g.info()));
-    // The backward keeps nothing in registers across a row: the two-pass form of the variant.
+    // The backward keeps nothing in registers across a row: the two-pass form of the variant,
+    // whose rows any team size covers; at most 256 threads, since its register use (up to 160
+    // per thread in 3D) does not allow 512.
     cfg.variant.vpt = 0;
+    let team = cfg.team().min(256);
+    cfg.threads = cfg.threads.min(256).max(team);
+    cfg.rows_per_block = cfg.threads / team;
     run_sgp_backward(s, p, &cfg, x, y, w, go, dx, dy, dw, workspace)
 }
 
@@ -730,7 +735,8 @@ pub fn run_fcgp_forward<T: Scalar>(
             p1 += 1;
         }
         let (a0, rows) = (t.offset[p0] * plane, cd * p.b);
-        let g = Gemm::new(rows, p.n, p.n).batched(p1 - p0);
+        // Exact f32 products for f32 inputs: the op promises f32 accuracy (TF32 would not).
+        let g = Gemm::new(rows, p.n, p.n).batched(p1 - p0).precision(Precision::Strict);
         let a = ws.prod.view(a0..t.total * plane)?;
         let bw = w.slice(p0 * p.n * p.n..)?;
         let mut d = ws.d.view_mut(a0..t.total * plane)?;
