@@ -371,7 +371,9 @@ pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
     }
     GemmVariant::all().filter(|v| v.math != Math::Ffma).find(|v| v.entry_name().as_str() == entry).map(|v| {
         let t = tc::TILES[v.tile as usize];
-        (t.threads(), t.min_blocks as u32)
+        // Narrower loads keep more of them in flight in registers: no residency promise there.
+        let blocks = if v.align == 16 { t.min_blocks } else { 1 };
+        (t.threads(), blocks as u32)
     })
 }
 

@@ -336,6 +336,25 @@ pub unsafe fn ldmatrix_x4_trans(addr: u32) -> [u32; 4] {
     [a, b, c, d]
 }
 
+/// Waits for every lane of the warp (`bar.warp.sync`): orders their shared-memory accesses.
+#[inline(always)]
+pub fn sync_warp() {
+    // SAFETY: a warp-level barrier with a full mask; all lanes call it together.
+    unsafe { asm!("bar.warp.sync -1;", options(nostack)) };
+}
+
+/// 8-byte shared store of two f32.
+///
+/// # Safety
+/// `addr` is an 8-byte aligned shared-space address inside a declared shared array.
+#[inline(always)]
+pub unsafe fn st_shared_v2_f32(addr: u32, a: f32, b: f32) {
+    // SAFETY: the caller guarantees the address.
+    unsafe {
+        asm!("st.shared.v2.f32 [{p}], {{{a}, {b}}};", p = in(reg32) addr, a = in(reg32) a, b = in(reg32) b, options(nostack))
+    };
+}
+
 /// 4-byte shared load.
 ///
 /// # Safety

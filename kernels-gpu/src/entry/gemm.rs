@@ -7,8 +7,8 @@
 use crate::arch::nvptx::{
     block_idx_x, block_idx_y, block_idx_z, cp_async_4, cp_async_8, cp_async_16, cp_async_commit, cp_async_wait,
     dyn_smem_addr, gemm_smem_addr, ld_global_v4, ld_shared_b32, ld_shared_v4_f32, ldmatrix_x4, ldmatrix_x4_trans,
-    mma_m16n8k8_tf32, mma_m16n8k16_bf16, mma_m16n8k16_f16, st_shared_b16, st_shared_f32, st_shared_v4, sync_threads,
-    thread_idx_x,
+    mma_m16n8k8_tf32, mma_m16n8k16_bf16, mma_m16n8k16_f16, st_global_v4, st_shared_b16, st_shared_f32,
+    st_shared_v2_f32, st_shared_v4, sync_threads, sync_warp, thread_idx_x,
 };
 use crate::element::Element;
 use crate::gemm::{Epilogue, ffma, tc};
@@ -380,14 +380,23 @@ unsafe fn tc_gemm<
         }
     }
     cp_async_wait::<0>();
-    // SAFETY: forwarded from the caller.
-    unsafe { tc_epilogue(c, d, bias, pr, bm + m0, bn + n0, lane, &acc) };
+    // SAFETY: all threads; after it no warp reads the ring, whose start becomes the warps'
+    // epilogue scratch (warp w at w * 16 * (NT * 8 + 8) * 4 bytes: at most 36 KiB, within
+    // every tile's ring).
+    unsafe { sync_threads() };
+    let scratch = smem + (warp * 16 * (NT * 8 + 8) * 4) as u32;
+    // SAFETY: forwarded from the caller; the scratch region is this warp's.
+    unsafe { tc_epilogue(c, d, bias, pr, bm + m0, bn + n0, lane, &acc, scratch) };
 }
 
-/// Stores a warp's `MT*16 x NT*8` accumulators (rows from `m0`, columns from `n0`).
+/// Stores a warp's `MT*16 x NT*8` accumulators (rows from `m0`, columns from `n0`) through
+/// the warp's own `16 x NT*8` f32 region of shared memory at `scratch`, one m-tile at a time,
+/// so that each lane then writes 4 consecutive outputs of a row (coalesced, one 8- or 16-byte
+/// store where aligned) instead of scattered pairs.
 ///
 /// # Safety
-/// The output pointers cover the problem.
+/// The output pointers cover the problem; `scratch` holds `16 * (NT * 8 + 8) * 4` bytes that
+/// no other warp uses; all 32 lanes call it.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn tc_epilogue<O: Element, const MT: usize, const NT: usize>(
@@ -399,80 +408,93 @@ unsafe fn tc_epilogue<O: Element, const MT: usize, const NT: usize>(
     n0: usize,
     lane: usize,
     acc: &[[[f32; 4]; NT]; MT],
+    scratch: u32,
 ) {
-    // Each lane holds pairs of adjacent columns: store them as one 4- or 8-byte access when
-    // D's rows keep pairs aligned (even ldc, aligned base), else element by element.
+    let width = NT * 8;
+    // 8 floats of padding: a half-warp's 8-byte writes (rows g, columns 2t) hit distinct banks.
+    let pitch = ((width + 8) * 4) as u32;
     let size = core::mem::size_of::<O>();
-    let paired = pr.ldc % 2 == 0 && (d as usize) % (2 * size) == 0;
+    let quads = pr.ldc % 4 == 0 && (d as usize) % (4 * size) == 0;
+    let (g, t) = (lane / 4, lane % 4);
+    let lanes_per_row = width / 4;
+    let rows_per_pass = 32 / lanes_per_row;
     for (mt, row) in acc.iter().enumerate() {
         for (nt, cell) in row.iter().enumerate() {
-            for half in 0..2 {
-                let gm = m0 + mt * 16 + lane / 4 + half * 8;
-                let gn = n0 + nt * 8 + (lane % 4) * 2;
-                // SAFETY: predicated on the bounds checked inside.
-                unsafe { store_out_pair(c, d, bias, pr.out(), gm, gn, cell[2 * half], cell[2 * half + 1], paired) };
+            let col = ((nt * 8 + 2 * t) * 4) as u32;
+            // SAFETY: rows g and g + 8 of the warp's region, 8-byte aligned.
+            unsafe {
+                st_shared_v2_f32(scratch + g as u32 * pitch + col, cell[0], cell[1]);
+                st_shared_v2_f32(scratch + (g + 8) as u32 * pitch + col, cell[2], cell[3]);
             }
         }
+        sync_warp();
+        for pass in 0..16 / rows_per_pass {
+            let r = pass * rows_per_pass + lane / lanes_per_row;
+            let cc = (lane % lanes_per_row) * 4;
+            // SAFETY: inside the warp's region, 16-byte aligned (pitch and cc multiples of 4).
+            let v = unsafe { ld_shared_v4_f32(scratch + r as u32 * pitch + (cc * 4) as u32) };
+            // SAFETY: predicated on the bounds checked inside.
+            unsafe { store_out_quad(c, d, bias, pr.out(), m0 + mt * 16 + r, n0 + cc, v, quads) };
+        }
+        sync_warp();
     }
 }
 
-/// Epilogue and predicated store of the output pair `(gm, gn)`, `(gm, gn + 1)`. Not inlined:
-/// its body (the GELU forms) repeated for each of a thread's accumulator pairs would stop the
-/// compiler from fully unrolling the store loops, which then index the accumulators from
-/// local memory.
+/// Epilogue and predicated store of the outputs `(gm, gn .. gn + 4)`. Not inlined: its body
+/// (the GELU forms) repeated for each of a thread's output groups would make the epilogue
+/// loops too large to unroll, and the accumulators would then be indexed from local memory.
 #[allow(clippy::too_many_arguments)]
 #[inline(never)]
-unsafe fn store_out_pair<O: Element>(
+unsafe fn store_out_quad<O: Element>(
     c: *const O,
     d: *mut O,
     bias: *const O,
     out: OutArgs,
     gm: usize,
     gn: usize,
-    v0: f32,
-    v1: f32,
-    paired: bool,
+    v: [f32; 4],
+    quads: bool,
 ) {
     if gm >= out.m || gn >= out.n {
         return;
     }
     let idx = gm * out.ldc + gn;
-    let epi = |v: f32, j: usize| {
+    let epi = |x: f32, j: usize| {
         // SAFETY: (gm, gn + j) is inside the output; C and bias are read only when enabled.
         let cv = if out.flags & 8 != 0 { unsafe { (*c.add(idx + j)).to_f32() } } else { 0.0 };
         let bv = if out.flags & 1 != 0 { unsafe { (*bias.add(gn + j)).to_f32() } } else { 0.0 };
-        O::from_f32(Epilogue::apply_flags(out.flags, out.alpha, out.beta, v, cv, bv, O::DTYPE))
+        O::from_f32(Epilogue::apply_flags(out.flags, out.alpha, out.beta, x, cv, bv, O::DTYPE))
     };
-    if paired && gn + 1 < out.n {
-        let (o0, o1) = (epi(v0, 0), epi(v1, 1));
-        // SAFETY: both elements are inside the output, and `paired` makes the address a
-        // multiple of the pair's size.
-        unsafe { store_pair(d.add(idx), o0, o1) };
+    if quads && gn + 3 < out.n {
+        let o = [epi(v[0], 0), epi(v[1], 1), epi(v[2], 2), epi(v[3], 3)];
+        // SAFETY: the 4 elements are inside the output and `quads` aligns the address to
+        // their total size.
+        unsafe { store_quad(d.add(idx), o) };
     } else {
-        // SAFETY: as above, element by element.
-        unsafe { *d.add(idx) = epi(v0, 0) };
-        if gn + 1 < out.n {
-            // SAFETY: as above.
-            unsafe { *d.add(idx + 1) = epi(v1, 1) };
+        for (j, &x) in v.iter().enumerate() {
+            if gn + j < out.n {
+                // SAFETY: (gm, gn + j) is inside the output.
+                unsafe { *d.add(idx + j) = epi(x, j) };
+            }
         }
     }
 }
 
-/// Stores two adjacent output elements with one access.
+/// Stores four adjacent output elements with one 8- (16-bit) or 16-byte (f32) access.
 ///
 /// # Safety
-/// `p` and `p + 1` are writable and `p` is aligned to twice the element size.
+/// The 4 elements at `p` are writable and `p` is aligned to 4 times the element size.
 #[inline(always)]
-unsafe fn store_pair<O: Element>(p: *mut O, o0: O, o1: O) {
-    // SAFETY: the caller guarantees the pair's alignment and bounds; the element types are
-    // plain 2- or 4-byte values.
+unsafe fn store_quad<O: Element>(p: *mut O, o: [O; 4]) {
+    // SAFETY: the caller guarantees alignment and bounds; the element types are plain 2- or
+    // 4-byte values.
     unsafe {
         if core::mem::size_of::<O>() == 2 {
-            let (b0, b1): (u16, u16) = (core::mem::transmute_copy(&o0), core::mem::transmute_copy(&o1));
-            *(p as *mut u32) = b0 as u32 | (b1 as u32) << 16;
+            let b: [u16; 4] = core::mem::transmute_copy(&o);
+            *(p as *mut u64) = b[0] as u64 | (b[1] as u64) << 16 | (b[2] as u64) << 32 | (b[3] as u64) << 48;
         } else {
-            let (b0, b1): (u32, u32) = (core::mem::transmute_copy(&o0), core::mem::transmute_copy(&o1));
-            *(p as *mut u64) = b0 as u64 | (b1 as u64) << 32;
+            let b: [u32; 4] = core::mem::transmute_copy(&o);
+            st_global_v4(p as *mut u32, b);
         }
     }
 }
