@@ -116,6 +116,17 @@ impl CliffordConfig {
         }
     }
 
+    /// The config's form for the backward kernels: they keep nothing in registers across a row
+    /// (the two-pass form of the variant, whose rows any team size covers), and their register
+    /// use (up to 250 per thread in 3D) allows at most 256 threads per block.
+    pub fn backward_form(mut self) -> CliffordConfig {
+        self.variant.vpt = 0;
+        let team = self.team().min(256);
+        self.threads = self.threads.min(256).max(team);
+        self.rows_per_block = self.threads / team;
+        self
+    }
+
     /// Threads per row.
     pub fn team(&self) -> u32 {
         self.threads / self.rows_per_block.max(1)
@@ -455,14 +466,7 @@ pub fn fused_gelu_sgp_norm_backward<T: Scalar>(
     dw: &mut ViewMut<'_, T>,
     workspace: &mut Buffer<f32>,
 ) -> Result<()> {
-    let mut cfg = CliffordConfig::heuristic(p, T::DTYPE, s.gpu().map(|g| g.info()));
-    // The backward keeps nothing in registers across a row: the two-pass form of the variant,
-    // whose rows any team size covers; at most 256 threads, since its register use (up to 160
-    // per thread in 3D) does not allow 512.
-    cfg.variant.vpt = 0;
-    let team = cfg.team().min(256);
-    cfg.threads = cfg.threads.min(256).max(team);
-    cfg.rows_per_block = cfg.threads / team;
+    let cfg = CliffordConfig::heuristic(p, T::DTYPE, s.gpu().map(|g| g.info())).backward_form();
     run_sgp_backward(s, p, &cfg, x, y, w, go, dx, dy, dw, workspace)
 }
 
