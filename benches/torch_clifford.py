@@ -473,6 +473,9 @@ class Sweep:
             return base(alg, x, y, w, True)
         if impl == "eager":
             return f
+        if impl == "compile_cg":
+            # What a user chasing launch overhead runs: static shapes, CUDA graphs.
+            return torch.compile(f, mode="reduce-overhead", dynamic=False)
         return torch.compile(f, dynamic={"per-n": None, "per-shape": False, "dynamic": True}[self.args.compile_mode])
 
     def run_group(self, dim, op, n, bs):
@@ -505,7 +508,22 @@ class Sweep:
             except Exception as e:  # noqa: BLE001 -- recorded in the rows, not fatal
                 ref, ref_error = None, f"unchecked: no float64 result ({short(e)})"
             for impl in self.args.impls:
-                if impl == "compile":
+                if impl == "compile_cg":
+                    # One compile (and CUDA-graph capture) per shape; warm-up calls record it.
+                    torch._dynamo.reset()
+                    fn = self.impl_fn(alg, op, impl)
+                    t0 = time.perf_counter()
+                    try:
+                        for _ in range(3):
+                            self.call(op, fn, sets[0], grad)
+                        self.sync()
+                        self.compile_log.append({"dim": dim, "op": op, "N": n, "B": b, "impl": impl,
+                                                 "seconds": round(time.perf_counter() - t0, 2)})
+                    except Exception as e:  # noqa: BLE001 -- recorded, not fatal
+                        self.compile_log.append({"dim": dim, "op": op, "N": n, "B": b, "impl": impl, "error": short(e)})
+                        self.emit(row(dim, op, b, n, impl, None, nbytes, "compile failed: see compile_s"))
+                        continue
+                elif impl == "compile":
                     if compiled is None or mode == "per-shape":
                         torch._dynamo.reset()
                         compiled = self.impl_fn(alg, op, impl)
@@ -640,7 +658,8 @@ def main():
     ap.add_argument("--sizes", help="BxN list, e.g. 1024x128,8192x1024 (default: B 1024,4096,8192 x N 128,512,1024)")
     ap.add_argument("--dims", default="2,3")
     ap.add_argument("--ops", default=",".join(OPS))
-    ap.add_argument("--impls", default="eager,compile")
+    ap.add_argument("--impls", default="eager,compile",
+                    help="eager, compile (default mode), compile_cg (mode reduce-overhead: CUDA graphs, static shapes)")
     ap.add_argument("--compile-mode", choices=sorted(COMPILE_MODES), default="per-n",
                     help="; ".join(f"{k}: {v}" for k, v in COMPILE_MODES.items()))
     ap.add_argument("--warmup", type=int, default=3)
@@ -653,11 +672,11 @@ def main():
         os.environ["TRITON_CACHE_DIR"] = os.path.join(args.cache_dir, "triton")
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     args.impls = [i for i in args.impls.split(",") if i]
-    bad_impl = set(args.impls) - {"eager", "compile"}
+    bad_impl = set(args.impls) - {"eager", "compile", "compile_cg"}
     ops = [o for o in args.ops.split(",") if o]
     dims = [int(d) for d in args.dims.split(",") if d]
     if bad_impl or set(ops) - set(OPS) or set(dims) - {2, 3}:
-        ap.error(f"impls are eager,compile; ops {','.join(OPS)}; dims 2,3")
+        ap.error(f"impls are eager,compile,compile_cg; ops {','.join(OPS)}; dims 2,3")
 
     check = None if args.no_check else self_check(device)
     if args.check:
