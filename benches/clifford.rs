@@ -105,16 +105,16 @@ pub struct CliffordReport {
 /// `op` on `p` with elements of `e` bytes. fwd: x, y read, out written, weights read once.
 /// fwdbwd: that plus x, y, grad read, dx, dy written, w read, dw written. fcgp_fwd: x, y read,
 /// out written, the `(W, N, N)` weights read once.
-pub fn work(op: &str, p: &Clifford, e: usize) -> (u64, u64) {
-    let t = p.tables().expect("dims 2 and 3 only");
+pub fn work(op: &str, p: &Clifford, e: usize) -> ferrotune::Result<(u64, u64)> {
+    let t = p.tables()?;
     let mv = (t.c * p.b * p.n * e) as u64;
     let w = (t.w * p.n * e) as u64;
     let terms = (t.c * t.c * p.b * p.n) as u64;
-    match op {
+    Ok(match op {
         "fwd" => (3 * mv + w, 2 * terms),
         "fwdbwd" => (8 * mv + 3 * w, 8 * terms),
         _ => (3 * mv + (t.w * p.n * p.n * e) as u64, 2 * (t.total * p.b * p.n * p.n) as u64),
-    }
+    })
 }
 
 /// Operands of one problem.
@@ -295,7 +295,7 @@ fn bench_row<T: Scalar>(
         mismatch = check_backward(s, p, &o, opts.check_rows)?;
     }
     let stats = time_on_stream(s, opts.repeat, |_| run(&mut o))?;
-    let (bytes, flops) = work(op, p, T::DTYPE.size_bytes());
+    let (bytes, flops) = work(op, p, T::DTYPE.size_bytes())?;
     let secs = stats.median_ms * 1e-3;
     Ok(CliffordRow {
         dim: p.dim,
@@ -400,9 +400,10 @@ mod tests {
     fn work_counts_minimum_traffic() {
         let p = Clifford::new(2, 2, 3, true);
         // C B N = 24 elements per tensor, W N = 30 weights.
-        assert_eq!(work("fwd", &p, 4), ((3 * 24 + 30) * 4, 2 * 16 * 6));
-        assert_eq!(work("fwdbwd", &p, 4).0, (8 * 24 + 90) * 4);
-        assert_eq!(work("fcgp_fwd", &p, 2), ((3 * 24 + 10 * 9) * 2, 2 * 14 * 6 * 3));
+        assert_eq!(work("fwd", &p, 4).unwrap(), ((3 * 24 + 30) * 4, 2 * 16 * 6));
+        assert_eq!(work("fwdbwd", &p, 4).unwrap().0, (8 * 24 + 90) * 4);
+        assert_eq!(work("fcgp_fwd", &p, 2).unwrap(), ((3 * 24 + 10 * 9) * 2, 2 * 14 * 6 * 3));
+        assert!(work("fwd", &Clifford::new(4, 2, 3, true), 4).is_err());
     }
 
     #[test]
