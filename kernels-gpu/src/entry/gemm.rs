@@ -97,77 +97,187 @@ impl TcElem for f32 {
     }
 }
 
-/// Issues the loads of one operand tile (`rows` = BM or BN rows of the operand starting at
-/// `row0`, K from `k0`) into the stage tile at `dst`. `KC`: k is the contiguous dimension in
-/// memory (element (r, kk) at `r * ld + kk`), else at `kk * ld + r`.
+/// A thread's share of the stage loads of one operand, worked out once per block. With the
+/// thread count a multiple of the chunks per tile row, a thread always moves the same
+/// `AL`-byte column (`cb`) of the tile, in `CH` rows spaced `RS` apart: a k-tile then costs a
+/// pointer step and one validity select per chunk instead of the index arithmetic of each.
+///
+/// Tile geometry: with `KC` (k contiguous in memory, element (r, kk) at `r * ld + kk`) the tile
+/// is `ROWS` rows of `KB` bytes of K; otherwise `KB / E::BYTES` rows of K, each `ROWS`
+/// elements of the operand's M or N wide.
+struct Loader<E, const KC: bool, const AL: usize, const ROWS: usize, const KB: usize, const TH: usize> {
+    /// Global address of the thread's first chunk in the next k-tile (wrapping arithmetic: it
+    /// is only dereferenced where valid).
+    src: *const u8,
+    /// Offset of the thread's first chunk in the stage tile.
+    soff: u32,
+    /// KC: how many of the thread's chunks have their row inside the operand; else: the valid
+    /// bytes of each chunk whose K row exists (short only at the operand's M or N edge).
+    lim: u32,
+    /// KC: the k of the thread's column within the tile; else: its first tile row.
+    kofs: u32,
+    _e: core::marker::PhantomData<E>,
+}
+
+impl<E: TcElem, const KC: bool, const AL: usize, const ROWS: usize, const KB: usize, const TH: usize>
+    Loader<E, KC, AL, ROWS, KB, TH>
+{
+    /// `AL`-byte chunks per tile row.
+    const PER_ROW: usize = if KC { KB / AL } else { ROWS * E::BYTES / AL };
+    /// Chunks per thread.
+    const CH: usize = if KC { ROWS } else { KB / E::BYTES } * Self::PER_ROW / TH;
+    /// Tile rows between a thread's chunks.
+    const RS: usize = TH / Self::PER_ROW;
+    /// Bytes per tile row in shared memory (padded against bank conflicts).
+    const PITCH: usize = if KC { KB + 16 } else { tc::pitch_mn(ROWS, E::BYTES) };
+
+    /// The loader of thread `tid` for the operand at `p` (leading dimension `ld` elements,
+    /// `rows` rows in M or N), whose tile starts at operand row `row0`.
+    #[inline(always)]
+    fn new(p: *const u8, ld: usize, row0: usize, rows: usize, tid: usize) -> Self {
+        // Every compiled tile divides evenly; a new tile that does not fails to build here.
+        const {
+            assert!(TH % Self::PER_ROW == 0 && Self::CH >= 1);
+            assert!((if KC { ROWS } else { KB / E::BYTES }) * Self::PER_ROW == Self::CH * TH);
+        };
+        let (r0, cb) = (tid / Self::PER_ROW, (tid % Self::PER_ROW) * AL);
+        let soff = (r0 * Self::PITCH + cb) as u32;
+        let (off, lim, kofs) = if KC {
+            let gr = row0 + r0;
+            ((gr * ld + cb / E::BYTES) * E::BYTES, sat_sub(rows, gr).div_ceil(Self::RS).min(Self::CH), cb / E::BYTES)
+        } else {
+            let gr = row0 + cb / E::BYTES;
+            ((r0 * ld + gr) * E::BYTES, (sat_sub(rows, gr) * E::BYTES).min(AL), r0)
+        };
+        Loader { src: p.wrapping_add(off), soff, lim: lim as u32, kofs: kofs as u32, _e: core::marker::PhantomData }
+    }
+
+    /// `issue` for a tile known to lie wholly inside the operand (rows and K): no tests.
+    ///
+    /// # Safety
+    /// As `issue`, and every chunk of the tile exists.
+    #[inline(always)]
+    unsafe fn issue_whole(&mut self, dst: u32, ld: usize) {
+        let gstride = Self::RS * ld * E::BYTES;
+        for i in 0..Self::CH {
+            let sdst = dst + self.soff + (i * Self::RS * Self::PITCH) as u32;
+            // SAFETY: the chunk exists (caller), aligned per the caller; `sdst` lies in the stage
+            // tile and is AL-aligned.
+            unsafe { copy_chunk::<AL>(sdst, self.src.wrapping_add(i * gstride), AL as u32) };
+        }
+        let kstep = if KC { KB } else { KB * ld };
+        self.src = self.src.wrapping_add(kstep);
+    }
+
+    /// Issues the thread's chunks of the k-tile starting at `k0` (the tile after the last one
+    /// issued) into the stage tile at `dst`, zero-filling what lies beyond the operand.
+    ///
+    /// # Safety
+    /// `p` and `ld` as given to `new`; `p` covers the operand and, for `AL` >= 4, is
+    /// `AL`-aligned with `ld * E::BYTES` a multiple of `AL`; `dst` is a stage tile of the
+    /// dynamic shared buffer.
+    #[inline(always)]
+    unsafe fn issue(&mut self, dst: u32, p: *const u8, ld: usize, k0: usize, k: usize) {
+        let gstride = Self::RS * ld * E::BYTES;
+        // k left from the thread's first element (KC) or first tile row.
+        let krem = sat_sub(k, k0 + self.kofs as usize);
+        let kv = (krem * E::BYTES).min(AL) as u32;
+        let all_valid = if KC {
+            self.lim as usize == Self::CH && kv as usize == AL
+        } else {
+            self.lim as usize == AL && (Self::CH - 1) * Self::RS < krem
+        };
+        if all_valid {
+            // Interior tiles: every chunk whole, no per-chunk tests.
+            for i in 0..Self::CH {
+                let sdst = dst + self.soff + (i * Self::RS * Self::PITCH) as u32;
+                // SAFETY: AL bytes of the operand exist at the chunk (all_valid), aligned per the
+                // caller; `sdst` lies in the stage tile and is AL-aligned.
+                unsafe { copy_chunk::<AL>(sdst, self.src.wrapping_add(i * gstride), AL as u32) };
+            }
+        } else {
+            for i in 0..Self::CH {
+                let valid = if KC {
+                    if (i as u32) < self.lim { kv } else { 0 }
+                } else if i * Self::RS < krem {
+                    self.lim
+                } else {
+                    0
+                };
+                // With nothing valid no byte is read; the operand base stands in.
+                let src = if valid > 0 { self.src.wrapping_add(i * gstride) } else { p };
+                let sdst = dst + self.soff + (i * Self::RS * Self::PITCH) as u32;
+                // SAFETY: `valid` bytes of the operand exist at `src`, AL-aligned per the caller;
+                // `sdst` lies in the stage tile (row r0 + i RS < the tile's rows), AL-aligned.
+                unsafe { copy_chunk::<AL>(sdst, src, valid) };
+            }
+        }
+        let kstep = if KC { KB } else { KB * ld };
+        self.src = self.src.wrapping_add(kstep);
+    }
+}
+
+/// Global -> shared copy of one `AL`-byte chunk of which the first `valid` bytes exist (the
+/// rest is zero-filled): `cp.async` for 16, 8 and 4 bytes, a plain 2-byte load and store
+/// otherwise.
 ///
 /// # Safety
-/// `p` covers the operand; for `AL` >= 4 it is `AL`-aligned and `ld * E::BYTES` a multiple of
-/// `AL`; `dst` is a stage tile of the dynamic shared buffer.
-#[allow(clippy::too_many_arguments)]
+/// `valid` (<= AL) bytes are readable at `src`, which is AL-aligned (any address when 0);
+/// `sdst` is an AL-aligned address in the dynamic shared buffer.
 #[inline(always)]
-unsafe fn tc_issue<
-    E: TcElem,
-    const KC: bool,
-    const AL: usize,
-    const ROWS: usize,
-    const KB: usize,
-    const THREADS: usize,
->(
-    dst: u32,
-    p: *const u8,
-    ld: usize,
-    row0: usize,
-    rows: usize,
-    k0: usize,
-    k: usize,
-    tid: usize,
-) {
-    // Chunks of AL bytes: KC tiles are ROWS rows of KB bytes; others KB / BYTES rows of ROWS
-    // elements.
-    let per_row = if KC { KB / AL } else { ROWS * E::BYTES / AL };
-    let total = if KC { ROWS * per_row } else { (KB / E::BYTES) * per_row };
-    let pitch = if KC { KB + 16 } else { tc::pitch_mn(ROWS, E::BYTES) };
-    for i in 0..total.div_ceil(THREADS) {
-        let c = tid + i * THREADS;
-        if total % THREADS != 0 && c >= total {
-            break;
-        }
-        let (r, cb) = (c / per_row, (c % per_row) * AL);
-        // (row of the operand, k) of the chunk's first element, and how many bytes exist.
-        let (gr, gk, valid) = if KC {
-            let (gr, gk) = (row0 + r, k0 + cb / E::BYTES);
-            (gr, gk, if gr < rows { (sat_sub(k, gk) * E::BYTES).min(AL) } else { 0 })
-        } else {
-            let (gk, gr) = (k0 + r, row0 + cb / E::BYTES);
-            (gr, gk, if gk < k { (sat_sub(rows, gr) * E::BYTES).min(AL) } else { 0 })
-        };
-        let off = if KC { gr * ld + gk } else { gk * ld + gr } * E::BYTES;
-        let sdst = dst + (r * pitch + cb) as u32;
-        // With nothing valid no byte is read; the base pointer stands in.
-        let src = if valid > 0 { unsafe { p.add(off) } } else { p };
-        // SAFETY: `valid` bytes exist at `src`, aligned to AL per the caller; `sdst` is inside the
-        // stage tile (r and cb within the tile by construction) and AL-aligned.
-        unsafe {
-            match AL {
-                16 => cp_async_16(sdst, src, valid as u32),
-                8 => cp_async_8(sdst, src, valid as u32),
-                4 => cp_async_4(sdst, src, valid as u32),
-                _ => {
-                    let h = if valid > 0 { *(src as *const u16) } else { 0 };
-                    st_shared_b16(sdst, h);
-                }
+unsafe fn copy_chunk<const AL: usize>(sdst: u32, src: *const u8, valid: u32) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match AL {
+            16 => cp_async_16(sdst, src, valid),
+            8 => cp_async_8(sdst, src, valid),
+            4 => cp_async_4(sdst, src, valid),
+            _ => {
+                let h = if valid > 0 { *(src as *const u16) } else { 0 };
+                st_shared_b16(sdst, h);
             }
         }
     }
 }
 
+/// Per-lane byte offsets of the fragments of the warp's first m-tile and n-tile pair within
+/// a stage's A and B tiles (every other fragment is a compile-time offset from them).
+#[inline(always)]
+fn tc_lane_offsets<E: TcElem, const A_KC: bool, const B_KC: bool, const BM: usize, const BN: usize, const KB: usize>(
+    m0: usize,
+    n0: usize,
+    lane: usize,
+) -> (u32, u32) {
+    let pk = KB + 16;
+    let (pa, pb) = (tc::pitch_mn(BM, E::BYTES), tc::pitch_mn(BN, E::BYTES));
+    let (g, t) = (lane / 4, lane % 4);
+    let la = if A_KC {
+        // Lanes 0-15 address rows m..m+15 at the step's first 16 bytes, 16-31 the next 16.
+        (m0 + lane % 16) * pk + (lane / 16) * 16
+    } else if E::BYTES == 2 {
+        // Stored [k][m]: matrices (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7), (k 8-15, m 8-15).
+        ((lane / 16) * 8 + lane % 8) * pa + (m0 + ((lane / 8) % 2) * 8) * 2
+    } else {
+        t * pa + (m0 + g) * 4
+    };
+    let lb = if B_KC {
+        // Matrices: (n 0-7, first 16 bytes), (n 0-7, next 16), (n 8-15, first), (n 8-15, next).
+        (n0 + lane % 8 + (lane / 16) * 8) * pk + ((lane / 8) % 2) * 16
+    } else if E::BYTES == 2 {
+        // Stored [k][n]: matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+        (((lane / 8) % 2) * 8 + lane % 8) * pb + (n0 + (lane / 16) * 8) * 2
+    } else {
+        t * pb + (n0 + g) * 4
+    };
+    (la as u32, lb as u32)
+}
+
 /// The warp's A and B fragments of one 32-byte K step of a stage: `MT` A tiles of 16 rows
-/// and `NT` B tiles of 8 columns.
+/// and `NT` B tiles of 8 columns. `sa`, `sb`: the stage's A and B tiles plus the lane offsets
+/// of `tc_lane_offsets`.
 ///
 /// # Safety
 /// The stage holds complete tiles; all 32 lanes of every warp call it.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn tc_frags<
     E: TcElem,
@@ -182,68 +292,38 @@ unsafe fn tc_frags<
     sa: u32,
     sb: u32,
     ks: usize,
-    m0: usize,
-    n0: usize,
-    lane: usize,
 ) -> ([[u32; 4]; MT], [[u32; 2]; NT]) {
-    let pk = (KB + 16) as u32;
-    let (pa, pb) = (tc::pitch_mn(BM, E::BYTES) as u32, tc::pitch_mn(BN, E::BYTES) as u32);
-    let kb0 = (ks * 32) as u32; // byte offset of the step along a k-contiguous row
+    let pk = KB + 16;
+    let (pa, pb) = (tc::pitch_mn(BM, E::BYTES), tc::pitch_mn(BN, E::BYTES));
+    let kb0 = ks * 32; // byte offset of the step along a k-contiguous row
     let ke0 = ks * 32 / E::BYTES; // first k element of the step
     let mut fa = [[0u32; 4]; MT];
     #[allow(clippy::needless_range_loop)]
     for mt in 0..MT {
-        let m = m0 + mt * 16;
-        fa[mt] = if A_KC {
-            // Lanes 0-15 address rows m..m+15 at the step's first 16 bytes, 16-31 the next 16.
-            let addr = sa + ((m + lane % 16) as u32) * pk + kb0 + ((lane / 16) * 16) as u32;
-            // SAFETY: whole warp; 16-byte aligned rows inside the A tile.
-            unsafe { ldmatrix_x4(addr) }
-        } else if E::BYTES == 2 {
-            // Stored [k][m]: matrices (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7), (k 8-15, m 8-15).
-            let kk = ke0 + (lane / 16) * 8 + lane % 8;
-            let addr = sa + (kk as u32) * pa + ((m + ((lane / 8) % 2) * 8) * 2) as u32;
-            // SAFETY: as above.
-            unsafe { ldmatrix_x4_trans(addr) }
-        } else {
-            let (g, t) = (lane / 4, lane % 4);
-            let at = |kk: usize, mm: usize| sa + ((ke0 + kk) as u32) * pa + ((m + mm) * 4) as u32;
-            // SAFETY: 4-byte reads inside the A tile.
-            unsafe {
-                [
-                    ld_shared_b32(at(t, g)),
-                    ld_shared_b32(at(t, g + 8)),
-                    ld_shared_b32(at(t + 4, g)),
-                    ld_shared_b32(at(t + 4, g + 8)),
-                ]
+        // SAFETY (all arms): whole warp; 16-byte aligned rows (ldmatrix) or 4-byte words inside
+        // the A tile.
+        fa[mt] = unsafe {
+            if A_KC {
+                ldmatrix_x4(sa + (mt * 16 * pk + kb0) as u32)
+            } else if E::BYTES == 2 {
+                ldmatrix_x4_trans(sa + (ke0 * pa + mt * 32) as u32)
+            } else {
+                let at = |kk: usize, mm: usize| sa + ((ke0 + kk) * pa + (mt * 16 + mm) * 4) as u32;
+                [ld_shared_b32(at(0, 0)), ld_shared_b32(at(0, 8)), ld_shared_b32(at(4, 0)), ld_shared_b32(at(4, 8))]
             }
         };
     }
     let mut fb = [[0u32; 2]; NT];
     for np in 0..NT / 2 {
-        let n = n0 + np * 16;
-        let q = if B_KC {
-            // Matrices: (n 0-7, first 16 bytes), (n 0-7, next 16), (n 8-15, first), (n 8-15, next).
-            let addr = sb + ((n + lane % 8 + (lane / 16) * 8) as u32) * pk + kb0 + (((lane / 8) % 2) * 16) as u32;
-            // SAFETY: whole warp; rows inside the B tile.
-            unsafe { ldmatrix_x4(addr) }
-        } else if E::BYTES == 2 {
-            // Stored [k][n]: matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
-            let kk = ke0 + ((lane / 8) % 2) * 8 + lane % 8;
-            let addr = sb + (kk as u32) * pb + ((n + (lane / 16) * 8) * 2) as u32;
-            // SAFETY: as above.
-            unsafe { ldmatrix_x4_trans(addr) }
-        } else {
-            let (g, t) = (lane / 4, lane % 4);
-            let at = |kk: usize, nn: usize| sb + ((ke0 + kk) as u32) * pb + ((n + nn) * 4) as u32;
-            // SAFETY: 4-byte reads inside the B tile.
-            unsafe {
-                [
-                    ld_shared_b32(at(t, g)),
-                    ld_shared_b32(at(t + 4, g)),
-                    ld_shared_b32(at(t, g + 8)),
-                    ld_shared_b32(at(t + 4, g + 8)),
-                ]
+        // SAFETY: as above, inside the B tile.
+        let q = unsafe {
+            if B_KC {
+                ldmatrix_x4(sb + (np * 16 * pk + kb0) as u32)
+            } else if E::BYTES == 2 {
+                ldmatrix_x4_trans(sb + (ke0 * pb + np * 32) as u32)
+            } else {
+                let at = |kk: usize, nn: usize| sb + ((ke0 + kk) * pb + (np * 16 + nn) * 4) as u32;
+                [ld_shared_b32(at(0, 0)), ld_shared_b32(at(4, 0)), ld_shared_b32(at(0, 8)), ld_shared_b32(at(4, 8))]
             }
         };
         fb[2 * np] = [q[0], q[1]];
@@ -278,6 +358,115 @@ fn cp_async_wait_at_most(n: usize) {
         1 => cp_async_wait::<1>(),
         2 => cp_async_wait::<2>(),
         _ => cp_async_wait::<3>(),
+    }
+}
+
+/// What a k-tile step of `tc_gemm` refills: nothing, a tile with bounds tests, a whole tile.
+const ISSUE_NONE: u8 = 0;
+const ISSUE_CHECKED: u8 = 1;
+const ISSUE_WHOLE: u8 = 2;
+
+/// The state of `tc_gemm`'s main loop (all of it lives in registers once inlined).
+struct TcPipe<
+    E,
+    const A_KC: bool,
+    const B_KC: bool,
+    const AL: usize,
+    const MT: usize,
+    const NT: usize,
+    const KB: usize,
+    const ST: usize,
+    const BM: usize,
+    const BN: usize,
+    const TH: usize,
+> {
+    la: Loader<E, A_KC, AL, BM, KB, TH>,
+    lb: Loader<E, B_KC, AL, BN, KB, TH>,
+    acc: [[[f32; 4]; NT]; MT],
+    /// Fragments of the next K step.
+    cur: ([[u32; 4]; MT], [[u32; 2]; NT]),
+    smem: u32,
+    a_bytes: u32,
+    stage_bytes: u32,
+    /// Ring offset of the stage being read.
+    rd: u32,
+    /// Lane offsets of the fragments (`tc_lane_offsets`).
+    fa: u32,
+    fb: u32,
+}
+
+impl<
+    E: TcElem,
+    const A_KC: bool,
+    const B_KC: bool,
+    const AL: usize,
+    const MT: usize,
+    const NT: usize,
+    const KB: usize,
+    const ST: usize,
+    const BM: usize,
+    const BN: usize,
+    const TH: usize,
+> TcPipe<E, A_KC, B_KC, AL, MT, NT, KB, ST, BM, BN, TH>
+{
+    /// Fragments of K step `ks` of the stage at ring offset `st`.
+    #[inline(always)]
+    fn frags(&self, st: u32, ks: usize) -> ([[u32; 4]; MT], [[u32; 2]; NT]) {
+        let s = self.smem + st;
+        // SAFETY: callers pass a stage whose tile is complete (after the barrier); whole warps.
+        unsafe { tc_frags::<E, A_KC, B_KC, BM, BN, KB, MT, NT>(s + self.fa, s + self.a_bytes + self.fb, ks) }
+    }
+
+    /// Loads the k-tile starting at `k0` into the stage at ring offset `st`.
+    ///
+    /// # Safety
+    /// As `tc_gemm`; with `ISSUE_WHOLE` the tile lies inside both operands.
+    #[inline(always)]
+    unsafe fn issue<const MODE: u8>(&mut self, st: u32, a: *const u8, b: *const u8, pr: &Problem, k0: usize) {
+        let dst = self.smem + st;
+        // SAFETY: forwarded.
+        unsafe {
+            if MODE == ISSUE_WHOLE {
+                self.la.issue_whole(dst, pr.lda);
+                self.lb.issue_whole(dst + self.a_bytes, pr.ldb);
+            } else {
+                self.la.issue(dst, a, pr.lda, k0, pr.k);
+                self.lb.issue(dst + self.a_bytes, b, pr.ldb, k0, pr.k);
+            }
+        }
+    }
+
+    /// Multiplies k-tile `kt` (whose stage is complete) and, at its last step, refills its
+    /// stage with tile `kt + ST` as `MODE` says.
+    ///
+    /// # Safety
+    /// All threads of the block call it with the same arguments; as `tc_gemm`.
+    #[inline(always)]
+    unsafe fn ktile<const MODE: u8>(&mut self, kt: usize, ktiles: usize, a: *const u8, b: *const u8, pr: &Problem) {
+        let rd = self.rd;
+        let nx = if rd + self.stage_bytes == ST as u32 * self.stage_bytes { 0 } else { rd + self.stage_bytes };
+        for ks in 0..KB / 32 {
+            let next = if ks + 1 < KB / 32 {
+                self.frags(rd, ks + 1)
+            } else {
+                // Tile kt + 1 complete: of the tiles committed (up to kt + ST - 1), ST - 2 may pend.
+                cp_async_wait_at_most(ST - 2);
+                // SAFETY: all threads (uniform trip counts); after it tile kt + 1 is visible and
+                // no warp reads stage kt any more.
+                unsafe { sync_threads() };
+                if MODE != ISSUE_NONE {
+                    // Tile kt + ST goes where tile kt was.
+                    // SAFETY: forwarded.
+                    unsafe { self.issue::<MODE>(rd, a, b, pr, (kt + ST) * (KB / E::BYTES)) };
+                }
+                cp_async_commit();
+                if kt + 1 < ktiles { self.frags(nx, 0) } else { self.cur }
+            };
+            // SAFETY: whole warps.
+            unsafe { tc_mma::<E, MT, NT>(&self.cur, &mut self.acc) };
+            self.cur = next;
+        }
+        self.rd = nx;
     }
 }
 
@@ -327,13 +516,17 @@ unsafe fn tc_gemm<
     let smem = dyn_smem_addr();
     let bk = KB / E::BYTES;
     let ktiles = pr.k.div_ceil(bk);
-    let issue = |kt: usize| {
-        let stage = smem + (kt % ST) as u32 * stage_bytes;
-        // SAFETY: the stage lies in the dynamic buffer the host sized; operands as above.
-        unsafe {
-            tc_issue::<E, A_KC, AL, BM, KB, TH>(stage, a, pr.lda, bm, pr.m, kt * bk, pr.k, tid);
-            tc_issue::<E, B_KC, AL, BN, KB, TH>(stage + a_bytes, b, pr.ldb, bn, pr.n, kt * bk, pr.k, tid);
-        }
+    let mut p = TcPipe::<E, A_KC, B_KC, AL, MT, NT, KB, ST, BM, BN, TH> {
+        la: Loader::new(a, pr.lda, bm, pr.m, tid),
+        lb: Loader::new(b, pr.ldb, bn, pr.n, tid),
+        acc: [[[0.0f32; 4]; NT]; MT],
+        cur: ([[0u32; 4]; MT], [[0u32; 2]; NT]),
+        smem,
+        a_bytes,
+        stage_bytes,
+        rd: 0,
+        fa: 0,
+        fb: 0,
     };
     // Software pipeline: all ST stages are filled up front; in each k-tile the fragments of
     // step ks + 1 are read while step ks multiplies, and before the tile's last step the
@@ -342,43 +535,40 @@ unsafe fn tc_gemm<
     // the barrier nor the first ldmatrix of a tile stalls the tensor cores.
     for kt in 0..ST {
         if kt < ktiles {
-            issue(kt);
+            // SAFETY: the stage lies in the dynamic buffer the host sized; operands as above.
+            unsafe { p.issue::<ISSUE_CHECKED>(kt as u32 * stage_bytes, a, b, &pr, kt * bk) };
         }
         // Empty groups keep the group count in step with the tiles.
         cp_async_commit();
     }
-    let mut acc = [[[0.0f32; 4]; NT]; MT];
     let (m0, n0) = (wm * MT * 16, wn * NT * 8);
-    let frags = |stage: u32, ks: usize| {
-        // SAFETY: callers pass a stage whose tile is complete (after the barrier); whole warps.
-        unsafe { tc_frags::<E, A_KC, B_KC, BM, BN, KB, MT, NT>(stage, stage + a_bytes, ks, m0, n0, lane) }
-    };
+    (p.fa, p.fb) = tc_lane_offsets::<E, A_KC, B_KC, BM, BN, KB>(m0, n0, lane);
     cp_async_wait_at_most(ST - 1);
     // SAFETY: all threads; tile 0 is complete after it.
     unsafe { sync_threads() };
-    let mut cur = frags(smem, 0);
-    for kt in 0..ktiles {
-        let stage = smem + (kt % ST) as u32 * stage_bytes;
-        for ks in 0..KB / 32 {
-            let next = if ks + 1 < KB / 32 {
-                frags(stage, ks + 1)
-            } else {
-                // Tile kt + 1 complete: of the tiles committed (up to kt + ST - 1), ST - 2 may pend.
-                cp_async_wait_at_most(ST - 2);
-                // SAFETY: all threads (uniform trip counts); after it tile kt + 1 is visible and
-                // no warp reads stage kt any more.
-                unsafe { sync_threads() };
-                if kt + ST < ktiles {
-                    issue(kt + ST);
-                }
-                cp_async_commit();
-                if kt + 1 < ktiles { frags(smem + ((kt + 1) % ST) as u32 * stage_bytes, 0) } else { cur }
-            };
-            // SAFETY: whole warps.
-            unsafe { tc_mma::<E, MT, NT>(&cur, &mut acc) };
-            cur = next;
+    p.cur = p.frags(0, 0);
+    // Three loops over k-tiles by what each refills: whole tiles without bounds tests (blocks
+    // inside M and N, tiles before the last), tiles with tests, nothing (the last ST tiles).
+    // All block-uniform, so every thread takes the same barriers.
+    let mut kt = 0;
+    if bm + BM <= pr.m && bn + BN <= pr.n {
+        while kt + ST + 1 < ktiles {
+            // SAFETY: all threads (uniform trip counts); tile kt + ST is whole (not the last).
+            unsafe { p.ktile::<ISSUE_WHOLE>(kt, ktiles, a, b, &pr) };
+            kt += 1;
         }
     }
+    while kt + ST < ktiles {
+        // SAFETY: as above.
+        unsafe { p.ktile::<ISSUE_CHECKED>(kt, ktiles, a, b, &pr) };
+        kt += 1;
+    }
+    while kt < ktiles {
+        // SAFETY: as above.
+        unsafe { p.ktile::<ISSUE_NONE>(kt, ktiles, a, b, &pr) };
+        kt += 1;
+    }
+    let acc = p.acc;
     cp_async_wait::<0>();
     // SAFETY: all threads; after it no warp reads the ring, whose start becomes the warps'
     // epilogue scratch (warp w at w * 16 * (NT * 8 + 8) * 4 bytes: at most 36 KiB, within
@@ -392,7 +582,8 @@ unsafe fn tc_gemm<
 /// Stores a warp's `MT*16 x NT*8` accumulators (rows from `m0`, columns from `n0`) through
 /// the warp's own `16 x NT*8` f32 region of shared memory at `scratch`, one m-tile at a time,
 /// so that each lane then writes 4 consecutive outputs of a row (coalesced, one 8- or 16-byte
-/// store where aligned) instead of scattered pairs.
+/// store where aligned) instead of scattered pairs. A lane keeps the same 4 columns in every
+/// row it writes, so their bias is read once.
 ///
 /// # Safety
 /// The output pointers cover the problem; `scratch` holds `16 * (NT * 8 + 8) * 4` bytes that
@@ -412,69 +603,127 @@ unsafe fn tc_epilogue<O: Element, const MT: usize, const NT: usize>(
 ) {
     let width = NT * 8;
     // 8 floats of padding: a half-warp's 8-byte writes (rows g, columns 2t) hit distinct banks.
-    let pitch = ((width + 8) * 4) as u32;
+    let pitch = (width + 8) * 4;
     let size = core::mem::size_of::<O>();
     let quads = pr.ldc % 4 == 0 && (d as usize) % (4 * size) == 0;
     let (g, t) = (lane / 4, lane % 4);
     let lanes_per_row = width / 4;
     let rows_per_pass = 32 / lanes_per_row;
+    let (r0, cc) = (lane / lanes_per_row, (lane % lanes_per_row) * 4);
+    let gn = n0 + cc;
+    let mut bv = [0.0f32; 4];
+    if pr.flags & 1 != 0 {
+        for (j, b) in bv.iter_mut().enumerate() {
+            if gn + j < pr.n {
+                // SAFETY: column gn + j exists and the bias covers every column.
+                *b = unsafe { *bias.add(gn + j) }.to_f32();
+            }
+        }
+    }
+    let rows = Rows { m0: 0, gn, src: scratch + (r0 * pitch + cc * 4) as u32, step: (rows_per_pass * pitch) as u32 };
     for (mt, row) in acc.iter().enumerate() {
         for (nt, cell) in row.iter().enumerate() {
             let col = ((nt * 8 + 2 * t) * 4) as u32;
             // SAFETY: rows g and g + 8 of the warp's region, 8-byte aligned.
             unsafe {
-                st_shared_v2_f32(scratch + g as u32 * pitch + col, cell[0], cell[1]);
-                st_shared_v2_f32(scratch + (g + 8) as u32 * pitch + col, cell[2], cell[3]);
+                st_shared_v2_f32(scratch + (g * pitch) as u32 + col, cell[0], cell[1]);
+                st_shared_v2_f32(scratch + ((g + 8) * pitch) as u32 + col, cell[2], cell[3]);
             }
         }
         sync_warp();
-        for pass in 0..16 / rows_per_pass {
-            let r = pass * rows_per_pass + lane / lanes_per_row;
-            let cc = (lane % lanes_per_row) * 4;
-            // SAFETY: inside the warp's region, 16-byte aligned (pitch and cc multiples of 4).
-            let v = unsafe { ld_shared_v4_f32(scratch + r as u32 * pitch + (cc * 4) as u32) };
-            // SAFETY: predicated on the bounds checked inside.
-            unsafe { store_out_quad(c, d, bias, pr.out(), m0 + mt * 16 + r, n0 + cc, v, quads) };
-        }
+        let rows = Rows { m0: m0 + mt * 16 + r0, ..rows };
+        // SAFETY: the rows are in the warp's region, written above; outputs predicated inside.
+        unsafe { tc_drain(c, d, pr.out(), rows, rows_per_pass, 16 / rows_per_pass, bv, quads) };
         sync_warp();
     }
 }
 
-/// Epilogue and predicated store of the outputs `(gm, gn .. gn + 4)`. Not inlined: its body
-/// (the GELU forms) repeated for each of a thread's output groups would make the epilogue
-/// loops too large to unroll, and the accumulators would then be indexed from local memory.
+/// Where a lane's epilogue rows are: output rows `m0`, `m0 + rs`, ... at columns `gn..gn+4`,
+/// staged in shared memory at `src`, `src + step`, ...
+#[derive(Clone, Copy)]
+struct Rows {
+    m0: usize,
+    gn: usize,
+    src: u32,
+    step: u32,
+}
+
+/// Applies the epilogue to `passes` staged rows of 4 outputs and stores them (4-wide where
+/// `quads` says the output allows it). One call per m-tile, not per output: the activation is
+/// a compile-time choice here, so the loop carries no per-element flag tests, and `bias`
+/// holds the lane's 4 bias values (0 where unused).
+///
+/// # Safety
+/// The staged rows are in shared memory; the output pointers cover the problem.
 #[allow(clippy::too_many_arguments)]
 #[inline(never)]
-unsafe fn store_out_quad<O: Element>(
+unsafe fn tc_drain<O: Element>(
     c: *const O,
     d: *mut O,
-    bias: *const O,
     out: OutArgs,
-    gm: usize,
-    gn: usize,
-    v: [f32; 4],
+    rows: Rows,
+    rs: usize,
+    passes: usize,
+    bias: [f32; 4],
     quads: bool,
 ) {
-    if gm >= out.m || gn >= out.n {
+    // SAFETY (each arm): forwarded.
+    unsafe {
+        match (out.flags >> 1) & 3 {
+            0 => drain_rows::<O, 0>(c, d, out, rows, rs, passes, bias, quads),
+            1 => drain_rows::<O, 1>(c, d, out, rows, rs, passes, bias, quads),
+            2 => drain_rows::<O, 2>(c, d, out, rows, rs, passes, bias, quads),
+            _ => drain_rows::<O, 3>(c, d, out, rows, rs, passes, bias, quads),
+        }
+    }
+}
+
+/// `tc_drain` for activation `ACT` (the flags' bits 1-2).
+///
+/// # Safety
+/// As `tc_drain`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn drain_rows<O: Element, const ACT: u32>(
+    c: *const O,
+    d: *mut O,
+    out: OutArgs,
+    rows: Rows,
+    rs: usize,
+    passes: usize,
+    bias: [f32; 4],
+    quads: bool,
+) {
+    let gn = rows.gn;
+    if gn >= out.n {
         return;
     }
-    let idx = gm * out.ldc + gn;
-    let epi = |x: f32, j: usize| {
-        // SAFETY: (gm, gn + j) is inside the output; C and bias are read only when enabled.
-        let cv = if out.flags & 8 != 0 { unsafe { (*c.add(idx + j)).to_f32() } } else { 0.0 };
-        let bv = if out.flags & 1 != 0 { unsafe { (*bias.add(gn + j)).to_f32() } } else { 0.0 };
-        O::from_f32(Epilogue::apply_flags(out.flags, out.alpha, out.beta, x, cv, bv, O::DTYPE))
-    };
-    if quads && gn + 3 < out.n {
-        let o = [epi(v[0], 0), epi(v[1], 1), epi(v[2], 2), epi(v[3], 3)];
-        // SAFETY: the 4 elements are inside the output and `quads` aligns the address to
-        // their total size.
-        unsafe { store_quad(d.add(idx), o) };
-    } else {
-        for (j, &x) in v.iter().enumerate() {
-            if gn + j < out.n {
-                // SAFETY: (gm, gn + j) is inside the output.
-                unsafe { *d.add(idx + j) = epi(x, j) };
+    let flags = (out.flags & !6) | (ACT << 1);
+    let full = quads && gn + 3 < out.n;
+    for pass in 0..passes {
+        let gm = rows.m0 + pass * rs;
+        if gm >= out.m {
+            break;
+        }
+        // SAFETY: the staged row, 16-byte aligned.
+        let v = unsafe { ld_shared_v4_f32(rows.src + pass as u32 * rows.step) };
+        let idx = gm * out.ldc + gn;
+        let epi = |x: f32, j: usize| {
+            // SAFETY: (gm, gn + j) is inside the output; C is read only when enabled.
+            let cv = if flags & 8 != 0 { unsafe { (*c.add(idx + j)).to_f32() } } else { 0.0 };
+            O::from_f32(Epilogue::apply_flags(flags, out.alpha, out.beta, x, cv, bias[j], O::DTYPE))
+        };
+        if full {
+            let o = [epi(v[0], 0), epi(v[1], 1), epi(v[2], 2), epi(v[3], 3)];
+            // SAFETY: the 4 elements are inside the output and `quads` aligns the address to
+            // their total size.
+            unsafe { store_quad(d.add(idx), o) };
+        } else {
+            for (j, &x) in v.iter().enumerate() {
+                if gn + j < out.n {
+                    // SAFETY: (gm, gn + j) is inside the output.
+                    unsafe { *d.add(idx + j) = epi(x, j) };
+                }
             }
         }
     }
