@@ -246,6 +246,22 @@ fn gpu_gemm_every_tile() {
             }
         }
     }
+    // Rows 8- but not 16-byte aligned: the narrow tiles' 8-byte loads.
+    for &tile in &ferrotune_kernels::gemm::tc::NARROW_TILES {
+        for (l, (la, lb)) in layouts().into_iter().enumerate() {
+            for (j, dt) in DType::ALL.into_iter().enumerate() {
+                // Every leading dimension 4 mod 8 elements (2 mod 4 for f32), whatever the layout.
+                for &(m, n, k) in &[(260usize, 132usize, 76usize), (132, 260, 700), (12, 20, 12)] {
+                    let (m, n, k) = if dt == DType::F32 { (m / 2, n / 2, k / 2) } else { (m, n, k) };
+                    let g = Gemm::new(m, n, k).layouts(la, lb).epilogue(epilogue(l + j + tile)).tile(tile);
+                    if let Err(e) = dispatch(&gpu, dt, false, g, (tile * 100 + cases) as u64) {
+                        panic!("narrow tile {tile} {dt:?} k {k}: {e}");
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
     println!("gpu_gemm_every_tile: {cases} cases");
 }
 

@@ -1,6 +1,6 @@
 //! The GEMM family's search space and cost model. On the GPU the space is exactly the compiled
 //! tensor-core tiles (`tc::TILES`, so adding a tile to kernels-gpu makes it tunable), pruned by
-//! the host (tiles other than 0 need 16-byte aligned operands) and by the device (dynamic shared
+//! the host (tiles other than 0 need 16-byte aligned operands, `tc::NARROW_TILES` 8-byte) and by the device (dynamic shared
 //! memory against the opt-in limit, threads against the function's register limit, at least one
 //! resident block). On the CPU the space is the rows per rayon task. The model ranks candidates
 //! for the model-guided strategy.
@@ -268,14 +268,21 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn unaligned_shapes_only_get_the_default_tile_and_say_why() {
+    fn unaligned_shapes_only_get_the_tiles_compiled_for_their_loads_and_say_why() {
         let d = gemm_description();
-        // k = 700 bf16: rows of A and B are 1400 bytes, not a multiple of 16.
+        // k = 700 bf16: rows of A and B are 1400 bytes, 8- but not 16-byte aligned.
         let s = shape(GemmDtype::Bf16, 1000, 3000, 700);
         let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
-        assert_eq!(cands, vec![GemmConfig::DEFAULT]);
-        assert_eq!(pruned.len(), TILES.len() - 1);
+        let tiles: Vec<usize> = cands.iter().map(|c| c.tile).collect();
+        let mut want = vec![0];
+        want.extend(ferrotune_kernels::gemm::tc::NARROW_TILES);
+        assert_eq!(tiles, want);
+        assert_eq!(pruned.len(), TILES.len() - want.len());
         assert!(pruned.iter().all(|p| p.reason.contains("16-byte aligned")), "{pruned:?}");
+        // k = 701: 2-byte rows, only the default tile.
+        let s = shape(GemmDtype::Bf16, 1000, 3000, 701);
+        let (cands, _) = candidates(&d, &s, GemmConfig::DEFAULT);
+        assert_eq!(cands, vec![GemmConfig::DEFAULT]);
     }
 
     #[test]
@@ -357,8 +364,9 @@ pub(crate) mod tests {
                 prop_assert!(v.is_ok(), "{:?}", v);
                 let v = v.unwrap();
                 prop_assert_eq!(v.tile as usize, c.tile);
+                prop_assert!(v.is_compiled(), "{:?}", v);
                 if c.tile > 0 {
-                    prop_assert_eq!(v.align, 16);
+                    prop_assert!(v.align == 16 || ferrotune_kernels::gemm::tc::NARROW_TILES.contains(&c.tile));
                 }
                 prop_assert!(v.smem_bytes() as u32 <= limits.shared_optin());
                 let r = resources(&d, &s, c).unwrap();
@@ -367,9 +375,10 @@ pub(crate) mod tests {
                 prop_assert!(predict_ms(&d, &s, c).is_finite());
             }
             let (g, elem) = (s.gemm(), s.dtype.dtype().size_bytes());
-            let aligned = [g.lda, g.ldb, g.stride_a, g.stride_b].iter().all(|x| (x * elem) % 16 == 0);
-            if !aligned {
-                prop_assert!(cands.iter().all(|c| c.tile == 0), "{:?}", cands);
+            let aligned = |al: usize| [g.lda, g.ldb, g.stride_a, g.stride_b].iter().all(|x| (x * elem) % al == 0);
+            let narrow = ferrotune_kernels::gemm::tc::NARROW_TILES;
+            if !aligned(16) {
+                prop_assert!(cands.iter().all(|c| c.tile == 0 || (aligned(8) && narrow.contains(&c.tile))), "{:?}", cands);
             }
         }
     }

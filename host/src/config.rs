@@ -118,15 +118,20 @@ impl GemmConfig {
     pub const DEFAULT: GemmConfig = GemmConfig { tile: 0, cpu_rows: 16 };
 
     /// Built-in choice by shape, from the all-tiles sweep on an H100 (bench/results/
-    /// gemm-tiles-h100.json): the largest tile that still gives at least two blocks per SM
-    /// (132 SMs), in the order 128 x 256 x 64 (tile 4, fastest on every large bf16/tf32 shape),
-    /// 128 x 128, 64 x 128, else 64 x 64 (best on 512x3072x768).
+    /// gemm-tiles-h100.json): 128 x 256 x 64 (tile 4, fastest on every large bf16/tf32 shape
+    /// and on tf32 1000x3000x700 with 96 blocks) once it fills two thirds of the 132 SMs with
+    /// one block each; else 128 x 128 (best on 512x3072x768) or 64 x 128 from half a wave at
+    /// two or three blocks per SM; else 64 x 64. A tile is skipped where padding to whole
+    /// tiles would waste more than a quarter of its work (a batch of 32-row matrices).
     pub fn heuristic(m: usize, n: usize, _k: usize, batch: usize) -> GemmConfig {
-        let blocks = |t: usize| {
+        let fits = |t: usize, min_blocks: usize| {
             let tile = ferrotune_kernels::gemm::tc::TILES[t];
-            m.div_ceil(tile.bm()) * n.div_ceil(tile.bn()) * batch.max(1)
+            let (bm, bn) = (m.div_ceil(tile.bm()), n.div_ceil(tile.bn()));
+            let blocks = bm * bn * batch.max(1);
+            let used = (m * n) as f64 / ((bm * tile.bm() * bn * tile.bn()) as f64).max(1.0);
+            blocks >= min_blocks && used >= 0.75
         };
-        let tile = [4, 0, 6].into_iter().find(|&t| blocks(t) >= 2 * 132).unwrap_or(7);
+        let tile = [(4, 88), (0, 66), (6, 66)].into_iter().find(|&(t, b)| fits(t, b)).map_or(7, |(t, _)| t);
         GemmConfig { tile, ..GemmConfig::DEFAULT }
     }
 
@@ -160,5 +165,17 @@ mod gemm_tests {
         for (m, n, k) in [(8192, 8192, 8192), (128, 8192, 1024), (64, 64, 64)] {
             assert!(GemmConfig::heuristic(m, n, k, 1).validate().is_ok());
         }
+    }
+
+    #[test]
+    fn gemm_heuristic_picks_the_tiles_the_h100_sweep_found_fastest() {
+        let tile = |m, n, k, batch| GemmConfig::heuristic(m, n, k, batch).tile;
+        assert_eq!(tile(8192, 8192, 8192, 1), 4);
+        assert_eq!(tile(8192, 3072, 768, 1), 4);
+        assert_eq!(tile(1000, 3000, 700, 1), 4);
+        assert_eq!(tile(512, 3072, 768, 1), 0);
+        // 32-row matrices: every taller tile would be mostly padding.
+        assert_eq!(tile(32, 256, 256, 40), 7);
+        assert_eq!(tile(1, 1, 1, 1), 7);
     }
 }

@@ -192,18 +192,29 @@ impl GemmVariant {
                     outs.iter().map(move |&out_f32| GemmVariant { dtype, math, a, b, align, out_f32, tile: 0 })
                 });
                 let tiles = if math == Math::Ffma { 1..1 } else { 1..tc::TILES.len() };
-                let tuned = tiles.map(move |t| GemmVariant {
-                    dtype,
-                    math,
-                    a,
-                    b,
-                    align: 16,
-                    out_f32: dtype == DType::F32,
-                    tile: t as u8,
-                });
-                defaults.chain(tuned)
+                let own = GemmVariant { dtype, math, a, b, align: 16, out_f32: dtype == DType::F32, tile: 0 };
+                let tuned = tiles.map(move |t| GemmVariant { tile: t as u8, ..own });
+                let narrow: &'static [usize] = if math == Math::Ffma { &[] } else { &tc::NARROW_TILES };
+                let narrow = narrow.iter().map(move |&t| GemmVariant { tile: t as u8, align: 8, ..own });
+                defaults.chain(tuned).chain(narrow)
             })
         })
+    }
+
+    /// Whether this variant is compiled into the PTX (the set `all` lists): tile 0 at every
+    /// load width and output type; the other tiles with the input's own output type at
+    /// 16-byte loads, and the `tc::NARROW_TILES` also at 8-byte loads.
+    pub fn is_compiled(&self) -> bool {
+        let own_out = self.out_f32 == (self.dtype == DType::F32);
+        match self.math {
+            Math::Ffma => self.tile == 0,
+            _ if self.tile == 0 => true,
+            _ => {
+                (self.tile as usize) < tc::TILES.len()
+                    && own_out
+                    && (self.align == 16 || (self.align == 8 && tc::NARROW_TILES.contains(&(self.tile as usize))))
+            }
+        }
     }
 
     /// Whether this variant may run a problem: the load width must divide both base
@@ -347,6 +358,11 @@ pub mod tc {
     const fn t(wm: usize, wn: usize, mt: usize, nt: usize, kb: usize, stages: usize, min_blocks: usize) -> Tile {
         Tile { wm, wn, mt, nt, kb, stages, min_blocks }
     }
+
+    /// Tiles also compiled for 8-byte loads (16-bit operands whose rows are 8- but not
+    /// 16-byte aligned, such as K = 700): the 128 x 256 tile, which beats tile 0 on mid-sized
+    /// shapes that fill about one wave.
+    pub const NARROW_TILES: [usize; 1] = [4];
 
     /// The compiled tiles; index 0 is the default of every variant. To add one, append it
     /// here and to the `tc_tiles!` list in `entry/gemm.rs` (same order); the constraints its

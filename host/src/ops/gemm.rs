@@ -396,13 +396,16 @@ pub fn variant_chosen(g: &Gemm, dtype: DType, out: DType, pa: u64, pb: u64, chos
             why: format!("tile {tile} does not exist (0..{})", kg::tc::TILES.len()),
         });
     }
-    if tile != 0 && (v.align != 16 || v.out_f32) {
+    if !(GemmVariant { tile: tile as u8, ..v }).is_compiled() {
         if g.tile.is_some() {
             return Err(Error::InvalidConfig {
                 op: OP,
                 why: format!(
-                    "tile {tile} is compiled for 16-byte aligned operands with a {} output only",
-                    dtype.name()
+                    "tile {tile} is compiled for 16-byte aligned operands (tiles {:?} also 8-byte) with a {} \
+                     output only; these operands allow {}-byte loads",
+                    kg::tc::NARROW_TILES,
+                    dtype.name(),
+                    v.align
                 ),
             });
         }

@@ -442,7 +442,7 @@ impl<
     /// # Safety
     /// All threads of the block call it with the same arguments; as `tc_gemm`.
     #[inline(always)]
-    unsafe fn ktile<const MODE: u8>(&mut self, kt: usize, ktiles: usize, a: *const u8, b: *const u8, pr: &Problem) {
+    unsafe fn ktile<const MODE: u8>(&mut self, kt: usize, a: *const u8, b: *const u8, pr: &Problem) {
         let rd = self.rd;
         let nx = if rd + self.stage_bytes == ST as u32 * self.stage_bytes { 0 } else { rd + self.stage_bytes };
         for ks in 0..KB / 32 {
@@ -460,7 +460,9 @@ impl<
                     unsafe { self.issue::<MODE>(rd, a, b, pr, (kt + ST) * (KB / E::BYTES)) };
                 }
                 cp_async_commit();
-                if kt + 1 < ktiles { self.frags(nx, 0) } else { self.cur }
+                // After the last tile this reads a finished stage to no use: cheaper than the
+                // register copies a select would cost in every tile.
+                self.frags(nx, 0)
             };
             // SAFETY: whole warps.
             unsafe { tc_mma::<E, MT, NT>(&self.cur, &mut self.acc) };
@@ -554,18 +556,18 @@ unsafe fn tc_gemm<
     if bm + BM <= pr.m && bn + BN <= pr.n {
         while kt + ST + 1 < ktiles {
             // SAFETY: all threads (uniform trip counts); tile kt + ST is whole (not the last).
-            unsafe { p.ktile::<ISSUE_WHOLE>(kt, ktiles, a, b, &pr) };
+            unsafe { p.ktile::<ISSUE_WHOLE>(kt, a, b, &pr) };
             kt += 1;
         }
     }
     while kt + ST < ktiles {
         // SAFETY: as above.
-        unsafe { p.ktile::<ISSUE_CHECKED>(kt, ktiles, a, b, &pr) };
+        unsafe { p.ktile::<ISSUE_CHECKED>(kt, a, b, &pr) };
         kt += 1;
     }
     while kt < ktiles {
         // SAFETY: as above.
-        unsafe { p.ktile::<ISSUE_NONE>(kt, ktiles, a, b, &pr) };
+        unsafe { p.ktile::<ISSUE_NONE>(kt, a, b, &pr) };
         kt += 1;
     }
     let acc = p.acc;
@@ -1054,12 +1056,21 @@ macro_rules! tuned_tiles {
     };
 }
 
+/// Calls `$m!(args..., tile)` for `gemm::tc::NARROW_TILES` (tile 4), in order.
+macro_rules! narrow_tiles {
+    ($m:ident!($($a:tt)*)) => {
+        $m!($($a)* (2, 4, 4, 8, 128, 3, 128, 256, 256, "128x256x64w2x4s3", "128x256x32w2x4s3"));
+    };
+}
+
 /// Default tile at every load width and output type; the other tiles at 16-byte loads with
-/// the input's own output type (see `GemmVariant::all`).
+/// the input's own output type, the narrow tiles also at 8-byte loads (see
+/// `GemmVariant::all`).
 macro_rules! tc_family {
     ($in:literal, $E:ty, $kind:ident, [$($al:literal)*], $outs:tt, $own:literal, $OwnO:ty) => {
         $(tc_family!(@outs $in, $E, $kind, $al, $outs);)*
         tuned_tiles!(tc_layouts!($in, $E, $own, $OwnO, 16, $kind,));
+        narrow_tiles!(tc_layouts!($in, $E, $own, $OwnO, 8, $kind,));
     };
     (@outs $in:literal, $E:ty, $kind:ident, $al:literal, [$(($out:literal, $O:ty)),*]) => {
         $(default_tile!(tc_layouts!($in, $E, $out, $O, $al, $kind,));)*
