@@ -156,7 +156,7 @@ fn gemm_calls_use_profile_entries_in_lookup_order_and_say_why() {
     let b = cpu_backend();
     let s = b.stream();
     let dir = temp_dir("gemm");
-    let tuned = GemmConfig { tile: 3, cpu_rows: 4 };
+    let tuned = GemmConfig { tile: 3, cpu_rows: 4, split_k: 1 };
     let p = Profile {
         source: None,
         entries: vec![gemm_entry_for(&s, "bf16", "rc", [1000, 3000, 700, 1], &tuned)],
