@@ -5,13 +5,13 @@
 //! maths against float64, config validation, and that the CPU backend ignores split-K.
 
 use ferrotune::config::GemmConfig;
-use ferrotune::ops::gemm::{Epilogue, Gemm, Layout, Precision, SplitPlan, gemm, gemm_ptr_array};
+use ferrotune::ops::gemm::{Epilogue, Gemm, Layout, Precision, SplitPlan, gemm, gemm_ptr_array, split_launches};
 use ferrotune::ops::{self, Activation};
 use ferrotune::{Buffer, DType, Error, Scalar, bf16, f16};
 use ferrotune_kernels::splitk::cpu_reduce;
 use ferrotune_testkit::{Rng, Tolerance, activation_f64, cpu_backend, cuda_backend};
 
-use crate::gemm::{dispatch, epilogue, layouts, make_case, run};
+use crate::gemm::{Case, check, dispatch, epilogue, layouts, make_case, run};
 
 /// The inputs the tests cycle through: (dtype, precision).
 const INPUTS: [(DType, Precision); 4] = [
@@ -108,6 +108,75 @@ fn gpu_split_k_refuses_tiles_without_f32_output() {
     assert!(e.contains("f32-output"), "{e}");
     // tf32 has f32 outputs at every tile.
     dispatch(&gpu, DType::F32, false, g.split_k(4).precision(Precision::AllowTf32), 2).unwrap();
+}
+
+/// The split decomposition the GPU runs, replayed on the CPU backend: the partial GEMMs
+/// exactly as `split_launches` describes them (k, batch, strides, the last slice's offsets)
+/// on views of the same buffers, f32 into a workspace, then the reduce maths; the result must
+/// match the float64 reference. Checks the slicing arithmetic for every layout, padded leading
+/// dimensions and slice counts above the K chunks, without a GPU.
+#[test]
+fn split_k_decomposition_matches_f64_on_the_cpu() {
+    let b = cpu_backend();
+    let mut rng = Rng::new(0x5b1);
+    let mut cases = 0;
+    for (ki, k) in [9usize, 255, 1000, 4097].into_iter().enumerate() {
+        for (si, sk) in [2usize, 3, 4, 16].into_iter().enumerate() {
+            for (l, (la, lb)) in layouts().into_iter().enumerate() {
+                let i = ki + si + l;
+                let mut g = Gemm::new([3usize, 17, 40][i % 3], [5usize, 12, 33][(i / 3) % 3], k)
+                    .layouts(la, lb)
+                    .epilogue(split_epilogue(i));
+                if i % 2 == 1 {
+                    let r = g.resolved();
+                    (g.lda, g.ldb, g.ldc) = (r.lda + 3, r.ldb + 1, r.ldc + 2);
+                }
+                match i % 3 {
+                    0 => replay::<f32, f32>(&b, make_case(&mut rng, g), sk),
+                    1 => replay::<bf16, bf16>(&b, make_case(&mut rng, g), sk),
+                    _ => replay::<f16, f32>(&b, make_case(&mut rng, g), sk),
+                }
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 64);
+}
+
+fn replay<T: Scalar, O: Scalar>(backend: &ferrotune::Backend, case: Case<T, O>, sk: usize) {
+    let s = backend.stream();
+    let r = case.g.resolved();
+    let plan = SplitPlan::new(r.k, sk);
+    assert!(plan.is_split(), "{plan:?}");
+    // A stand-in base address (256-byte aligned like device allocations): offsets come back
+    // as addresses, in bytes.
+    let base = 1 << 20;
+    let l = split_launches(&r, T::DTYPE, plan, base, base, GemmConfig::DEFAULT).unwrap();
+    assert_eq!((l.part.k, l.part.batch, l.last.k), (plan.kc, plan.slices - 1, plan.last_k));
+    assert_eq!(l.part.epilogue, Epilogue::PLAIN);
+    assert!(l.v_part.out_f32 || T::DTYPE == DType::F32);
+    let es = T::DTYPE.size_bytes() as u64;
+    let (off_a, off_b) = (((l.last_a - base) / es) as usize, ((l.last_b - base) / es) as usize);
+    let a = Buffer::from_slice(&s, &case.a).unwrap();
+    let bb = Buffer::from_slice(&s, &case.b).unwrap();
+    let mn = r.m * r.n;
+    let mut ws = Buffer::from_slice(&s, &vec![f32::NAN; plan.slices * mn]).unwrap();
+    {
+        let mut w = ws.view_mut(..(plan.slices - 1) * mn).unwrap();
+        gemm::<T, f32>(&s, &l.part, &a.all(), &bb.all(), None, None, &mut w).unwrap();
+    }
+    {
+        let mut w = ws.view_mut((plan.slices - 1) * mn..).unwrap();
+        let (av, bv) = (a.view(off_a..).unwrap(), bb.view(off_b..).unwrap());
+        gemm::<T, f32>(&s, &l.last, &av, &bv, None, None, &mut w).unwrap();
+    }
+    let w = ws.to_vec(&s).unwrap();
+    assert!(w.iter().all(|x| !x.is_nan()), "the partial GEMMs cover the workspace");
+    let mut d = vec![O::from_f32(f32::NAN); case.c.len()];
+    cpu_reduce(&w, plan.slices, r.m, r.n, &r.epilogue, &case.c, &case.bias, &mut d, r.ldc);
+    if let Err(e) = check(&case, &d) {
+        panic!("{sk} slices ({plan:?}): {e}");
+    }
 }
 
 #[test]
