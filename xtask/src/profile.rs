@@ -108,7 +108,14 @@ fn explain_gemm(set: &ProfileSet, dtype: &str, shape: Option<&str>, layout: &str
         cfg.cpu_rows,
         cfg.split_k
     );
-    println!("  split-K: {}", split_k_note(&g, cfg.split_k, b.name() == "cpu"));
+    let mut note = split_k_note(&g, cfg.split_k, b.name() == "cpu");
+    if cfg.split_k > 1 && cfg.tile != 0 && dt != ferrotune_autotune::GemmDtype::Tf32 && note.contains("slices") {
+        note.push_str(&format!(
+            "; the partial products run tile 0, not tile {} (16-bit inputs have f32 outputs on tile 0 only)",
+            cfg.tile
+        ));
+    }
+    println!("  split-K: {note}");
     Ok(())
 }
 
