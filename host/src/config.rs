@@ -139,13 +139,24 @@ impl GemmConfig {
             let tile = ferrotune_kernels::gemm::tc::TILES[t];
             m.div_ceil(tile.bm()) * n.div_ceil(tile.bn()) * batch.max(1)
         };
-        let tile = [4, 0, 6].into_iter().find(|&t| blocks(t) >= 2 * 132).unwrap_or(7);
+        let tile = Self::heuristic_unsplit(m, n, batch).tile;
         if batch <= 1 && blocks(tile) < SMS && k >= 2048 && k >= 4 * m.max(n) {
             let s = (2 * SMS / blocks(0).max(1)).min(16).min(k / MIN_SLICE_K);
             if s >= 2 {
                 return GemmConfig { tile: 0, split_k: s, ..GemmConfig::DEFAULT };
             }
         }
+        GemmConfig { tile, ..GemmConfig::DEFAULT }
+    }
+
+    /// The heuristic's tile without split-K (what a call that does not split runs when the
+    /// chosen config's tile was picked for a split).
+    pub fn heuristic_unsplit(m: usize, n: usize, batch: usize) -> GemmConfig {
+        let blocks = |t: usize| {
+            let tile = ferrotune_kernels::gemm::tc::TILES[t];
+            m.div_ceil(tile.bm()) * n.div_ceil(tile.bn()) * batch.max(1)
+        };
+        let tile = [4, 0, 6].into_iter().find(|&t| blocks(t) >= 2 * SMS).unwrap_or(7);
         GemmConfig { tile, ..GemmConfig::DEFAULT }
     }
 
@@ -219,5 +230,10 @@ mod gemm_tests {
         // Slices stay at least 256 long: 2048 / 256 = 8.
         assert_eq!(split(64, 64, 2048, 1), 8);
         assert_eq!(split(8192, 8192, 65536, 1), 1);
+        // Without a split, the tile is the unsplit rule's.
+        for (m, n, k, b) in [(8192, 8192, 8192, 1), (128, 8192, 1024, 1), (256, 256, 65536, 2), (64, 64, 64, 1)] {
+            assert_eq!(GemmConfig::heuristic(m, n, k, b), GemmConfig::heuristic_unsplit(m, n, b));
+        }
+        assert_eq!(GemmConfig::heuristic_unsplit(256, 256, 1).tile, 7);
     }
 }

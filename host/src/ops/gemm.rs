@@ -310,6 +310,9 @@ pub fn gemm<T: Scalar, O: Scalar>(
             let plan = SplitPlan::new(g.k, split_k_for(&g, cfg));
             if plan.is_split() {
                 run_gpu_split(stream, gpu, &g, cfg, plan, a, b, c, bias, d)
+            } else if cfg.split_k > 1 {
+                // The config's tile was chosen for a split this call does not run.
+                run_gpu(stream, gpu, &g, GemmConfig::heuristic_unsplit(g.m, g.n, g.batch), a, b, c, bias, d)
             } else {
                 run_gpu(stream, gpu, &g, cfg, a, b, c, bias, d)
             }
