@@ -1,9 +1,10 @@
 //! The GEMM benchmark: our kernels against cuBLAS on the same shapes and dtypes in the same
 //! process, each result checked against a float64 reference on sampled elements; plus the
-//! batched (against separate launches and cuBLAS strided-batched) and fused-epilogue (against
-//! our unfused kernels and cuBLASLt's GELU_BIAS epilogue) comparisons.
+//! batched (against separate launches and cuBLAS strided-batched), fused-epilogue (against
+//! our unfused kernels and cuBLASLt's GELU_BIAS epilogue) and split-K (our heuristic's choice
+//! and our best forced split against cuBLAS on skinny, long-K shapes) comparisons.
 
-use ferrotune::ops::gemm::{Epilogue, Gemm, Layout, Precision, gemm};
+use ferrotune::ops::gemm::{Epilogue, Gemm, Layout, Precision, SplitPlan, gemm};
 use ferrotune::ops::{self, Activation, GeluForm};
 use ferrotune::peer::{CublasBatchedGemm, CublasGemm, CublasLtGeluBias, GemmMath, GemmShape, PeerError};
 use ferrotune::{Backend, Buffer, DType, Result, Scalar, Stream, bf16, f16};
@@ -32,6 +33,31 @@ pub struct GemmRow {
     /// Sampled elements matched the f64 reference within the dtype tolerance.
     pub correct: bool,
     pub mismatch: Option<String>,
+    /// Slices of K our kernel ran with (1: no split-K); null in files from before split-K.
+    #[serde(default)]
+    pub split_k: Option<usize>,
+    /// `split_k best forced` rows: every forced factor's run, by the slices it ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub split_k_sweep: Vec<SplitTiming>,
+}
+
+/// One forced split-K factor's run in the sweep.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SplitTiming {
+    pub split_k: usize,
+    pub median_ms: f64,
+    pub correct: bool,
+}
+
+/// The K slices `ops::gemm` runs `g` with here: the chosen config's split-K (profile, else
+/// heuristic) or the call's own, as the plan cuts it (batches never split).
+pub fn slices_run(backend: &Backend, g: &Gemm, dtype: DType) -> usize {
+    let r = g.resolved();
+    if r.batch > 1 {
+        return 1;
+    }
+    let s = g.split_k.unwrap_or_else(|| ferrotune::config::gemm_explain(&r, dtype, backend).0.split_k);
+    SplitPlan::new(r.k, s).slices
 }
 
 fn tflops(flops: f64, ms: f64) -> f64 {
@@ -184,7 +210,114 @@ fn compare_typed<T: Scalar>(backend: &Backend, math: GemmMath, shape: GemmShape,
         ratio: peer_tflops.map(|p| ours_tflops / p),
         correct: mismatch.is_none(),
         mismatch,
+        split_k: Some(slices_run(backend, &g, T::DTYPE)),
+        split_k_sweep: Vec::new(),
     })
+}
+
+/// The split-K comparison's shapes (m, n, k): few output tiles, long K.
+pub const SPLIT_K_SHAPES: [(usize, usize, usize); 4] =
+    [(256, 256, 65536), (512, 512, 32768), (1024, 1024, 16384), (128, 4096, 8192)];
+/// The split-K factors forced to find our best.
+pub const SPLIT_K_FACTORS: [usize; 5] = [1, 2, 4, 8, 16];
+
+/// Split-K on one shape (A row-major, B column-major), each of our runs checked against the
+/// float64 reference on sampled elements: our default (the heuristic's or a profile's split,
+/// `split_k` says which) and the fastest correct forced factor of [`SPLIT_K_FACTORS`], both
+/// against cuBLAS in the same process. Rows: `split_k heuristic` and `split_k best forced`
+/// (with every forced factor's run in `split_k_sweep`).
+pub fn split_k_comparisons(
+    backend: &Backend,
+    math: GemmMath,
+    shape: GemmShape,
+    repeat: Repeat,
+) -> Result<[GemmRow; 2]> {
+    match math {
+        GemmMath::F32 | GemmMath::Tf32 => split_k_typed::<f32>(backend, math, shape, repeat),
+        GemmMath::F16 => split_k_typed::<f16>(backend, math, shape, repeat),
+        GemmMath::Bf16 => split_k_typed::<bf16>(backend, math, shape, repeat),
+    }
+}
+
+fn split_k_typed<T: Scalar>(
+    backend: &Backend,
+    math: GemmMath,
+    shape: GemmShape,
+    repeat: Repeat,
+) -> Result<[GemmRow; 2]> {
+    let s = backend.stream();
+    let precision = if math == GemmMath::F32 { Precision::Strict } else { Precision::AllowTf32 };
+    let base = Gemm::new(shape.m, shape.n, shape.k).layouts(Layout::Row, Layout::Col).precision(precision);
+    let mut o = operands::<T, T>(&s, &base, 17)?;
+    let poisoned = vec![T::from_f32(f32::NAN); shape.m * shape.n];
+    // Poisoned D, one checked run, then the timed runs.
+    let mut measure = |g: &Gemm| -> Result<(Stats, Option<String>)> {
+        o.d.copy_from(&s, &poisoned)?;
+        run_ours(&s, g, &mut o)?;
+        let d = o.d.to_vec(&s)?;
+        let mismatch = check_samples(g, &o.ha, &o.hb, &d, None, 256);
+        let st = time_on_stream(&s, repeat, |_| run_ours(&s, g, &mut o))?;
+        Ok((st, mismatch))
+    };
+    let heuristic = measure(&base)?;
+    let mut forced: Vec<(usize, Stats, Option<String>)> = Vec::new();
+    for f in SPLIT_K_FACTORS {
+        let slices = SplitPlan::new(shape.k, f).slices;
+        if forced.iter().any(|x| x.0 == slices) {
+            continue; // K too short for f slices: the same run as a smaller factor
+        }
+        let (st, mm) = measure(&base.split_k(f))?;
+        forced.push((slices, st, mm));
+    }
+    drop(o);
+    // The fastest correct factor (a wrong one is never "best"; if all are wrong, the fastest).
+    let best = forced
+        .iter()
+        .filter(|x| x.2.is_none())
+        .chain(forced.iter().filter(|x| x.2.is_some()))
+        .min_by(|a, b| (a.2.is_some(), a.1.median_ms).partial_cmp(&(b.2.is_some(), b.1.median_ms)).unwrap())
+        .cloned()
+        .ok_or_else(|| ferrotune::Error::InvalidConfig { op: "bench", why: "no split-K factor ran".into() })?;
+    let sweep: Vec<SplitTiming> = forced
+        .iter()
+        .map(|(sl, st, mm)| SplitTiming { split_k: *sl, median_ms: st.median_ms, correct: mm.is_none() })
+        .collect();
+    let peer = CublasGemm::new(&s, math, shape).and_then(|mut p| {
+        time_on_stream(&s, repeat, |_| {
+            p.launch().map_err(|e| ferrotune::Error::InvalidConfig { op: "cublas", why: e.to_string() })
+        })
+        .map_err(ferrotune::peer::PeerError::from)
+    });
+    let flops = base.flops();
+    let (peer_name, peer_stats) = match &peer {
+        Ok(st) => ("cuBLAS".to_string(), Some(*st)),
+        Err(e) => (format!("cuBLAS unavailable: {e}"), None),
+    };
+    let row = |case: String, ours: Stats, mismatch: Option<String>, split_k: usize| {
+        let ours_tflops = tflops(flops, ours.median_ms);
+        let peer_tflops = peer_stats.map(|st| tflops(flops, st.median_ms));
+        GemmRow {
+            case,
+            dtype: math.name().into(),
+            m: shape.m,
+            n: shape.n,
+            k: shape.k,
+            batch: 1,
+            ours,
+            ours_tflops,
+            peer: peer_name.clone(),
+            peer_stats,
+            peer_tflops,
+            ratio: peer_tflops.map(|p| ours_tflops / p),
+            correct: mismatch.is_none(),
+            mismatch,
+            split_k: Some(split_k),
+            split_k_sweep: Vec::new(),
+        }
+    };
+    let mut best_row = row("split_k best forced".into(), best.1, best.2, best.0);
+    best_row.split_k_sweep = sweep;
+    Ok([row("split_k heuristic".into(), heuristic.0, heuristic.1, slices_run(backend, &base, T::DTYPE)), best_row])
 }
 
 /// A strided batch of row-major bf16 products in one launch, against the same products launched
@@ -200,6 +333,7 @@ pub fn batched_comparisons(
 ) -> Result<[GemmRow; 2]> {
     let s = backend.stream();
     let g = Gemm::new(m, n, k).batched(batch);
+    let split_k = Some(slices_run(backend, &g, DType::Bf16));
     let mut o = operands::<bf16, bf16>(&s, &g, 11)?;
     run_ours(&s, &g, &mut o)?;
     let d = o.d.to_vec(&s)?;
@@ -238,6 +372,8 @@ pub fn batched_comparisons(
             ratio: peer_tflops.map(|p| ours_tflops / p),
             correct: mismatch.is_none(),
             mismatch: mismatch.clone(),
+            split_k,
+            split_k_sweep: Vec::new(),
         }
     };
     Ok([row(format!("{batch} separate launches (ours)"), Some(looped)), row(cublas, cublas_stats)])
@@ -282,6 +418,7 @@ pub fn fused_linear_bias_gelu(backend: &Backend, m: usize, n: usize, k: usize, r
         CublasLtGeluBias::new(&s, GemmMath::Bf16, GemmShape { m, n, k }),
     );
     let flops = fused.flops();
+    let split_k = Some(slices_run(backend, &fused, DType::Bf16));
     let row = |case: &str, ours: Stats, peer: String, st: Option<Stats>, mismatch: &Option<String>| GemmRow {
         case: case.into(),
         dtype: DType::Bf16.name().into(),
@@ -297,6 +434,8 @@ pub fn fused_linear_bias_gelu(backend: &Backend, m: usize, n: usize, k: usize, r
         ratio: st.map(|st| st.median_ms / ours.median_ms),
         correct: mismatch.is_none(),
         mismatch: mismatch.clone(),
+        split_k,
+        split_k_sweep: Vec::new(),
     };
     Ok([
         row("linear_bias_gelu", t_fused, "our GEMM without epilogue".into(), Some(t_plain), &mismatch),

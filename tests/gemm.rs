@@ -10,15 +10,16 @@ use ferrotune_testkit::{Rng, Tolerance, activation_f64, cpu_backend, cuda_backen
 use proptest::prelude::*;
 
 /// Inputs of one random problem, on the host.
-struct Case<T, O> {
-    g: Gemm,
-    a: Vec<T>,
-    b: Vec<T>,
-    c: Vec<O>,
-    bias: Vec<O>,
+#[derive(Clone)]
+pub(crate) struct Case<T, O> {
+    pub(crate) g: Gemm,
+    pub(crate) a: Vec<T>,
+    pub(crate) b: Vec<T>,
+    pub(crate) c: Vec<O>,
+    pub(crate) bias: Vec<O>,
 }
 
-fn make_case<T: Scalar, O: Scalar>(rng: &mut Rng, g: Gemm) -> Case<T, O> {
+pub(crate) fn make_case<T: Scalar, O: Scalar>(rng: &mut Rng, g: Gemm) -> Case<T, O> {
     let r = g.resolved();
     let len = |stride: usize, rows: usize, ld: usize| if r.batch == 0 { 0 } else { (r.batch - 1) * stride + rows * ld };
     let (ar, br) =
@@ -33,7 +34,7 @@ fn make_case<T: Scalar, O: Scalar>(rng: &mut Rng, g: Gemm) -> Case<T, O> {
 }
 
 /// Runs the case on `backend`; returns D (poisoned before the run).
-fn run<T: Scalar, O: Scalar>(backend: &Backend, case: &Case<T, O>) -> Result<Vec<O>, Error> {
+pub(crate) fn run<T: Scalar, O: Scalar>(backend: &Backend, case: &Case<T, O>) -> Result<Vec<O>, Error> {
     let s = backend.stream();
     let r = case.g.resolved();
     let a = Buffer::from_slice(&s, &case.a)?;
@@ -55,7 +56,7 @@ fn run<T: Scalar, O: Scalar>(backend: &Backend, case: &Case<T, O>) -> Result<Vec
 }
 
 /// Compares D with the f64 reference; elements outside the m x n windows must stay poisoned.
-fn check<T: Scalar, O: Scalar>(case: &Case<T, O>, d: &[O]) -> Result<(), String> {
+pub(crate) fn check<T: Scalar, O: Scalar>(case: &Case<T, O>, d: &[O]) -> Result<(), String> {
     let r = case.g.resolved();
     let e = r.epilogue;
     // f32 accumulation over k terms: allow 2e-5 of the sum of |terms| (random-sign sums stay
@@ -104,11 +105,11 @@ fn check<T: Scalar, O: Scalar>(case: &Case<T, O>, d: &[O]) -> Result<(), String>
     Ok(())
 }
 
-fn layouts() -> [(Layout, Layout); 4] {
+pub(crate) fn layouts() -> [(Layout, Layout); 4] {
     [(Layout::Row, Layout::Row), (Layout::Row, Layout::Col), (Layout::Col, Layout::Row), (Layout::Col, Layout::Col)]
 }
 
-fn epilogue(i: usize) -> Epilogue {
+pub(crate) fn epilogue(i: usize) -> Epilogue {
     match i % 4 {
         0 => Epilogue::PLAIN,
         1 => Epilogue { alpha: 0.5, beta: -1.5, bias: false, act: Activation::None },
@@ -124,7 +125,7 @@ fn run_and_check<T: Scalar, O: Scalar>(backend: &Backend, g: Gemm, seed: u64) ->
     check(&case, &d)
 }
 
-fn dispatch(backend: &Backend, dt: DType, out_f32: bool, g: Gemm, seed: u64) -> Result<(), String> {
+pub(crate) fn dispatch(backend: &Backend, dt: DType, out_f32: bool, g: Gemm, seed: u64) -> Result<(), String> {
     match (dt, out_f32) {
         (DType::F32, _) => run_and_check::<f32, f32>(backend, g, seed),
         (DType::F16, false) => run_and_check::<f16, f16>(backend, g, seed),

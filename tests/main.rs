@@ -6,5 +6,6 @@ mod elementwise;
 mod errors;
 mod gemm;
 mod ptx;
+mod splitk;
 mod tidy;
 mod tune;

@@ -21,6 +21,9 @@ fn every_entry_the_host_launches_is_in_the_ptx() {
         for v in ferrotune_kernels::gemm::GemmVariant::all() {
             wanted.push(v.entry_name().as_str().to_string());
         }
+        for out in DType::ALL {
+            wanted.push(ferrotune_kernels::splitk::reduce_entry(out).to_string());
+        }
         for op in ElemOp::ALL {
             for dt in DType::ALL {
                 for v in ELEM_VARIANTS {

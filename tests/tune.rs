@@ -156,7 +156,7 @@ fn gemm_calls_use_profile_entries_in_lookup_order_and_say_why() {
     let b = cpu_backend();
     let s = b.stream();
     let dir = temp_dir("gemm");
-    let tuned = GemmConfig { tile: 3, cpu_rows: 4 };
+    let tuned = GemmConfig { tile: 3, cpu_rows: 4, split_k: 1 };
     let p = Profile {
         source: None,
         entries: vec![gemm_entry_for(&s, "bf16", "rc", [1000, 3000, 700, 1], &tuned)],
@@ -190,6 +190,43 @@ fn gemm_calls_use_profile_entries_in_lookup_order_and_say_why() {
     write(&dir, "gemm.toml", &p2);
     let (cfg, src) = gemm_explain_in(&ProfileSet::load(&dir), &g(600, 2100, 520, Layout::Row), DType::Bf16, &s);
     assert_eq!(cfg, GemmConfig::heuristic(600, 2100, 520, 1));
+    assert!(src.to_string().contains("invalid config"), "{src}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A profile with `split_k` round-trips through the file; an entry written before split-K
+/// existed (no `split_k`) still loads, as no split.
+#[test]
+fn gemm_profiles_round_trip_split_k_and_read_old_entries_as_unsplit() {
+    let b = cpu_backend();
+    let s = b.stream();
+    let dir = temp_dir("gemm-split");
+    let split = GemmConfig { tile: 0, cpu_rows: 8, split_k: 8 };
+    let unsplit = GemmConfig { tile: 5, cpu_rows: 4, split_k: 1 };
+    let mut old = gemm_entry_for(&s, "f16", "rc", [256, 256, 65536, 1], &unsplit);
+    old.config.remove("split_k");
+    let p = Profile {
+        source: None,
+        entries: vec![gemm_entry_for(&s, "bf16", "rc", [256, 256, 65536, 1], &split), old],
+        journal: vec![],
+    };
+    write(&dir, "split.toml", &p);
+    let text = std::fs::read_to_string(dir.join("split.toml")).unwrap();
+    assert_eq!(text.matches("split_k = ").count(), 1, "{text}");
+    assert!(text.contains("split_k = 8"), "{text}");
+    let set = ProfileSet::load(&dir);
+    assert!(set.problems.is_empty(), "{:?}", set.problems);
+    let g = Gemm::new(300, 300, 70000).layouts(Layout::Row, Layout::Col).resolved();
+    let (cfg, src) = gemm_explain_in(&set, &g, DType::Bf16, &s);
+    assert_eq!(cfg, split);
+    assert!(matches!(src, Source::Profile { how: Match::Exact, .. }), "{src}");
+    assert_eq!(gemm_explain_in(&set, &g, DType::F16, &s).0, unsplit);
+    // An out-of-range split_k makes the entry invalid: the heuristic, saying why.
+    let mut bad = p.clone();
+    bad.entries[0].config.insert("split_k".into(), ferrotune::profile::Param::Int(65));
+    write(&dir, "split.toml", &bad);
+    let (cfg, src) = gemm_explain_in(&ProfileSet::load(&dir), &g, DType::Bf16, &s);
+    assert_eq!(cfg, GemmConfig::heuristic(300, 300, 70000, 1));
     assert!(src.to_string().contains("invalid config"), "{src}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,12 +1,16 @@
 //! The GEMM family's search space and cost model. On the GPU the space is exactly the compiled
-//! tensor-core tiles (`tc::TILES`, so adding a tile to kernels-gpu makes it tunable), pruned by
-//! the host (tiles other than 0 need 16-byte aligned operands, `tc::NARROW_TILES` 8-byte) and by the device (dynamic shared
+//! tensor-core tiles (`tc::TILES`, so adding a tile to kernels-gpu makes it tunable) times the
+//! split-K factors {1, 2, 4, 8, 16}, pruned by the host (tiles other than 0 need 16-byte
+//! aligned operands, `tc::NARROW_TILES` 8-byte; split-K needs a single matrix, slices of at
+//! least 256 of K, and an f32-output variant of the tile, which 16-bit inputs only have for
+//! tile 0), by what cannot pay (splitting a grid that already fills two waves) and by the
+//! device (dynamic shared
 //! memory against the opt-in limit, threads against the function's register limit, at least one
 //! resident block). On the CPU the space is the rows per rayon task. The model ranks candidates
 //! for the model-guided strategy.
 
-use ferrotune::config::GemmConfig;
-use ferrotune::ops::gemm::{Layout, variant_for};
+use ferrotune::config::{GemmConfig, MIN_SLICE_K};
+use ferrotune::ops::gemm::{Layout, SplitPlan, split_launches, variant_for};
 use ferrotune_kernels::gemm::GemmVariant;
 use ferrotune_kernels::gemm::tc::{TILES, Tile};
 
@@ -15,6 +19,9 @@ use crate::space::{Constraint, Context, Domain, KernelResources, Limits, Param, 
 
 /// Rows per rayon task tried on the CPU.
 pub const CPU_ROWS: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+
+/// Split-K factors tried on the GPU.
+pub const SPLIT_K: [u64; 5] = [1, 2, 4, 8, 16];
 
 /// The space of `shape` on the machine `d` describes.
 pub fn space(d: &Description, shape: &GemmShape) -> Space {
@@ -28,7 +35,10 @@ pub fn space(d: &Description, shape: &GemmShape) -> Space {
         };
     }
     Space {
-        domains: vec![Domain { param: Param::Tile, values: (0..TILES.len() as u64).collect() }],
+        domains: vec![
+            Domain { param: Param::Tile, values: (0..TILES.len() as u64).collect() },
+            Domain { param: Param::SplitK, values: SPLIT_K.to_vec() },
+        ],
         constraints: vec![
             Constraint::HostAccepts,
             Constraint::SharedMemory { dynamic_per_block: 0 },
@@ -47,14 +57,53 @@ pub fn to_config(p: &Point, base: GemmConfig) -> GemmConfig {
     if let Some(r) = p.get(Param::CpuRows) {
         c.cpu_rows = r as usize;
     }
+    if let Some(s) = p.get(Param::SplitK) {
+        c.split_k = s as usize;
+    }
     c
 }
 
 /// The compiled variant `cfg` launches for `shape` (the worker's buffers start 256-byte
-/// aligned), or the host's reason it cannot.
+/// aligned) — with split-K, that of the partial products — or the host's reason it cannot.
 pub fn variant(shape: &GemmShape, cfg: &GemmConfig) -> Result<GemmVariant, String> {
     let dt = shape.dtype.dtype();
-    variant_for(&shape.gemm().tile(cfg.tile), dt, dt, 256, 256).map_err(|e| e.to_string())
+    let g = shape.gemm().tile(cfg.tile);
+    let plan = SplitPlan::new(shape.k, cfg.split_k);
+    if cfg.split_k > 1 && plan.is_split() && shape.batch <= 1 {
+        return split_launches(&g, dt, plan, 256, 256, *cfg).map(|l| l.v_part).map_err(|e| e.to_string());
+    }
+    variant_for(&g, dt, dt, 256, 256).map_err(|e| e.to_string())
+}
+
+/// Why split-K factor `s` is not worth measuring on `shape` with tile `tile` on `sms` SMs, if
+/// it is not: batches are never split, each slice must be at least `MIN_SLICE_K` long (and
+/// the factor must give its own number of slices, not repeat a smaller one), and a grid that
+/// already fills two waves has nothing to gain.
+pub fn split_pruned(shape: &GemmShape, tile: usize, s: usize, sms: u32) -> Option<String> {
+    if s <= 1 {
+        return None;
+    }
+    if shape.batch > 1 {
+        return Some(format!("split_k {s}: split-K runs single matrices only (batch {})", shape.batch));
+    }
+    let plan = SplitPlan::new(shape.k, s);
+    if !plan.is_split() || plan.kc < MIN_SLICE_K {
+        return Some(format!("split_k {s}: slices of K = {} are shorter than {MIN_SLICE_K}", plan.kc.min(shape.k)));
+    }
+    if plan.slices != s {
+        return Some(format!("split_k {s}: K = {} only makes {} slices of {}", shape.k, plan.slices, plan.kc));
+    }
+    // 16-bit inputs run the partial products on tile 0 whatever the config's tile says.
+    let t = if shape.dtype == GemmDtype::Tf32 { TILES.get(tile)? } else { &TILES[0] };
+    let blocks = shape.m.div_ceil(t.bm()) * shape.n.div_ceil(t.bn());
+    if blocks >= 2 * sms as usize {
+        return Some(format!(
+            "split_k {s}: {blocks} blocks of {}x{} already fill two waves of {sms} SMs",
+            t.bm(),
+            t.bn()
+        ));
+    }
+    None
 }
 
 /// What the kernel of `cfg` needs per launch: registers and limits from the worker's driver,
@@ -74,6 +123,9 @@ pub fn candidates(d: &Description, shape: &GemmShape, base: GemmConfig) -> (Vec<
     let host = |p: &Point| {
         let c = to_config(p, base);
         c.validate().map_err(|e| e.to_string())?;
+        if let Some(why) = d.limits.and_then(|l| split_pruned(shape, c.tile, c.split_k, l.sm_count)) {
+            return Err(why);
+        }
         if gpu {
             let v = variant(shape, &c)?;
             let name = v.entry_name();
@@ -167,19 +219,36 @@ fn estimated_resources(t: &Tile) -> KernelResources {
 /// shared-memory traffic from the warp and block tiles, latency, barriers, spills) plus a ring
 /// fill per round of resident blocks — so wave quantisation and idle SMs show — against the L2
 /// and DRAM traffic of the tiles, plus launch overhead. Only the ranking matters.
+///
+/// Split-K: the partial products as a batch of `slices` GEMMs of `kc` (on the tile that runs
+/// them: tile 0 for 16-bit inputs) writing f32, plus the second GEMM launch, plus the reduce:
+/// the workspace read once more (it was written by the GEMMs, f32 instead of the output type),
+/// D written (and C read) at DRAM speed, and its launch.
 pub fn predict_ms(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
     let Some(l) = d.limits else { return predict_cpu_ms(d, shape, cfg) };
-    let Some(t) = TILES.get(cfg.tile) else { return f64::INFINITY };
+    let plan = SplitPlan::new(shape.k, cfg.split_k);
+    let split = cfg.split_k > 1 && plan.is_split() && shape.batch <= 1;
+    let tile = if split && shape.dtype != GemmDtype::Tf32 { 0 } else { cfg.tile };
+    let Some(t) = TILES.get(tile) else { return f64::INFINITY };
     let elem = shape.dtype.dtype().size_bytes();
     let mut r = resources(d, shape, cfg).unwrap_or_else(|| estimated_resources(t));
     if r.block_threads == 0 {
         r.block_threads = t.threads();
         r.dynamic_shared = t.smem_bytes(elem, shape.a == Layout::Row, shape.b == Layout::Col) as u32;
     }
-    gpu_time_ms(d, &l, shape, t, &r)
+    if !split {
+        return gpu_time_ms(d, &l, shape, t, &r, elem);
+    }
+    let parts = GemmShape { k: plan.kc, batch: plan.slices, ..*shape };
+    let gemms = gpu_time_ms(d, &l, &parts, t, &r, 4);
+    let mn = (shape.m * shape.n) as f64;
+    let reduce_bytes = plan.slices as f64 * mn * 4.0 + mn * elem as f64;
+    let reduce_ms = reduce_bytes / (0.9 * d.peak_gbps.max(1.0) * 1e9) * 1e3;
+    gemms + reduce_ms + 2.0 * LAUNCH_US * 1e-3
 }
 
-fn gpu_time_ms(d: &Description, l: &Limits, shape: &GemmShape, t: &Tile, r: &KernelResources) -> f64 {
+/// `out_elem`: bytes per element of D as the kernel writes it (f32 for split-K's partials).
+fn gpu_time_ms(d: &Description, l: &Limits, shape: &GemmShape, t: &Tile, r: &KernelResources, out_elem: usize) -> f64 {
     let elem = shape.dtype.dtype().size_bytes();
     let (bm, bn, bk) = (t.bm(), t.bn(), t.bk(elem));
     let occ = occupancy(l, r.block_threads, r, u64::from(r.dynamic_shared));
@@ -203,7 +272,7 @@ fn gpu_time_ms(d: &Description, l: &Limits, shape: &GemmShape, t: &Tile, r: &Ker
     let b_bytes = k * n * elem as f64;
     let waves = (tiles_per_batch / (sms * per_sm)).ceil().max(1.0);
     let b_reads = if b_bytes > d.cache_bytes as f64 / 2.0 { waves } else { 1.0 };
-    let dram = batch * ((m * k + m * n) * elem as f64 + b_bytes * b_reads);
+    let dram = batch * (m * k * elem as f64 + m * n * out_elem as f64 + b_bytes * b_reads);
     let t_dram = dram / (0.9 * peak);
     (t_sm.max(t_l2).max(t_dram) + LAUNCH_US * 1e-6) * 1e3
 }
@@ -250,9 +319,11 @@ pub(crate) mod tests {
         GemmShape { dtype, m, n, k, batch: 1, a: Layout::Row, b: Layout::Col }
     }
 
+    /// The unsplit candidates' tiles, fastest first by the model.
     fn ranked(d: &Description, s: &GemmShape) -> Vec<usize> {
         let (cands, _) = candidates(d, s, GemmConfig::DEFAULT);
-        let mut c: Vec<(f64, usize)> = cands.iter().map(|c| (predict_ms(d, s, c), c.tile)).collect();
+        let mut c: Vec<(f64, usize)> =
+            cands.iter().filter(|c| c.split_k == 1).map(|c| (predict_ms(d, s, c), c.tile)).collect();
         c.sort_by(|a, b| a.0.total_cmp(&b.0));
         c.into_iter().map(|(_, t)| t).collect()
     }
@@ -262,9 +333,52 @@ pub(crate) mod tests {
         let d = gemm_description();
         let s = shape(GemmDtype::Bf16, 4096, 4096, 4096);
         let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
-        assert_eq!(cands.len() + pruned.len(), TILES.len());
-        assert_eq!(cands.len(), TILES.len(), "every tile fits an H100: {pruned:?}");
-        assert!(cands.iter().enumerate().all(|(i, c)| c.tile == i && c.cpu_rows == GemmConfig::DEFAULT.cpu_rows));
+        assert_eq!(cands.len() + pruned.len(), TILES.len() * SPLIT_K.len());
+        assert_eq!(cands.len(), TILES.len(), "every tile fits an H100, no split pays: {pruned:?}");
+        assert!(
+            cands
+                .iter()
+                .enumerate()
+                .all(|(i, c)| c.tile == i && c.cpu_rows == GemmConfig::DEFAULT.cpu_rows && c.split_k == 1)
+        );
+        assert!(pruned.iter().all(|p| p.reason.contains("two waves")), "{pruned:?}");
+    }
+
+    #[test]
+    fn split_k_is_searched_where_it_can_pay_and_pruned_with_reasons() {
+        let d = gemm_description();
+        // bf16 256 x 256 x 65536: 4 tiles of 128 x 128; every factor gives long slices, but
+        // only tile 0 has the f32 output the partial products need.
+        let s = shape(GemmDtype::Bf16, 256, 256, 65536);
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        let splits: Vec<usize> = cands.iter().filter(|c| c.split_k > 1).map(|c| c.split_k).collect();
+        assert_eq!(splits, vec![2, 4, 8, 16]);
+        assert!(cands.iter().filter(|c| c.split_k > 1).all(|c| c.tile == 0));
+        let p = pruned.iter().find(|p| p.point.get(Param::Tile) == Some(4)).unwrap();
+        assert!(p.reason.contains("f32-output"), "{}", p.reason);
+        // The model prefers splitting a 4-block grid 16 ways over any unsplit tile.
+        let best = cands.iter().min_by(|a, b| predict_ms(&d, &s, a).total_cmp(&predict_ms(&d, &s, b))).unwrap();
+        assert!(best.split_k >= 8, "{best:?}");
+        // tf32 keeps its tiles under split-K (every tile has an f32 output).
+        let t = shape(GemmDtype::Tf32, 256, 256, 65536);
+        let (cands, _) = candidates(&d, &t, GemmConfig::DEFAULT);
+        assert!(cands.iter().any(|c| c.tile == 7 && c.split_k == 16), "{cands:?}");
+        // K = 1000: 4 slices of 256 (250 rounded up to a multiple of 8); 8 would be 128 long.
+        let s = shape(GemmDtype::Bf16, 64, 64, 1000);
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        assert_eq!(cands.iter().map(|c| c.split_k).max(), Some(4));
+        assert!(pruned.iter().any(|p| p.point.get(Param::SplitK) == Some(8) && p.reason.contains("shorter than 256")));
+        // Batches are never split.
+        let mut b = shape(GemmDtype::Bf16, 64, 64, 65536);
+        b.batch = 2;
+        let (cands, pruned) = candidates(&d, &b, GemmConfig::DEFAULT);
+        assert!(cands.iter().all(|c| c.split_k == 1));
+        assert!(pruned.iter().any(|p| p.reason.contains("single matrices")));
+        // The model charges the workspace and the reduce: for a large grid splitting is slower.
+        let big = shape(GemmDtype::Bf16, 4096, 4096, 4096);
+        let t1 = predict_ms(&d, &big, &GemmConfig::DEFAULT);
+        let t2 = predict_ms(&d, &big, &GemmConfig { split_k: 2, ..GemmConfig::DEFAULT });
+        assert!(t2 > t1, "{t1} vs {t2}");
     }
 
     #[test]
@@ -273,16 +387,20 @@ pub(crate) mod tests {
         // k = 700 bf16: rows of A and B are 1400 bytes, 8- but not 16-byte aligned.
         let s = shape(GemmDtype::Bf16, 1000, 3000, 700);
         let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
-        let tiles: Vec<usize> = cands.iter().map(|c| c.tile).collect();
+        // (Split-K on tile 0 stays: its slices of 352 keep the 8-byte loads the shape allows.)
+        let mut tiles: Vec<usize> = cands.iter().filter(|c| c.split_k == 1).map(|c| c.tile).collect();
+        tiles.sort();
         let mut want = vec![0];
         want.extend(ferrotune_kernels::gemm::tc::NARROW_TILES);
         assert_eq!(tiles, want);
-        assert_eq!(pruned.len(), TILES.len() - want.len());
-        assert!(pruned.iter().all(|p| p.reason.contains("16-byte aligned")), "{pruned:?}");
+        assert!(cands.iter().all(|c| c.split_k == 1 || c.tile == 0));
+        let unsplit: Vec<_> = pruned.iter().filter(|p| p.point.get(Param::SplitK) == Some(1)).collect();
+        assert_eq!(unsplit.len(), TILES.len() - want.len());
+        assert!(unsplit.iter().all(|p| p.reason.contains("16-byte aligned")), "{pruned:?}");
         // k = 701: 2-byte rows, only the default tile.
         let s = shape(GemmDtype::Bf16, 1000, 3000, 701);
         let (cands, _) = candidates(&d, &s, GemmConfig::DEFAULT);
-        assert_eq!(cands, vec![GemmConfig::DEFAULT]);
+        assert!(cands.iter().all(|c| c.tile == 0), "{cands:?}");
     }
 
     #[test]
@@ -357,7 +475,7 @@ pub(crate) mod tests {
             let lay = |r: bool| if r { Layout::Row } else { Layout::Col };
             let s = GemmShape { dtype: GemmDtype::ALL[dt], m, n, k, batch, a: lay(a_row), b: lay(b_row) };
             let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
-            prop_assert_eq!(cands.len() + pruned.len(), TILES.len());
+            prop_assert_eq!(cands.len() + pruned.len(), TILES.len() * SPLIT_K.len());
             for c in &cands {
                 prop_assert!(c.validate().is_ok());
                 let v = variant(&s, c);

@@ -49,7 +49,7 @@ impl fmt::Display for ConfigJson {
             ),
             ConfigJson::Gemm(c) => {
                 let label = ferrotune::tuned::tile_label(c.tile as usize).unwrap_or_else(|| "not compiled".into());
-                write!(f, "tile={} ({label}) cpu_rows={}", c.tile, c.cpu_rows)
+                write!(f, "tile={} ({label}) cpu_rows={} split_k={}", c.tile, c.cpu_rows, c.split_k)
             }
         }
     }
@@ -73,17 +73,24 @@ pub struct GemmConfigJson {
     /// Index into `gemm::tc::TILES`.
     pub tile: u32,
     pub cpu_rows: usize,
+    /// Slices of K (1 = no split); absent in messages of older tools: 1.
+    #[serde(default = "no_split")]
+    pub split_k: usize,
+}
+
+fn no_split() -> usize {
+    1
 }
 
 impl From<GemmConfig> for GemmConfigJson {
     fn from(c: GemmConfig) -> Self {
-        GemmConfigJson { tile: c.tile as u32, cpu_rows: c.cpu_rows }
+        GemmConfigJson { tile: c.tile as u32, cpu_rows: c.cpu_rows, split_k: c.split_k }
     }
 }
 
 impl From<GemmConfigJson> for GemmConfig {
     fn from(c: GemmConfigJson) -> Self {
-        GemmConfig { tile: c.tile as usize, cpu_rows: c.cpu_rows }
+        GemmConfig { tile: c.tile as usize, cpu_rows: c.cpu_rows, split_k: c.split_k }
     }
 }
 

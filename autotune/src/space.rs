@@ -6,8 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// A tunable launch parameter. Elementwise uses the first four, GEMM the last two (split-K
-/// joins them when the kernels have it).
+/// A tunable launch parameter. Elementwise uses the first four, GEMM the last three.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Param {
@@ -25,6 +24,8 @@ pub enum Param {
     Tile,
     /// Output rows per rayon task of the CPU GEMM.
     CpuRows,
+    /// Slices K is split into (1 = off): f32 partial products in a workspace, then a reduce.
+    SplitK,
 }
 
 /// A parameter and the values it may take.

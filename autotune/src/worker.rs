@@ -8,7 +8,7 @@
 //! = `KIND@key=value,...;KIND@...` with KIND `fault` (CUDA: a kernel reading an unmapped
 //! address; CPU: the process aborts), `wrong` (one output element corrupted before
 //! verification), `hang` (never returns) or `error` (a launch error), and keys `threads`,
-//! `vec16`, `unroll`, `blocks_per_sm`, `cpu_chunk` (elementwise), `tile`, `cpu_rows` (GEMM),
+//! `vec16`, `unroll`, `blocks_per_sm`, `cpu_chunk` (elementwise), `tile`, `cpu_rows`, `split_k` (GEMM),
 //! `op`, `dtype` selecting the candidates (a key of the other family never matches).
 //! `FERROTUNE_TUNE_FAKE_TIME=1` replaces measured times by a fixed function of the config
 //! (run and verification stay real), so tests know which candidate must win.
@@ -65,8 +65,18 @@ pub fn parse_injections(spec: &str) -> Result<Vec<Injection>, String> {
         for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (k, v) = kv.split_once('=').ok_or_else(|| format!("'{kv}' is not key=value"))?;
             let k = k.trim();
-            const KEYS: [&str; 9] =
-                ["threads", "vec16", "unroll", "blocks_per_sm", "cpu_chunk", "tile", "cpu_rows", "op", "dtype"];
+            const KEYS: [&str; 10] = [
+                "threads",
+                "vec16",
+                "unroll",
+                "blocks_per_sm",
+                "cpu_chunk",
+                "tile",
+                "cpu_rows",
+                "split_k",
+                "op",
+                "dtype",
+            ];
             if !KEYS.contains(&k) {
                 return Err(format!("unknown injection key '{k}'"));
             }
@@ -90,6 +100,7 @@ impl Injection {
                 ("cpu_chunk", ConfigJson::Elem(c)) => Some(c.cpu_chunk.to_string()),
                 ("tile", ConfigJson::Gemm(c)) => Some(c.tile.to_string()),
                 ("cpu_rows", ConfigJson::Gemm(c)) => Some(c.cpu_rows.to_string()),
+                ("split_k", ConfigJson::Gemm(c)) => Some(c.split_k.to_string()),
                 _ => None,
             };
             have.as_ref() == Some(v)
@@ -98,7 +109,7 @@ impl Injection {
 }
 
 /// The synthetic time of `FERROTUNE_TUNE_FAKE_TIME`: elementwise, smallest at cpu_chunk 2^14,
-/// 256 threads, vec16, unroll 2, blocks_per_sm 0; GEMM, smallest at cpu_rows 4 and tile 0.
+/// 256 threads, vec16, unroll 2, blocks_per_sm 0; GEMM, smallest at cpu_rows 4, tile 0, no split.
 pub fn fake_ms(c: &ConfigJson) -> f64 {
     let lg = |x: f64| x.max(1.0).log2();
     match c {
@@ -109,7 +120,9 @@ pub fn fake_ms(c: &ConfigJson) -> f64 {
                 + 0.01 * (f64::from(c.unroll) - 2.0).abs()
                 + 0.001 * f64::from(c.blocks_per_sm)
         }
-        ConfigJson::Gemm(c) => 1.0 + 0.1 * (lg(c.cpu_rows as f64) - 2.0).abs() + 0.01 * f64::from(c.tile),
+        ConfigJson::Gemm(c) => {
+            1.0 + 0.1 * (lg(c.cpu_rows as f64) - 2.0).abs() + 0.01 * f64::from(c.tile) + 0.001 * lg(c.split_k as f64)
+        }
     }
 }
 
@@ -412,8 +425,12 @@ fn describe(
     for shape in gemm {
         let Shape::Gemm(g) = shape else { continue };
         let dt = g.dtype.dtype();
-        for tile in 0..TILES.len() {
-            let Ok(v) = variant_for(&g.gemm().tile(tile), dt, dt, 256, 256) else { continue };
+        // Each tile with the shape's own output, and with the f32 output split-K's partial
+        // products use (for 16-bit inputs only tile 0 has one).
+        let variants = (0..TILES.len()).flat_map(|tile| {
+            [dt, DType::F32].map(|out| variant_for(&g.gemm().tile(tile), dt, out, 256, 256).ok()).into_iter().flatten()
+        });
+        for v in variants {
             let name = v.entry_name().as_str().to_string();
             if gemm_resources.iter().any(|r| r.kernel == name) {
                 continue;
@@ -605,7 +622,7 @@ mod tests {
         // GEMM keys match GEMM configs only.
         let g = parse_injections("wrong@tile=3,dtype=bf16").unwrap();
         let gs = Shape::Gemm(crate::gemm::tests::shape(crate::protocol::GemmDtype::Bf16, 64, 64, 64));
-        let gc = |tile| ConfigJson::Gemm(crate::protocol::GemmConfigJson { tile, cpu_rows: 16 });
+        let gc = |tile| ConfigJson::Gemm(crate::protocol::GemmConfigJson { tile, cpu_rows: 16, split_k: 1 });
         assert!(g[0].applies(&gs, &gc(3)));
         assert!(!g[0].applies(&gs, &gc(2)));
         assert!(!g[0].applies(&shape, &ConfigJson::Elem(c)), "no tile in an elementwise config");

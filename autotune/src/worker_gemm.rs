@@ -129,7 +129,7 @@ impl<T: Scalar> GemmBench<T> {
         if let Some(o) = injected(s, inject, &shape, &config) {
             return o;
         }
-        let g = self.g.tile(c.tile as usize).cpu_rows(c.cpu_rows);
+        let g = self.g.tile(c.tile as usize).cpu_rows(c.cpu_rows).split_k(c.split_k);
         // Verification run into poisoned D: an element the kernel never writes stays NaN.
         let poisoned = vec![poison::<T>(); self.g.batch.max(1) * self.g.stride_c];
         if let Err(e) = self.sets[0].2.copy_from(s, &poisoned) {
@@ -205,14 +205,14 @@ mod tests {
         };
         assert!(sets >= 2, "operands are rotated");
         for rows in [1, 16, 64] {
-            let config = ConfigJson::Gemm(GemmConfigJson { tile: 0, cpu_rows: rows });
+            let config = ConfigJson::Gemm(GemmConfigJson { tile: 0, cpu_rows: rows, split_k: 1 });
             let (Response::Outcome(o), false) = w.handle(Request::Eval { config, warmup: 1, iters: 2 }) else {
                 panic!("eval failed")
             };
             assert!(matches!(o, EvalOutcome::Ok { ref verified, .. } if verified.contains("f64")), "{o:?}");
         }
         w.inject = parse_injections("wrong@cpu_rows=8");
-        let config = ConfigJson::Gemm(GemmConfigJson { tile: 0, cpu_rows: 8 });
+        let config = ConfigJson::Gemm(GemmConfigJson { tile: 0, cpu_rows: 8, split_k: 1 });
         let (Response::Outcome(o), _) = w.handle(Request::Eval { config, warmup: 1, iters: 2 }) else { panic!() };
         assert!(matches!(o, EvalOutcome::Invalid { ref why } if why.contains("(0, 18, 14)")), "{o:?}");
         // An elementwise config for a GEMM shape is a request error, not a crash.

@@ -110,20 +110,51 @@ pub struct GemmConfig {
     pub tile: usize,
     /// Output rows per rayon task (CPU backend).
     pub cpu_rows: usize,
+    /// Slices K is split into (1 = off): partial products of each slice go to an f32
+    /// workspace, a reduce kernel adds them and applies the epilogue. Single GEMMs on the GPU
+    /// only; the CPU backend and batches ignore it.
+    pub split_k: usize,
 }
 
 impl GemmConfig {
-    /// The kernels' own default: tile 0 (128 x 128) and 16 rows per CPU task. What the tuner
-    /// compares its result against.
-    pub const DEFAULT: GemmConfig = GemmConfig { tile: 0, cpu_rows: 16 };
+    /// The kernels' own default: tile 0 (128 x 128), 16 rows per CPU task, no split-K. What the
+    /// tuner compares its result against.
+    pub const DEFAULT: GemmConfig = GemmConfig { tile: 0, cpu_rows: 16, split_k: 1 };
+
+    /// The most K slices a config may ask for.
+    pub const MAX_SPLIT_K: usize = ferrotune_kernels::splitk::MAX_SLICES;
 
     /// Built-in choice by shape, from the all-tiles sweep on an H100 (bench/results/
-    /// gemm-tiles-h100.json): 128 x 256 x 64 (tile 4, fastest on every large bf16/tf32 shape
-    /// and on tf32 1000x3000x700 with 96 blocks) once it fills two thirds of the 132 SMs with
-    /// one block each; else 128 x 128 (best on 512x3072x768) or 64 x 128 from half a wave at
-    /// two or three blocks per SM; else 64 x 64. A tile is skipped where padding to whole
-    /// tiles would waste more than a quarter of its work (a batch of 32-row matrices).
-    pub fn heuristic(m: usize, n: usize, _k: usize, batch: usize) -> GemmConfig {
+    /// gemm-tiles-h100.json), see `heuristic_unsplit`.
+    ///
+    /// Split-K (single GEMMs only): when that tile leaves most of the SMs without a block
+    /// (fewer than one wave of 132) and K is long (`k >= 2048` and `k >= 4 max(m, n)`), K is
+    /// cut into `s` slices so that the partial GEMMs, which run tile 0 (the only tile with an
+    /// f32 output for 16-bit inputs), give one to two waves: `s` = the most slices with at
+    /// most two waves of tile-0 blocks, at most 16, each slice at least 256 long.
+    pub fn heuristic(m: usize, n: usize, k: usize, batch: usize) -> GemmConfig {
+        let blocks = |t: usize| {
+            let tile = ferrotune_kernels::gemm::tc::TILES[t];
+            m.div_ceil(tile.bm()) * n.div_ceil(tile.bn()) * batch.max(1)
+        };
+        let tile = Self::heuristic_unsplit(m, n, batch).tile;
+        if batch <= 1 && blocks(tile) < SMS && k >= 2048 && k >= 4 * m.max(n) {
+            let s = (2 * SMS / blocks(0).max(1)).min(16).min(k / MIN_SLICE_K);
+            if s >= 2 {
+                return GemmConfig { tile: 0, split_k: s, ..GemmConfig::DEFAULT };
+            }
+        }
+        GemmConfig { tile, ..GemmConfig::DEFAULT }
+    }
+
+    /// The heuristic's tile without split-K (also what a call that does not split runs when
+    /// the chosen config's tile was picked for a split): 128 x 256 x 64 (tile 4, fastest on
+    /// every large bf16/tf32 shape and on tf32 1000x3000x700 with 96 blocks) once it fills two
+    /// thirds of the 132 SMs with one block each; else 128 x 128 (best on 512x3072x768) or
+    /// 64 x 128 from half a wave at two or three blocks per SM; else 64 x 64. A tile is
+    /// skipped where padding to whole tiles would waste more than a quarter of its work (a
+    /// batch of 32-row matrices).
+    pub fn heuristic_unsplit(m: usize, n: usize, batch: usize) -> GemmConfig {
         let fits = |t: usize, min_blocks: usize| {
             let tile = ferrotune_kernels::gemm::tc::TILES[t];
             let (bm, bn) = (m.div_ceil(tile.bm()), n.div_ceil(tile.bn()));
@@ -147,8 +178,25 @@ impl GemmConfig {
         if self.cpu_rows == 0 {
             return Err(Error::InvalidConfig { op: "gemm", why: "cpu_rows must be at least 1".into() });
         }
-        Ok(())
+        validate_split_k(self.split_k)
     }
+}
+
+/// SMs of the H100 the GEMM heuristic was fitted on (one wave of blocks).
+const SMS: usize = 132;
+/// The shortest K slice the heuristic (and the tuner) splits into: shorter ones spend more on
+/// the workspace than they gain in parallelism.
+pub const MIN_SLICE_K: usize = 256;
+
+/// Checks a split-K factor: 1 (off) to [`GemmConfig::MAX_SPLIT_K`].
+pub fn validate_split_k(s: usize) -> Result<()> {
+    if s == 0 || s > GemmConfig::MAX_SPLIT_K {
+        return Err(Error::InvalidConfig {
+            op: "gemm",
+            why: format!("split_k {s} is outside 1..={} (1 = no split)", GemmConfig::MAX_SPLIT_K),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -159,10 +207,14 @@ mod gemm_tests {
     fn gemm_configs_are_checked_against_the_compiled_tiles() {
         let n = ferrotune_kernels::gemm::tc::TILES.len();
         assert!(GemmConfig::DEFAULT.validate().is_ok());
-        assert!(GemmConfig { tile: n - 1, cpu_rows: 1 }.validate().is_ok());
+        assert!(GemmConfig { tile: n - 1, cpu_rows: 1, split_k: 64 }.validate().is_ok());
         assert!(GemmConfig { tile: n, ..GemmConfig::DEFAULT }.validate().is_err());
         assert!(GemmConfig { cpu_rows: 0, ..GemmConfig::DEFAULT }.validate().is_err());
-        for (m, n, k) in [(8192, 8192, 8192), (128, 8192, 1024), (64, 64, 64)] {
+        for s in [0, 65, usize::MAX] {
+            let e = GemmConfig { split_k: s, ..GemmConfig::DEFAULT }.validate().unwrap_err();
+            assert!(e.to_string().contains("split_k"), "{e}");
+        }
+        for (m, n, k) in [(8192, 8192, 8192), (128, 8192, 1024), (64, 64, 64), (256, 256, 65536)] {
             assert!(GemmConfig::heuristic(m, n, k, 1).validate().is_ok());
         }
     }
@@ -177,5 +229,29 @@ mod gemm_tests {
         // 32-row matrices: every taller tile would be mostly padding.
         assert_eq!(tile(32, 256, 256, 40), 7);
         assert_eq!(tile(1, 1, 1, 1), 7);
+    }
+
+    #[test]
+    fn the_heuristic_splits_k_only_for_few_tiles_and_long_k() {
+        let split = |m, n, k, b| GemmConfig::heuristic(m, n, k, b).split_k;
+        // 4 tiles of 128 x 128: 16 slices (the cap) of 4096.
+        assert_eq!(GemmConfig::heuristic(256, 256, 65536, 1), GemmConfig { tile: 0, split_k: 16, cpu_rows: 16 });
+        // 16 tiles: 16 slices give 256 blocks, two waves at most.
+        assert_eq!(split(512, 512, 32768, 1), 16);
+        // 64 tiles: 4 slices.
+        assert_eq!(split(1024, 1024, 16384, 1), 4, "128 blocks of 64 x 128, under a wave");
+        assert_eq!(split(640, 640, 16384, 1), 10);
+        // Short K, K not long against the output, or a batch: no split.
+        assert_eq!(split(256, 256, 1024, 1), 1);
+        assert_eq!(split(128, 4096, 8192, 1), 1);
+        assert_eq!(split(256, 256, 65536, 2), 1);
+        // Slices stay at least 256 long: 2048 / 256 = 8.
+        assert_eq!(split(64, 64, 2048, 1), 8);
+        assert_eq!(split(8192, 8192, 65536, 1), 1);
+        // Without a split, the tile is the unsplit rule's.
+        for (m, n, k, b) in [(8192, 8192, 8192, 1), (128, 8192, 1024, 1), (256, 256, 65536, 2), (64, 64, 64, 1)] {
+            assert_eq!(GemmConfig::heuristic(m, n, k, b), GemmConfig::heuristic_unsplit(m, n, b));
+        }
+        assert_eq!(GemmConfig::heuristic_unsplit(256, 256, 1).tile, 7);
     }
 }

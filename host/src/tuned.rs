@@ -50,7 +50,7 @@ pub fn tile_label(tile: usize) -> Option<String> {
 }
 
 /// A GEMM config as named parameters: `tile` (index into `tc::TILES`), `tile_shape` (its
-/// label, checked on reading) and `cpu_rows`.
+/// label, checked on reading), `cpu_rows` and `split_k`.
 pub fn gemm_to_params(c: &GemmConfig) -> Config {
     let mut m = Config::new();
     m.insert("tile".into(), Param::Int(c.tile as i64));
@@ -58,17 +58,23 @@ pub fn gemm_to_params(c: &GemmConfig) -> Config {
         m.insert("tile_shape".into(), Param::Text(l));
     }
     m.insert("cpu_rows".into(), Param::Int(c.cpu_rows as i64));
+    m.insert("split_k".into(), Param::Int(c.split_k as i64));
     m
 }
 
 /// The GEMM config from named parameters; `None` when one is missing or out of range, or the
-/// tile's shape is not the one compiled at that index.
+/// tile's shape is not the one compiled at that index. `split_k` may be missing (entries
+/// written before split-K existed): 1, no split.
 pub fn gemm_from_params(m: &Config) -> Option<GemmConfig> {
     let int = |k: &str| match m.get(k) {
         Some(Param::Int(v)) => usize::try_from(*v).ok(),
         _ => None,
     };
-    let c = GemmConfig { tile: int("tile")?, cpu_rows: int("cpu_rows")? };
+    let split_k = match m.get("split_k") {
+        None => 1,
+        Some(_) => int("split_k")?,
+    };
+    let c = GemmConfig { tile: int("tile")?, cpu_rows: int("cpu_rows")?, split_k };
     match m.get("tile_shape") {
         Some(Param::Text(t)) if Some(t) != tile_label(c.tile).as_ref() => return None,
         Some(Param::Text(_)) | None => {}
@@ -393,10 +399,21 @@ mod tests {
     #[test]
     fn gemm_params_round_trip_and_check_the_tile_shape() {
         for tile in 0..TILES.len() {
-            let c = GemmConfig { tile, cpu_rows: 8 };
-            assert_eq!(gemm_from_params(&gemm_to_params(&c)), Some(c));
+            for split_k in [1, 2, 16, 64] {
+                let c = GemmConfig { tile, cpu_rows: 8, split_k };
+                assert_eq!(gemm_from_params(&gemm_to_params(&c)), Some(c));
+            }
         }
-        let mut m = gemm_to_params(&GemmConfig { tile: 1, cpu_rows: 8 });
+        // Entries from before split-K have no `split_k`: no split.
+        let mut m = gemm_to_params(&GemmConfig { tile: 2, cpu_rows: 8, split_k: 4 });
+        m.remove("split_k");
+        assert_eq!(gemm_from_params(&m), Some(GemmConfig { tile: 2, cpu_rows: 8, split_k: 1 }));
+        for bad in [Param::Int(0), Param::Int(65), Param::Int(-2), Param::Text("4".into())] {
+            let mut m = gemm_to_params(&GemmConfig::DEFAULT);
+            m.insert("split_k".into(), bad.clone());
+            assert_eq!(gemm_from_params(&m), None, "split_k {bad:?}");
+        }
+        let mut m = gemm_to_params(&GemmConfig { tile: 1, cpu_rows: 8, split_k: 1 });
         m.insert("tile_shape".into(), Param::Text("1x1".into()));
         assert_eq!(gemm_from_params(&m), None, "a tile index whose shape changed is not used");
         let mut m = gemm_to_params(&GemmConfig::DEFAULT);

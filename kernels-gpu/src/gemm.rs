@@ -205,7 +205,8 @@ impl GemmVariant {
     /// load width and output type; the other tiles with the input's own output type at
     /// 16-byte loads, and the `tc::NARROW_TILES` also at 8-byte loads.
     pub fn is_compiled(&self) -> bool {
-        let own_out = self.out_f32 == (self.dtype == DType::F32);
+        // f32 inputs always give f32 (the flag is not part of their names).
+        let own_out = self.dtype == DType::F32 || !self.out_f32;
         match self.math {
             Math::Ffma => self.tile == 0,
             _ if self.tile == 0 => true,
@@ -452,7 +453,11 @@ mod tests {
     #[test]
     fn variant_names_are_unique_and_well_formed() {
         let all: alloc_free::Names = GemmVariant::all().collect();
-        assert_eq!(all.len, 8 + 4 * (3 + 7) + 2 * 4 * (4 * 2 + 7));
+        // FFMA: 4 layouts x 2 widths; tf32: 4 layouts x (3 widths of tile 0 + 7 tiles + the
+        // narrow tiles at 8 bytes); f16/bf16: 4 layouts x (4 widths x 2 outputs + 7 + narrow).
+        let narrow = tc::NARROW_TILES.len();
+        assert_eq!(all.len, 8 + 4 * (3 + 7 + narrow) + 2 * 4 * (4 * 2 + 7 + narrow));
+        assert!(GemmVariant::all().all(|v| v.is_compiled()));
         for i in 0..all.len {
             for j in 0..i {
                 assert!(all.get(i) != all.get(j), "duplicate {}", all.get(i));

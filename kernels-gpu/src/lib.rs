@@ -11,6 +11,7 @@ pub mod elementwise;
 pub mod gemm;
 pub mod math;
 pub mod reduce;
+pub mod splitk;
 
 #[cfg(target_arch = "nvptx64")]
 mod entry;

@@ -1,12 +1,15 @@
 //! `cargo xtask bench --ops gemm`: our GEMM against cuBLAS on the same shapes in the same
 //! process, plus the batched (vs separate launches, vs cuBLAS strided-batched) and fused-epilogue
-//! (vs our unfused kernels, vs cuBLASLt GELU_BIAS) comparisons; a table on stdout and JSON.
+//! (vs our unfused kernels, vs cuBLASLt GELU_BIAS) and split-K (our heuristic and our best
+//! forced split vs cuBLAS, bf16 and tf32) comparisons; a table on stdout and JSON.
 
 use anyhow::Context;
 use ferrotune::peer::{GemmMath, GemmShape};
 use ferrotune::{Backend, BackendChoice};
 use ferrotune_autotune::measure::Repeat;
-use ferrotune_bench::gemm::{GemmRow, batched_comparisons, compare_with_cublas, fused_linear_bias_gelu};
+use ferrotune_bench::gemm::{
+    GemmRow, SPLIT_K_SHAPES, batched_comparisons, compare_with_cublas, fused_linear_bias_gelu, split_k_comparisons,
+};
 
 /// What `bench --ops gemm` runs.
 pub struct GemmArgs {
@@ -30,13 +33,14 @@ pub fn parse_shape(s: &str) -> anyhow::Result<GemmShape> {
 
 fn print(r: &GemmRow) {
     println!(
-        "{:<18} {:<5} {:>5}x{:>5}x{:>5} b{:<3} ours {:>8.3} ms {:>7.1} TF/s | {:<40} {:>8} | ratio {:>6} {}",
+        "{:<18} {:<5} {:>5}x{:>5}x{:>5} b{:<3} s{:<2} ours {:>8.3} ms {:>7.1} TF/s | {:<40} {:>8} | ratio {:>6} {}",
         r.case,
         r.dtype,
         r.m,
         r.n,
         r.k,
         r.batch,
+        r.split_k.unwrap_or(1),
         r.ours.median_ms,
         r.ours_tflops,
         r.peer,
@@ -63,6 +67,21 @@ pub fn run(args: GemmArgs) -> anyhow::Result<()> {
             let r = compare_with_cublas(&backend, math, parse_shape(s)?, repeat)?;
             print(&r);
             rows.push(r);
+        }
+    }
+    // Split-K on skinny, long-K shapes, for the inputs it targets.
+    for dt in ["bf16", "tf32"].into_iter().filter(|d| args.dtypes.iter().any(|x| x == d)) {
+        let math = GemmMath::from_name(dt).context("bf16 and tf32 are GEMM dtypes")?;
+        for (m, n, k) in SPLIT_K_SHAPES {
+            for r in split_k_comparisons(&backend, math, GemmShape { m, n, k }, repeat)? {
+                print(&r);
+                if !r.split_k_sweep.is_empty() {
+                    let sweep: Vec<String> =
+                        r.split_k_sweep.iter().map(|t| format!("s{} {:.3} ms", t.split_k, t.median_ms)).collect();
+                    println!("    forced: {}", sweep.join(", "));
+                }
+                rows.push(r);
+            }
         }
     }
     for r in batched_comparisons(&backend, 40, 32, 256, 256, repeat)? {

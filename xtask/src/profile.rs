@@ -79,7 +79,7 @@ pub fn run(cmd: Cmd) -> anyhow::Result<()> {
     }
 }
 
-/// `profile explain --op gemm`: the tile (and CPU rows) a GEMM of this shape gets, and why.
+/// `profile explain --op gemm`: the tile, CPU rows and split-K a GEMM of this shape gets, and why.
 fn explain_gemm(set: &ProfileSet, dtype: &str, shape: Option<&str>, layout: &str, b: &Backend) -> anyhow::Result<()> {
     let shape = shape.context("gemm needs --shape MxNxK")?;
     let v: Vec<usize> = shape
@@ -102,12 +102,42 @@ fn explain_gemm(set: &ProfileSet, dtype: &str, shape: Option<&str>, layout: &str
     let (cfg, src) = ferrotune::tuned::gemm_explain_in(set, &g, dt.dtype(), &b.stream());
     let label = ferrotune::tuned::tile_label(cfg.tile).unwrap_or_default();
     println!(
-        "gemm {dtype} {layout} {m}x{n}x{k} batch {batch} on {}: tile {} ({label}), cpu_rows {}\n  from: {src}",
+        "gemm {dtype} {layout} {m}x{n}x{k} batch {batch} on {}: tile {} ({label}), cpu_rows {}, split_k {}\n  from: {src}",
         b.name(),
         cfg.tile,
-        cfg.cpu_rows
+        cfg.cpu_rows,
+        cfg.split_k
     );
+    let mut note = split_k_note(&g, cfg.split_k, b.name() == "cpu");
+    if cfg.split_k > 1 && cfg.tile != 0 && dt != ferrotune_autotune::GemmDtype::Tf32 && note.contains("slices") {
+        note.push_str(&format!(
+            "; the partial products run tile 0, not tile {} (16-bit inputs have f32 outputs on tile 0 only)",
+            cfg.tile
+        ));
+    }
+    println!("  split-K: {note}");
     Ok(())
+}
+
+/// What a split-K factor does to this GEMM: the slices it runs, the workspace, or why not.
+fn split_k_note(g: &ferrotune::ops::gemm::Gemm, split_k: usize, cpu: bool) -> String {
+    let plan = ferrotune::ops::gemm::SplitPlan::new(g.k, split_k);
+    if split_k <= 1 {
+        "off".into()
+    } else if cpu {
+        "ignored on the CPU backend (same result up to rounding)".into()
+    } else if g.batch > 1 {
+        "ignored: batches run unsplit".into()
+    } else if !plan.is_split() {
+        format!("K = {} is too short to split (slices are multiples of 8 long)", g.k)
+    } else {
+        let mib =
+            plan.workspace_elems_checked(g.m, g.n).map_or(f64::INFINITY, |e| e as f64 * 4.0 / (1u64 << 20) as f64);
+        format!(
+            "{} slices of K = {} (the last {}), partial products in an f32 workspace of {mib:.1} MiB, then a reduce kernel with the epilogue",
+            plan.slices, plan.kc, plan.last_k
+        )
+    }
 }
 
 fn show(path: &Path) -> anyhow::Result<()> {

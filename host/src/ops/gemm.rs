@@ -7,9 +7,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, SyncOnDrop};
 use ferrotune_kernels::gemm::{self as kg, CpuOperands, GemmVariant};
+use ferrotune_kernels::splitk::{REDUCE_THREADS, reduce_entry};
 use rayon::prelude::*;
 
 pub use ferrotune_kernels::gemm::{Epilogue, Layout};
+pub use ferrotune_kernels::splitk::SplitPlan;
 
 use crate::DType;
 use crate::backend::{Cpu, Gpu};
@@ -43,6 +45,10 @@ pub struct Gemm {
     pub tile: Option<usize>,
     /// Output rows per rayon task on the CPU backend; `None` asks the chooser.
     pub cpu_rows: Option<usize>,
+    /// Slices K is split into on the GPU (1 = no split); `None` asks the chooser. Forcing more
+    /// than 1 on a batch of several matrices (strided or pointer-array) is an error; the CPU
+    /// backend ignores it (its result is the same up to rounding).
+    pub split_k: Option<usize>,
 }
 
 /// Arithmetic allowed for f32 inputs.
@@ -83,6 +89,7 @@ impl Gemm {
             precision: Precision::AllowTf32,
             tile: None,
             cpu_rows: None,
+            split_k: None,
         }
     }
 
@@ -95,6 +102,15 @@ impl Gemm {
     /// is an `InvalidConfig` error at launch.
     pub fn tile(mut self, t: usize) -> Gemm {
         self.tile = Some(t);
+        self
+    }
+
+    /// Forces split-K with `s` slices of K (1 = off; at most `GemmConfig::MAX_SPLIT_K`, else an
+    /// `InvalidConfig` error at launch). The slices' f32 partial products go to a workspace
+    /// allocated on the stream for the call, `s * m * n` floats; K too short for `s` slices of
+    /// at least 8 uses fewer. Single matrices only (`batch == 1`).
+    pub fn split_k(mut self, s: usize) -> Gemm {
+        self.split_k = Some(s);
         self
     }
 
@@ -235,6 +251,15 @@ fn check<T: Scalar, O: Scalar>(
     if g.cpu_rows == Some(0) {
         return Err(Error::InvalidConfig { op: OP, why: "cpu_rows must be at least 1".into() });
     }
+    if let Some(sk) = g.split_k {
+        crate::config::validate_split_k(sk)?;
+        if sk > 1 && g.batch > 1 {
+            return Err(Error::InvalidConfig {
+                op: OP,
+                why: format!("split_k {sk} needs a single matrix, this call has a batch of {}", g.batch),
+            });
+        }
+    }
     check_operand("A", a.len(), g.a_layout, g.m, g.k, g.lda, g, g.stride_a)?;
     check_operand("B", b.len(), g.b_layout, g.k, g.n, g.ldb, g, g.stride_b)?;
     check_operand("D", d.len(), Layout::Row, g.m, g.n, g.ldc, g, g.stride_c)?;
@@ -279,8 +304,39 @@ pub fn gemm<T: Scalar, O: Scalar>(
     // A tuned profile's config for this device and shape, else the built-in heuristic.
     let cfg = crate::tuned::gemm_config_for(s, &g, T::DTYPE);
     match s {
+        // The CPU backend does not split K: the result is the same up to rounding.
         Stream::Cpu(cpu) => run_cpu(cpu, &g, cfg, a, b, c, bias, d),
-        Stream::Cuda { stream, gpu } => run_gpu(stream, gpu, &g, cfg, a, b, c, bias, d),
+        Stream::Cuda { stream, gpu } => {
+            let plan = SplitPlan::new(g.k, split_k_for(&g, cfg));
+            if plan.is_split() {
+                run_gpu_split(stream, gpu, &g, cfg, plan, a, b, c, bias, d)
+            } else if cfg.split_k > 1 {
+                // The config's tile was chosen for a split this call does not run.
+                run_gpu(stream, gpu, &g, GemmConfig::heuristic_unsplit(g.m, g.n, g.batch), a, b, c, bias, d)
+            } else {
+                run_gpu(stream, gpu, &g, cfg, a, b, c, bias, d)
+            }
+        }
+    }
+}
+
+/// The split-K factor a call runs with: the call's own (checked in `check`), else the chosen
+/// config's for single matrices; a profile's split-K for a batch is ignored (and logged).
+fn split_k_for(g: &Gemm, cfg: GemmConfig) -> usize {
+    match g.split_k {
+        Some(s) => s,
+        None if g.batch > 1 && cfg.split_k > 1 => {
+            log::debug!(
+                "gemm {}x{}x{} batch {}: split_k {} of the chosen config ignored (single matrices only)",
+                g.m,
+                g.n,
+                g.k,
+                g.batch,
+                cfg.split_k
+            );
+            1
+        }
+        None => cfg.split_k,
     }
 }
 
@@ -450,6 +506,160 @@ fn run_gpu<T: Scalar, O: Scalar>(
     Ok(())
 }
 
+/// The two GEMM launches of a split-K call (see [`split_launches`]).
+#[derive(Clone, Copy, Debug)]
+pub struct SplitLaunches {
+    pub plan: SplitPlan,
+    /// The first `slices - 1` slices: a strided batch over K (batch index = slice), plain
+    /// epilogue, f32 output into the workspace `[slice][m][n]`.
+    pub part: Gemm,
+    /// The last slice (`last_k` long), into the workspace's last matrix.
+    pub last: Gemm,
+    pub v_part: GemmVariant,
+    pub v_last: GemmVariant,
+    /// Addresses of the last slice's first elements of A and B.
+    pub last_a: u64,
+    pub last_b: u64,
+}
+
+/// The partial GEMMs of `plan` for the resolved single GEMM `g` with inputs of `dtype` at
+/// `pa`, `pb`, and their compiled variants (f32 output; the load width from each launch's own
+/// pointers and strides; the tile forced by `g`, else `chosen`'s where it has an f32-output
+/// variant, else tile 0). An error where the forced tile has no such variant.
+pub fn split_launches(
+    g: &Gemm,
+    dtype: DType,
+    plan: SplitPlan,
+    pa: u64,
+    pb: u64,
+    chosen: GemmConfig,
+) -> Result<SplitLaunches> {
+    if !plan.is_split() || g.batch > 1 {
+        return Err(Error::InvalidConfig {
+            op: OP,
+            why: format!("split-K needs a single matrix and at least 2 slices (batch {}, {:?})", g.batch, plan),
+        });
+    }
+    // Element offset of `kc` along K in each operand.
+    let off_a = match g.a_layout {
+        Layout::Row => plan.kc,
+        Layout::Col => plan.kc * g.lda,
+    };
+    let off_b = match g.b_layout {
+        Layout::Row => plan.kc * g.ldb,
+        Layout::Col => plan.kc,
+    };
+    let mn = g.m.checked_mul(g.n).ok_or_else(|| Error::OutOfMemory {
+        context: format!("the split-K workspace of {} x {} floats overflows the address space", g.m, g.n),
+    })?;
+    let part = Gemm {
+        k: plan.kc,
+        batch: plan.slices - 1,
+        stride_a: off_a,
+        stride_b: off_b,
+        ldc: g.n,
+        stride_c: mn,
+        epilogue: Epilogue::PLAIN,
+        split_k: Some(1),
+        ..*g
+    };
+    let last = Gemm { k: plan.last_k, batch: 1, ..part };
+    let es = dtype.size_bytes() as u64;
+    let rest = (plan.slices - 1) as u64;
+    let (last_a, last_b) = (pa + rest * off_a as u64 * es, pb + rest * off_b as u64 * es);
+    let why_split = |e: Error| match e {
+        Error::InvalidConfig { op, why } => Error::InvalidConfig {
+            op,
+            why: format!("split-K's partial products need an f32-output GEMM variant: {why}"),
+        },
+        e => e,
+    };
+    let v_part = variant_chosen(&part, dtype, DType::F32, pa, pb, chosen).map_err(why_split)?;
+    let v_last = variant_chosen(&last, dtype, DType::F32, last_a, last_b, chosen).map_err(why_split)?;
+    Ok(SplitLaunches { plan, part, last, v_part, v_last, last_a, last_b })
+}
+
+/// Split-K on the GPU: the first `plan.slices - 1` slices of K as one strided-batched launch
+/// of the GEMM entry (batch index = slice, plain epilogue, f32 output into the workspace
+/// `[slice][m][n]`), the last, shorter slice as a second launch, then the reduce kernel adds
+/// the slices and applies the call's epilogue into D. The workspace is allocated on the stream
+/// and freed in stream order after the reduce.
+#[allow(clippy::too_many_arguments)]
+fn run_gpu_split<T: Scalar, O: Scalar>(
+    cs: &Arc<CudaStream>,
+    gpu: &Gpu,
+    g: &Gemm,
+    cfg: GemmConfig,
+    plan: SplitPlan,
+    a: &View<'_, T>,
+    b: &View<'_, T>,
+    c: Option<&View<'_, O>>,
+    bias: Option<&View<'_, O>>,
+    d: &mut ViewMut<'_, O>,
+) -> Result<()> {
+    let (pa, ga) = device_ptr(a, cs)?;
+    let (pb, gb) = device_ptr(b, cs)?;
+    let ViewMut::Cuda(dv) = d else {
+        return Err(Error::BackendMismatch { op: OP, what: "D", expected: "cuda", got: "cpu" });
+    };
+    let (pd, gd) = dv.device_ptr_mut(cs);
+    let (pc, gc) = match c {
+        Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
+        None => (pd, None),
+    };
+    let (pbias, gbias) = match bias {
+        Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
+        None => (pd, None),
+    };
+    let (m, n) = (g.m, g.n);
+    let SplitLaunches { part, last, v_part, v_last, last_a: pa_last, last_b: pb_last, .. } =
+        split_launches(g, T::DTYPE, plan, pa, pb, cfg)?;
+    let mn = part.stride_c;
+    let ws_len = plan.workspace_elems_checked(m, n).ok_or_else(|| Error::OutOfMemory {
+        context: format!("the split-K workspace of {} x {m} x {n} floats overflows the address space", plan.slices),
+    })?;
+    let rest = (plan.slices - 1) as u64;
+    let reduce = gpu.kernels()?.function(reduce_entry(O::DTYPE))?;
+    // SAFETY: the workspace is written in full by the two GEMM launches (every (slice, i, j)
+    // with i < m, j < n) before the reduce reads it, all in stream order.
+    let mut ws = unsafe { cs.alloc::<f32>(ws_len) }
+        .ctx(|| format!("allocating the split-K workspace ({} MiB)", (ws_len * 4).div_ceil(1 << 20)))?;
+    let (pw, gw) = ws.device_ptr_mut(cs);
+    let pw_last = pw + rest * mn as u64 * 4;
+    // SAFETY: `check` proved A and B cover the m x k problem at these leading dimensions; slice
+    // z < slices - 1 reads K range [z kc, (z + 1) kc) and the last [rest kc, k), all inside it.
+    // The workspace holds `slices` tight m x n f32 matrices; C is not read (beta = 0) and no
+    // bias is added, so the workspace stands in for those pointers. `variant_chosen` matched
+    // each launch's load width to its pointers and strides.
+    unsafe {
+        launch(cs, gpu, &part, v_part, [pa, pb, pw, pw, pw], false)?;
+        launch(cs, gpu, &last, v_last, [pa_last, pb_last, pw_last, pw_last, pw_last], false)?;
+    }
+    let total = m * n.div_ceil(4);
+    let blocks = total.div_ceil(REDUCE_THREADS as usize).clamp(1, 16 * gpu.info.sm_count.max(1) as usize) as u32;
+    let launch_cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
+    let dims = [m, n, g.ldc, plan.slices].map(|x| x as u32);
+    let stride = mn as u64;
+    let e = g.epilogue;
+    let flags = e.flags();
+    let mut lb = cs.launch_builder(&reduce.func);
+    lb.arg(&pw).arg(&pc).arg(&pd).arg(&pbias);
+    for x in &dims {
+        lb.arg(x);
+    }
+    lb.arg(&stride).arg(&e.alpha).arg(&e.beta).arg(&flags);
+    // SAFETY: matches `reduce_entry!` in kernels-gpu/src/entry/splitk.rs (4 pointers, 4 u32,
+    // 1 u64, 2 f32, 1 u32). The workspace holds `slices` m x n matrices `stride` apart (the
+    // kernel uses 16-byte loads only where its base, n and stride allow); `check` proved D (and C when beta != 0) cover m rows of ldc and bias n entries
+    // when the epilogue adds it.
+    unsafe { lb.launch(launch_cfg) }
+        .ctx(|| format!("launching {} ({m}x{n}, {} slices)", reduce_entry(O::DTYPE), plan.slices))?;
+    drop((ga, gb, gd, gc, gbias, gw));
+    // Freed in stream order, after the reduce.
+    drop(ws);
+    Ok(())
+}
+
 /// Launches variant `v` of the GEMM entry on `ptrs` = (a, b, c, d, bias); with `ptr_array`
 /// the first four are device arrays of `g.batch` per-matrix pointers.
 ///
@@ -525,7 +735,13 @@ pub fn gemm_ptr_array<T: Scalar, O: Scalar>(
     bias: Option<&View<'_, O>>,
     d: &mut [ViewMut<'_, O>],
 ) -> Result<()> {
-    let g = Gemm { batch: 1, stride_a: 0, stride_b: 0, stride_c: 0, ..*g }.resolved();
+    if let Some(sk @ 2..) = g.split_k {
+        return Err(Error::InvalidConfig {
+            op: OP,
+            why: format!("split_k {sk} is not available for pointer-array batches (single matrices only)"),
+        });
+    }
+    let g = Gemm { batch: 1, stride_a: 0, stride_b: 0, stride_c: 0, split_k: Some(1), ..*g }.resolved();
     if g.epilogue.beta != 0.0 {
         return Err(Error::InvalidConfig { op: OP, why: "pointer-array batches take no C (beta must be 0)".into() });
     }

@@ -6,3 +6,4 @@ mod clifford;
 mod elementwise;
 mod gemm;
 mod reduce;
+mod splitk;
