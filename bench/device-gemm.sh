@@ -9,7 +9,7 @@ export FERROTUNE_COMMIT=$(cat .carry/commit) FERROTUNE_REQUIRE_GPU=1
 R=$OUT/results; mkdir -p $R
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > $R/nvidia-smi.txt
 echo "=== GEMM tests"
-timeout 240 .carry/ferrotune_tests --test-threads=1 --nocapture gemm > $R/gemm-tests.txt 2>&1
+timeout 300 .carry/ferrotune_tests --test-threads=1 --nocapture gemm split_k > $R/gemm-tests.txt 2>&1
 echo "tests exit $?"; grep -E "test result|cases|panicked|FAILED" $R/gemm-tests.txt | head -20
 echo "=== tiles"
 timeout 240 .carry/xtask bench --ops gemm-tiles --dtypes ${TILE_DTYPES:-bf16,tf32} --iters 10 --warmup 2 \
@@ -31,7 +31,7 @@ fi
 echo "=== sanitizer"
 for tool in memcheck racecheck; do
   timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 .carry/ferrotune_tests --test-threads=1 \
-    gpu_gemm_every_tile gemm_pointer_array > $R/sanitizer-gemm-$tool.txt 2>&1
+    gpu_gemm_every_tile gemm_pointer_array gpu_split_k_random_shapes > $R/sanitizer-gemm-$tool.txt 2>&1
   echo "$tool: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/sanitizer-gemm-$tool.txt | tail -1)"
 done
 tar -czf $OUT/results.tgz -C $OUT results
