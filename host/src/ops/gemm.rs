@@ -321,7 +321,8 @@ pub fn gemm<T: Scalar, O: Scalar>(
 }
 
 /// The split-K factor a call runs with: the call's own (checked in `check`), else the chosen
-/// config's for single matrices; a profile's split-K for a batch is ignored (and logged).
+/// config's for single matrices without a forced tile; a profile's split-K for a batch is
+/// ignored (and logged).
 fn split_k_for(g: &Gemm, cfg: GemmConfig) -> usize {
     match g.split_k {
         Some(s) => s,
@@ -333,6 +334,19 @@ fn split_k_for(g: &Gemm, cfg: GemmConfig) -> usize {
                 g.k,
                 g.batch,
                 cfg.split_k
+            );
+            1
+        }
+        // A forced tile asks for that kernel: the chosen config's split (whose partial
+        // products may need another tile) applies only when split_k is forced too.
+        None if g.tile.is_some() && cfg.split_k > 1 => {
+            log::debug!(
+                "gemm {}x{}x{}: split_k {} of the chosen config ignored for the forced tile {:?}",
+                g.m,
+                g.n,
+                g.k,
+                cfg.split_k,
+                g.tile
             );
             1
         }
