@@ -127,9 +127,10 @@ impl GemmConfig {
     /// Built-in choice by shape, from the all-tiles sweep on an H100 (bench/results/
     /// gemm-tiles-h100.json), see `heuristic_unsplit`.
     ///
-    /// Split-K (single GEMMs only): when that tile leaves most of the SMs without a block
-    /// (fewer than one wave of 132) and K is long (`k >= 2048` and `k >= 4 max(m, n)`), K is
-    /// cut into `s` slices so that the partial GEMMs, which run tile 0 (the only tile with an
+    /// Split-K (single GEMMs only): when the output has at most a quarter wave of 128 x 128
+    /// tiles (33 on 132 SMs; the H100 split-K rows in bench/results/gemm-h100.json: 16 slices
+    /// ran 3.3x faster on 4 such tiles and 1.9x on 16, but slower on 64) and K is long
+    /// (`k >= 2048` and `k >= 4 max(m, n)`), K is cut into `s` slices so that the partial GEMMs, which run tile 0 (the only tile with an
     /// f32 output for 16-bit inputs), give one to two waves: `s` = the most slices with at
     /// most two waves of tile-0 blocks, at most 16, each slice at least 256 long.
     pub fn heuristic(m: usize, n: usize, k: usize, batch: usize) -> GemmConfig {
@@ -138,7 +139,7 @@ impl GemmConfig {
             m.div_ceil(tile.bm()) * n.div_ceil(tile.bn()) * batch.max(1)
         };
         let tile = Self::heuristic_unsplit(m, n, batch).tile;
-        if batch <= 1 && blocks(tile) < SMS && k >= 2048 && k >= 4 * m.max(n) {
+        if batch <= 1 && blocks(0) <= SMS / 4 && k >= 2048 && k >= 4 * m.max(n) {
             let s = (2 * SMS / blocks(0).max(1)).min(16).min(k / MIN_SLICE_K);
             if s >= 2 {
                 return GemmConfig { tile: 0, split_k: s, ..GemmConfig::DEFAULT };
@@ -150,8 +151,9 @@ impl GemmConfig {
     /// The heuristic's tile without split-K (also what a call that does not split runs when
     /// the chosen config's tile was picked for a split): 128 x 256 x 64 (tile 4, fastest on
     /// every large bf16/tf32 shape and on tf32 1000x3000x700 with 96 blocks) once it fills two
-    /// thirds of the 132 SMs with one block each; else 128 x 128 (best on 512x3072x768) or
-    /// 64 x 128 from half a wave at two or three blocks per SM; else 64 x 64. A tile is
+    /// thirds of the 132 SMs with one block each; else 128 x 128 with four 64 x 64 warps
+    /// (tile 3, best on 512x3072x768) or 64 x 128 from half a wave at two or three blocks per
+    /// SM; else 64 x 64. A tile is
     /// skipped where padding to whole tiles would waste more than a quarter of its work (a
     /// batch of 32-row matrices).
     pub fn heuristic_unsplit(m: usize, n: usize, batch: usize) -> GemmConfig {
@@ -162,7 +164,7 @@ impl GemmConfig {
             let used = (m * n) as f64 / ((bm * tile.bm() * bn * tile.bn()) as f64).max(1.0);
             blocks >= min_blocks && used >= 0.75
         };
-        let tile = [(4, 88), (0, 66), (6, 66)].into_iter().find(|&(t, b)| fits(t, b)).map_or(7, |(t, _)| t);
+        let tile = [(4, 88), (3, 66), (6, 66)].into_iter().find(|&(t, b)| fits(t, b)).map_or(7, |(t, _)| t);
         GemmConfig { tile, ..GemmConfig::DEFAULT }
     }
 
@@ -225,7 +227,7 @@ mod gemm_tests {
         assert_eq!(tile(8192, 8192, 8192, 1), 4);
         assert_eq!(tile(8192, 3072, 768, 1), 4);
         assert_eq!(tile(1000, 3000, 700, 1), 4);
-        assert_eq!(tile(512, 3072, 768, 1), 0);
+        assert_eq!(tile(512, 3072, 768, 1), 3);
         // 32-row matrices: every taller tile would be mostly padding.
         assert_eq!(tile(32, 256, 256, 40), 7);
         assert_eq!(tile(1, 1, 1, 1), 7);
@@ -239,7 +241,7 @@ mod gemm_tests {
         // 16 tiles: 16 slices give 256 blocks, two waves at most.
         assert_eq!(split(512, 512, 32768, 1), 16);
         // 64 tiles: 4 slices.
-        assert_eq!(split(1024, 1024, 16384, 1), 4, "128 blocks of 64 x 128, under a wave");
+        assert_eq!(split(1024, 1024, 16384, 1), 1, "64 tiles: splitting measured slower");
         assert_eq!(split(640, 640, 16384, 1), 10);
         // Short K, K not long against the output, or a batch: no split.
         assert_eq!(split(256, 256, 1024, 1), 1);
