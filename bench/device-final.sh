@@ -18,13 +18,13 @@ R=$OUT/results; mkdir -p $R
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > $R/nvidia-smi.txt
 if [[ $PARTS == *tests* ]]; then
   echo "=== GPU tests"
-  timeout 300 .carry/ferrotune_tests --test-threads=1 --nocapture gpu_ errors ptx public_wrappers gemm clifford \
+  timeout 300 .carry/ferrotune_tests --test-threads=1 --nocapture gpu_ errors ptx public_wrappers gemm split_k clifford \
     every_entry > $R/tests.txt 2>&1
   echo "tests exit $?"; grep -E "test result|cases|panicked" $R/tests.txt | head -20
   echo "=== compute-sanitizer"
   for tool in memcheck racecheck synccheck; do
     FERROTUNE_TEST_SMALL=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 .carry/ferrotune_tests \
-      --test-threads=1 gpu_matches gpu_sum gpu_gemm_matches gpu_gemm_every_tile gemm_pointer_array \
+      --test-threads=1 gpu_matches gpu_sum gpu_gemm_matches gpu_gemm_every_tile gemm_pointer_array gpu_split_k_random \
       gpu_clifford_forward gpu_clifford_backward > $R/sanitizer-$tool.txt 2>&1
     echo "$tool: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/sanitizer-$tool.txt | tail -1)"
   done
