@@ -308,14 +308,14 @@ pub fn gemm<T: Scalar, O: Scalar>(
         Stream::Cpu(cpu) => run_cpu(cpu, &g, cfg, a, b, c, bias, d),
         Stream::Cuda { stream, gpu } => {
             let plan = SplitPlan::new(g.k, split_k_for(&g, cfg));
-            if plan.is_split() {
-                run_gpu_split(stream, gpu, &g, cfg, plan, a, b, c, bias, d)
-            } else if cfg.split_k > 1 {
-                // The config's tile was chosen for a split this call does not run.
-                run_gpu(stream, gpu, &g, GemmConfig::heuristic_unsplit(g.m, g.n, g.batch), a, b, c, bias, d)
+            // A config whose tile was chosen for a split this call does not run gives way to
+            // the unsplit heuristic.
+            let cfg = if !plan.is_split() && cfg.split_k > 1 {
+                GemmConfig::heuristic_unsplit(g.m, g.n, g.batch)
             } else {
-                run_gpu(stream, gpu, &g, cfg, a, b, c, bias, d)
-            }
+                cfg
+            };
+            run_gpu(stream, gpu, &g, cfg, plan, a, b, c, bias, d)
         }
     }
 }
@@ -485,12 +485,14 @@ pub fn variant_chosen(g: &Gemm, dtype: DType, out: DType, pa: u64, pb: u64, chos
     Ok(v)
 }
 
+/// One GEMM call on a CUDA stream: a single launch, or split-K's (`plan` split) launches.
 #[allow(clippy::too_many_arguments)]
 fn run_gpu<T: Scalar, O: Scalar>(
     cs: &Arc<CudaStream>,
     gpu: &Gpu,
     g: &Gemm,
     cfg: GemmConfig,
+    plan: SplitPlan,
     a: &View<'_, T>,
     b: &View<'_, T>,
     c: Option<&View<'_, O>>,
@@ -512,10 +514,16 @@ fn run_gpu<T: Scalar, O: Scalar>(
         Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
         None => (pd, None),
     };
-    let v = variant_chosen(g, T::DTYPE, O::DTYPE, pa, pb, cfg)?;
-    // SAFETY: `check` proved every operand covers its batch of matrices at the given strides
-    // and leading dimensions; `variant_for` matched the load width to the pointers.
-    unsafe { launch(cs, gpu, g, v, [pa, pb, pc, pd, pbias], false) }?;
+    let ptrs = [pa, pb, pc, pd, pbias];
+    if plan.is_split() {
+        // SAFETY: as below; the split's launches stay inside the same operands.
+        unsafe { launch_split(cs, gpu, g, cfg, plan, T::DTYPE, O::DTYPE, ptrs) }?;
+    } else {
+        let v = variant_chosen(g, T::DTYPE, O::DTYPE, pa, pb, cfg)?;
+        // SAFETY: `check` proved every operand covers its batch of matrices at the given
+        // strides and leading dimensions; `variant_for` matched the load width to the pointers.
+        unsafe { launch(cs, gpu, g, v, ptrs, false) }?;
+    }
     drop((ga, gb, gd, gc, gbias));
     Ok(())
 }
@@ -598,49 +606,37 @@ pub fn split_launches(
 /// `[slice][m][n]`), the last, shorter slice as a second launch, then the reduce kernel adds
 /// the slices and applies the call's epilogue into D. The workspace is allocated on the stream
 /// and freed in stream order after the reduce.
+///
+/// # Safety
+/// `ptrs` = (a, b, c, d, bias) on the device, covering the single matrix `g` describes (as
+/// `check` proves for the call's views) and staying alive until the launches complete.
 #[allow(clippy::too_many_arguments)]
-fn run_gpu_split<T: Scalar, O: Scalar>(
+unsafe fn launch_split(
     cs: &Arc<CudaStream>,
     gpu: &Gpu,
     g: &Gemm,
     cfg: GemmConfig,
     plan: SplitPlan,
-    a: &View<'_, T>,
-    b: &View<'_, T>,
-    c: Option<&View<'_, O>>,
-    bias: Option<&View<'_, O>>,
-    d: &mut ViewMut<'_, O>,
+    dtype: DType,
+    out: DType,
+    [pa, pb, pc, pd, pbias]: [u64; 5],
 ) -> Result<()> {
-    let (pa, ga) = device_ptr(a, cs)?;
-    let (pb, gb) = device_ptr(b, cs)?;
-    let ViewMut::Cuda(dv) = d else {
-        return Err(Error::BackendMismatch { op: OP, what: "D", expected: "cuda", got: "cpu" });
-    };
-    let (pd, gd) = dv.device_ptr_mut(cs);
-    let (pc, gc) = match c {
-        Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
-        None => (pd, None),
-    };
-    let (pbias, gbias) = match bias {
-        Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
-        None => (pd, None),
-    };
     let (m, n) = (g.m, g.n);
     let SplitLaunches { part, last, v_part, v_last, last_a: pa_last, last_b: pb_last, .. } =
-        split_launches(g, T::DTYPE, plan, pa, pb, cfg)?;
+        split_launches(g, dtype, plan, pa, pb, cfg)?;
     let mn = part.stride_c;
     let ws_len = plan.workspace_elems_checked(m, n).ok_or_else(|| Error::OutOfMemory {
         context: format!("the split-K workspace of {} x {m} x {n} floats overflows the address space", plan.slices),
     })?;
     let rest = (plan.slices - 1) as u64;
-    let reduce = gpu.kernels()?.function(reduce_entry(O::DTYPE))?;
+    let reduce = gpu.kernels()?.function(reduce_entry(out))?;
     // SAFETY: the workspace is written in full by the two GEMM launches (every (slice, i, j)
     // with i < m, j < n) before the reduce reads it, all in stream order.
     let mut ws = unsafe { cs.alloc::<f32>(ws_len) }
         .ctx(|| format!("allocating the split-K workspace ({} MiB)", (ws_len * 4).div_ceil(1 << 20)))?;
     let (pw, gw) = ws.device_ptr_mut(cs);
     let pw_last = pw + rest * mn as u64 * 4;
-    // SAFETY: `check` proved A and B cover the m x k problem at these leading dimensions; slice
+    // SAFETY: the caller vouches A and B cover the m x k problem at these leading dimensions; slice
     // z < slices - 1 reads K range [z kc, (z + 1) kc) and the last [rest kc, k), all inside it.
     // The workspace holds `slices` tight m x n f32 matrices; C is not read (beta = 0) and no
     // bias is added, so the workspace stands in for those pointers. `variant_chosen` matched
@@ -664,11 +660,11 @@ fn run_gpu_split<T: Scalar, O: Scalar>(
     lb.arg(&stride).arg(&e.alpha).arg(&e.beta).arg(&flags);
     // SAFETY: matches `reduce_entry!` in kernels-gpu/src/entry/splitk.rs (4 pointers, 4 u32,
     // 1 u64, 2 f32, 1 u32). The workspace holds `slices` m x n matrices `stride` apart (the
-    // kernel uses 16-byte loads only where its base, n and stride allow); `check` proved D (and C when beta != 0) cover m rows of ldc and bias n entries
-    // when the epilogue adds it.
+    // kernel uses 16-byte loads only where its base, n and stride allow); the caller vouches
+    // that D (and C when beta != 0) cover m rows of ldc and bias n entries when it is added.
     unsafe { lb.launch(launch_cfg) }
-        .ctx(|| format!("launching {} ({m}x{n}, {} slices)", reduce_entry(O::DTYPE), plan.slices))?;
-    drop((ga, gb, gd, gc, gbias, gw));
+        .ctx(|| format!("launching {} ({m}x{n}, {} slices)", reduce_entry(out), plan.slices))?;
+    drop(gw);
     // Freed in stream order, after the reduce.
     drop(ws);
     Ok(())

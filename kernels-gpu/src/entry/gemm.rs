@@ -152,6 +152,13 @@ impl<E: TcElem, const KC: bool, const AL: usize, const ROWS: usize, const KB: us
         Loader { src: p.wrapping_add(off), soff, lim: lim as u32, kofs: kofs as u32, _e: core::marker::PhantomData }
     }
 
+    /// Moves to the next k-tile in global memory.
+    #[inline(always)]
+    fn step(&mut self, ld: usize) {
+        let kstep = if KC { KB } else { KB * ld };
+        self.src = self.src.wrapping_add(kstep);
+    }
+
     /// `issue` for a tile known to lie wholly inside the operand (rows and K): no tests.
     ///
     /// # Safety
@@ -165,8 +172,7 @@ impl<E: TcElem, const KC: bool, const AL: usize, const ROWS: usize, const KB: us
             // tile and is AL-aligned.
             unsafe { copy_chunk::<AL>(sdst, self.src.wrapping_add(i * gstride), AL as u32) };
         }
-        let kstep = if KC { KB } else { KB * ld };
-        self.src = self.src.wrapping_add(kstep);
+        self.step(ld);
     }
 
     /// Issues the thread's chunks of the k-tile starting at `k0` (the tile after the last one
@@ -188,32 +194,25 @@ impl<E: TcElem, const KC: bool, const AL: usize, const ROWS: usize, const KB: us
             self.lim as usize == AL && (Self::CH - 1) * Self::RS < krem
         };
         if all_valid {
-            // Interior tiles: every chunk whole, no per-chunk tests.
-            for i in 0..Self::CH {
-                let sdst = dst + self.soff + (i * Self::RS * Self::PITCH) as u32;
-                // SAFETY: AL bytes of the operand exist at the chunk (all_valid), aligned per the
-                // caller; `sdst` lies in the stage tile and is AL-aligned.
-                unsafe { copy_chunk::<AL>(sdst, self.src.wrapping_add(i * gstride), AL as u32) };
-            }
-        } else {
-            for i in 0..Self::CH {
-                let valid = if KC {
-                    if (i as u32) < self.lim { kv } else { 0 }
-                } else if i * Self::RS < krem {
-                    self.lim
-                } else {
-                    0
-                };
-                // With nothing valid no byte is read; the operand base stands in.
-                let src = if valid > 0 { self.src.wrapping_add(i * gstride) } else { p };
-                let sdst = dst + self.soff + (i * Self::RS * Self::PITCH) as u32;
-                // SAFETY: `valid` bytes of the operand exist at `src`, AL-aligned per the caller;
-                // `sdst` lies in the stage tile (row r0 + i RS < the tile's rows), AL-aligned.
-                unsafe { copy_chunk::<AL>(sdst, src, valid) };
-            }
+            // SAFETY: every chunk of this thread's share exists (all_valid); as the caller's.
+            return unsafe { self.issue_whole(dst, ld) };
         }
-        let kstep = if KC { KB } else { KB * ld };
-        self.src = self.src.wrapping_add(kstep);
+        for i in 0..Self::CH {
+            let valid = if KC {
+                if (i as u32) < self.lim { kv } else { 0 }
+            } else if i * Self::RS < krem {
+                self.lim
+            } else {
+                0
+            };
+            // With nothing valid no byte is read; the operand base stands in.
+            let src = if valid > 0 { self.src.wrapping_add(i * gstride) } else { p };
+            let sdst = dst + self.soff + (i * Self::RS * Self::PITCH) as u32;
+            // SAFETY: `valid` bytes of the operand exist at `src`, AL-aligned per the caller;
+            // `sdst` lies in the stage tile (row r0 + i RS < the tile's rows), AL-aligned.
+            unsafe { copy_chunk::<AL>(sdst, src, valid) };
+        }
+        self.step(ld);
     }
 }
 
