@@ -10,6 +10,7 @@ use cudarc::driver::CudaContext;
 use crate::device::{DeviceInfo, device_count};
 use crate::error::{DriverContext, Error, Result};
 use crate::module::{Kernels, select_ptx};
+use crate::pool::DevicePool;
 use crate::stream::Stream;
 
 /// Which backend to use.
@@ -48,6 +49,7 @@ impl BackendChoice {
 pub struct Gpu {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) info: DeviceInfo,
+    pub(crate) pool: Arc<DevicePool>,
     kernels: OnceLock<Result<Kernels, String>>,
 }
 
@@ -65,7 +67,8 @@ impl Gpu {
             let (major, minor) = info.compute_capability;
             return Err(Error::UnsupportedDevice { name: info.name, major, minor });
         }
-        Ok(Arc::new(Gpu { ctx, info, kernels: OnceLock::new() }))
+        let pool = DevicePool::new(ctx.clone());
+        Ok(Arc::new(Gpu { ctx, info, pool, kernels: OnceLock::new() }))
     }
 
     pub fn info(&self) -> &DeviceInfo {
@@ -74,6 +77,11 @@ impl Gpu {
 
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
+    }
+
+    /// The device's caching allocator (every buffer and workspace comes from it).
+    pub fn pool(&self) -> &Arc<DevicePool> {
+        &self.pool
     }
 
     /// The kernels, loaded on first use (once per context).

@@ -3,19 +3,21 @@
 
 use std::ops::RangeBounds;
 
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaView, CudaViewMut, DeviceRepr, ValidAsZeroBits};
 use ferrotune_kernels::Element;
 
 use crate::error::{DriverContext, Error, Result};
+use crate::pool::Pooled;
 use crate::stream::Stream;
 
 /// An element type the ops accept: f32, `half::f16`, `half::bf16`.
 pub trait Scalar: Element + DeviceRepr + ValidAsZeroBits + Default + std::fmt::Debug + Unpin {}
 impl<T: Element + DeviceRepr + ValidAsZeroBits + Default + std::fmt::Debug + Unpin> Scalar for T {}
 
-/// An owned buffer on the stream's backend.
+/// An owned buffer on the stream's backend. CUDA buffers come from the device's caching
+/// pool and return to it when dropped.
 pub enum Buffer<T: Scalar> {
-    Cuda(CudaSlice<T>),
+    Cuda(Pooled<T>),
     Cpu(Vec<T>),
 }
 
@@ -53,9 +55,11 @@ impl<T: Scalar> Buffer<T> {
     /// Copies `data` to a new buffer on `stream`'s backend.
     pub fn from_slice(stream: &Stream, data: &[T]) -> Result<Buffer<T>> {
         match stream {
-            Stream::Cuda { stream, .. } => Ok(Buffer::Cuda(
-                stream.clone_htod(data).ctx(|| format!("copying {} elements to the device", data.len()))?,
-            )),
+            Stream::Cuda { stream, gpu } => {
+                let mut b = Pooled::uninit(&gpu.pool, stream, data.len())?;
+                stream.memcpy_htod(data, &mut *b).ctx(|| format!("copying {} elements to the device", data.len()))?;
+                Ok(Buffer::Cuda(b))
+            }
             Stream::Cpu(_) => Ok(Buffer::Cpu(data.to_vec())),
         }
     }
@@ -63,8 +67,10 @@ impl<T: Scalar> Buffer<T> {
     /// A new zero-filled buffer of `len` elements.
     pub fn zeros(stream: &Stream, len: usize) -> Result<Buffer<T>> {
         match stream {
-            Stream::Cuda { stream, .. } => {
-                Ok(Buffer::Cuda(stream.alloc_zeros(len).ctx(|| format!("allocating {len} elements on the device"))?))
+            Stream::Cuda { stream, gpu } => {
+                let mut b = Pooled::uninit(&gpu.pool, stream, len)?;
+                stream.memset_zeros(&mut *b).ctx(|| format!("zeroing {len} elements on the device"))?;
+                Ok(Buffer::Cuda(b))
             }
             Stream::Cpu(_) => Ok(Buffer::Cpu(vec![T::default(); len])),
         }
@@ -88,11 +94,42 @@ impl<T: Scalar> Buffer<T> {
         }
     }
 
+    /// Marks the buffer as used on `stream` too (work queued there reads or writes it): its
+    /// memory is reused only after that work has completed. A no-op on the CPU.
+    pub fn record_stream(&self, stream: &Stream) -> Result<()> {
+        match (self, stream) {
+            (Buffer::Cuda(b), Stream::Cuda { stream, .. }) => b.record_stream(stream),
+            (Buffer::Cpu(_), Stream::Cpu(_)) => Ok(()),
+            (b, s) => Err(Error::BackendMismatch {
+                op: "record_stream",
+                what: "buffer",
+                expected: s.backend_name(),
+                got: b.backend_name(),
+            }),
+        }
+    }
+
+    /// Drops the buffer on behalf of `stream`: the stream that allocated it or one recorded
+    /// with [`Buffer::record_stream`]. Another stream is a typed error (the memory still
+    /// returns to the pool, on its own stream).
+    pub fn release_on(self, stream: &Stream) -> Result<()> {
+        match (self, stream) {
+            (Buffer::Cuda(b), Stream::Cuda { stream, .. }) => b.release_on(stream),
+            (Buffer::Cpu(_), Stream::Cpu(_)) => Ok(()),
+            (b, s) => Err(Error::BackendMismatch {
+                op: "release_on",
+                what: "buffer",
+                expected: s.backend_name(),
+                got: b.backend_name(),
+            }),
+        }
+    }
+
     /// Copies the buffer to a host vector (waits for the stream's pending work on it).
     pub fn to_vec(&self, stream: &Stream) -> Result<Vec<T>> {
         match (self, stream) {
             (Buffer::Cuda(s), Stream::Cuda { stream, .. }) => {
-                stream.clone_dtoh(s).ctx(|| format!("copying {} elements to the host", s.len()))
+                stream.clone_dtoh(&**s).ctx(|| format!("copying {} elements to the host", s.len()))
             }
             (Buffer::Cpu(v), _) => Ok(v.clone()),
             (Buffer::Cuda(_), Stream::Cpu(_)) => {
@@ -113,7 +150,7 @@ impl<T: Scalar> Buffer<T> {
         }
         match (self, stream) {
             (Buffer::Cuda(s), Stream::Cuda { stream, .. }) => {
-                stream.memcpy_htod(data, s).ctx(|| format!("copying {} elements to the device", data.len()))
+                stream.memcpy_htod(data, &mut **s).ctx(|| format!("copying {} elements to the device", data.len()))
             }
             (Buffer::Cpu(v), _) => {
                 v.copy_from_slice(data);

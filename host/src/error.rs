@@ -38,6 +38,23 @@ pub enum Error {
     /// The device ran out of memory.
     #[error("out of device memory ({context})")]
     OutOfMemory { context: String },
+    /// A memory pool could not serve a request: its byte limit, or the memory behind it, is
+    /// exhausted even after its cache was released. Any backend's pool reports this.
+    #[error(
+        "out of pool memory: requested {requested} bytes with {allocated} allocated and {reserved} reserved \
+         (limit {limit:?}): {detail}"
+    )]
+    PoolExhausted { requested: usize, allocated: usize, reserved: usize, limit: Option<usize>, detail: String },
+    /// Pool memory returned on a stream that neither allocated it nor was recorded on it.
+    #[error("{op}: foreign stream: {detail}")]
+    ForeignStream { op: &'static str, detail: String },
+    /// A stream capture (CUDA graph) failed or was misused: an unsupported call inside the
+    /// capture (a synchronize, a host copy), the default stream, a nested capture.
+    #[error("{op}: graph capture: {why}")]
+    Capture { op: &'static str, why: String },
+    /// An object of one device used with another's stream (a graph replayed elsewhere...).
+    #[error("{op}: made on device {expected}, used on device {got}")]
+    WrongDevice { op: &'static str, expected: usize, got: usize },
     /// Any other CUDA driver error, with what was being done.
     #[error("CUDA error during {context}: {source}")]
     Driver { context: String, source: DriverError },

@@ -24,6 +24,7 @@ pub mod module;
 pub mod ops;
 pub mod peer;
 pub mod pinned;
+pub mod pool;
 pub mod profiler;
 pub mod stream;
 pub mod tuned;
@@ -39,5 +40,6 @@ pub use ferrotune_kernels::{DType, elementwise::ElemOp, elementwise::ElemVariant
 pub use ferrotune_profile as profile;
 pub use half::{bf16, f16};
 pub use pinned::PinnedBuffer;
+pub use pool::{DevicePool, PoolStats, Pooled};
 pub use stream::Stream;
 pub use tuned::Source;

@@ -630,10 +630,9 @@ unsafe fn launch_split(
     })?;
     let rest = (plan.slices - 1) as u64;
     let reduce = gpu.kernels()?.function(reduce_entry(out))?;
-    // SAFETY: the workspace is written in full by the two GEMM launches (every (slice, i, j)
+    // Left uninitialised: the workspace is written in full by the two GEMM launches (every (slice, i, j)
     // with i < m, j < n) before the reduce reads it, all in stream order.
-    let mut ws = unsafe { cs.alloc::<f32>(ws_len) }
-        .ctx(|| format!("allocating the split-K workspace ({} MiB)", (ws_len * 4).div_ceil(1 << 20)))?;
+    let mut ws = crate::pool::Pooled::<f32>::uninit(&gpu.pool, cs, ws_len)?;
     let (pw, gw) = ws.device_ptr_mut(cs);
     let pw_last = pw + rest * mn as u64 * 4;
     // SAFETY: the caller vouches A and B cover the m x k problem at these leading dimensions; slice
@@ -805,7 +804,8 @@ pub fn gemm_ptr_array<T: Scalar, O: Scalar>(
             // One variant for all: the OR of the pointers is aligned only if every one is.
             let or = |r: std::ops::Range<usize>| table[r].iter().fold(0u64, |acc, p| acc | p);
             let v = variant_chosen(&g, T::DTYPE, O::DTYPE, or(0..batch), or(batch..2 * batch), cfg)?;
-            let dev = cs.clone_htod(&table).ctx(|| "copying the pointer array to the device".to_string())?;
+            let mut dev = crate::pool::Pooled::<u64>::uninit(&gpu.pool, cs, table.len())?;
+            cs.memcpy_htod(&table, &mut *dev).ctx(|| "copying the pointer array to the device".to_string())?;
             let (pt, gt) = dev.device_ptr(cs);
             let ptrs = [pt, pt + 8 * batch as u64, pt + 16 * batch as u64, pt + 24 * batch as u64, pbias];
             // SAFETY: `check` proved each view covers one matrix as `g` describes it; the
