@@ -20,6 +20,7 @@ pub mod config;
 pub mod device;
 pub mod error;
 pub mod event;
+pub mod graph;
 pub mod module;
 pub mod ops;
 pub mod peer;
@@ -38,6 +39,7 @@ pub use event::{Event, EventTimer};
 pub use ferrotune_kernels::{DType, elementwise::ElemOp, elementwise::ElemVariant};
 /// The tuning-profile format (re-exported for tools and tests).
 pub use ferrotune_profile as profile;
+pub use graph::{Graph, Updated};
 pub use half::{bf16, f16};
 pub use pinned::PinnedBuffer;
 pub use pool::{DevicePool, PoolStats, Pooled};

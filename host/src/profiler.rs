@@ -1,6 +1,8 @@
 //! A scoped profiler: named regions of streams timed with events (device time on CUDA, wall
 //! time on the CPU backend), exported as Chrome trace JSON for chrome://tracing or Perfetto,
-//! and a memory tracker of the buffers allocated through it (current, peak, allocations).
+//! and a memory tracker of the buffers allocated through it (current, peak, allocations). On
+//! CUDA every scope also records the device pool's allocated bytes at its end and their peak
+//! inside it (fed by the pool, so op scratch and every buffer count).
 
 use std::fmt::Write as _;
 
@@ -68,6 +70,7 @@ struct Open {
     name: String,
     start: Event,
     track: u32,
+    watch: Option<usize>,
 }
 
 struct Closed {
@@ -75,6 +78,8 @@ struct Closed {
     start: Event,
     end: Event,
     track: u32,
+    /// The pool's allocated bytes: the peak inside the scope and the value at its end.
+    pool: Option<(usize, usize)>,
 }
 
 /// Named scopes on streams and a memory tracker; times are read when the trace is built, so
@@ -109,6 +114,11 @@ impl Profiler {
         })
     }
 
+    /// Pool bytes of each closed scope: (name, peak allocated inside it, allocated at its end).
+    pub fn scope_memory(&self) -> Vec<(String, usize, usize)> {
+        self.closed.iter().filter_map(|c| c.pool.map(|(p, n)| (c.name.clone(), p, n))).collect()
+    }
+
     /// The stream's track: streams are told apart by their driver handle.
     fn track(&mut self, stream: &Stream) -> u32 {
         let id = stream.cuda_stream().map_or(0, |s| s.cu_stream() as usize);
@@ -122,7 +132,8 @@ impl Profiler {
     /// Opens a scope at the current end of `stream`'s queue.
     pub fn begin(&mut self, name: impl Into<String>, stream: &Stream) -> Result<ScopeId> {
         let track = self.track(stream);
-        self.open.push(Some(Open { name: name.into(), start: Event::record(stream)?, track }));
+        let watch = stream.gpu().map(|g| g.pool.open_watch());
+        self.open.push(Some(Open { name: name.into(), start: Event::record(stream)?, track, watch }));
         Ok(ScopeId(self.open.len() - 1))
     }
 
@@ -133,7 +144,11 @@ impl Profiler {
             why: format!("scope {} was not opened by this profiler or is already closed", scope.0),
         })?;
         let end = Event::record(stream)?;
-        self.closed.push(Closed { name: open.name, start: open.start, end, track: open.track });
+        let pool = match (stream.gpu(), open.watch) {
+            (Some(g), Some(w)) => g.pool.close_watch(w).map(|peak| (peak, g.pool.stats().allocated_bytes)),
+            _ => None,
+        };
+        self.closed.push(Closed { name: open.name, start: open.start, end, track: open.track, pool });
         Ok(())
     }
 
@@ -225,14 +240,24 @@ impl Profiler {
                 json_string(&name)
             ));
         }
-        for s in self.spans()? {
+        for (s, c) in self.spans()?.into_iter().zip(&self.closed) {
+            let args = match c.pool {
+                Some((peak, now)) => format!(r#","args":{{"pool_peak_bytes":{peak},"pool_allocated_bytes":{now}}}"#),
+                None => String::new(),
+            };
             events.push(format!(
-                r#"{{"name":{},"cat":"scope","ph":"X","ts":{:.3},"dur":{:.3},"pid":1,"tid":{}}}"#,
+                r#"{{"name":{},"cat":"scope","ph":"X","ts":{:.3},"dur":{:.3},"pid":1,"tid":{}{args}}}"#,
                 json_string(&s.name),
                 s.start_us,
                 s.dur_us,
                 s.track
             ));
+            if let Some((_, now)) = c.pool {
+                events.push(format!(
+                    r#"{{"name":"pool allocated bytes","ph":"C","ts":{:.3},"pid":1,"tid":0,"args":{{"bytes":{now}}}}}"#,
+                    s.start_us + s.dur_us
+                ));
+            }
         }
         for (at, bytes) in &self.samples {
             events.push(format!(
