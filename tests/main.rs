@@ -6,6 +6,7 @@ mod elementwise;
 mod errors;
 mod gemm;
 mod ptx;
+mod runtime;
 mod splitk;
 mod tidy;
 mod tune;

@@ -21,6 +21,12 @@ pub enum Buffer<T: Scalar> {
     Cpu(Vec<T>),
 }
 
+impl<T: Scalar> std::fmt::Debug for Buffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Buffer::{}({} elements)", if matches!(self, Buffer::Cuda(_)) { "Cuda" } else { "Cpu" }, self.len())
+    }
+}
+
 /// A borrowed, writable range of a buffer.
 pub enum ViewMut<'a, T: Scalar> {
     Cuda(CudaViewMut<'a, T>),

@@ -265,3 +265,9 @@ impl Drop for Graph {
         }
     }
 }
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Graph({} kernels on device {})", self.kernels, self.gpu.info.ordinal)
+    }
+}
