@@ -13,6 +13,7 @@ pub mod gemm_rows;
 pub mod gemm_tiles;
 pub mod report;
 pub mod roofline;
+pub mod runtime;
 
 use ferrotune::peer::GemmMath;
 use ferrotune::profiler::Profiler;

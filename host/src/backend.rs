@@ -204,6 +204,18 @@ impl Backend {
         }
     }
 
+    /// The stream priorities the device supports: (lowest, highest); the highest is the
+    /// numerically smallest. The CPU backend has one priority, (0, 0).
+    pub fn stream_priority_range(&self) -> Result<(i32, i32)> {
+        match self {
+            Backend::Cuda(g) => {
+                g.ctx.bind_to_thread().ctx(|| "binding the context".into())?;
+                cudarc::driver::result::stream::get_priority_range().ctx(|| "reading stream priorities".into())
+            }
+            Backend::Cpu(_) => Ok((0, 0)),
+        }
+    }
+
     /// A new stream with the default priority.
     pub fn new_stream(&self) -> Result<Stream> {
         match self {

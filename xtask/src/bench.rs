@@ -13,6 +13,7 @@ use ferrotune_bench::{CompareConfig, Options, Report};
 pub struct Args {
     /// Ops to run, comma-separated, or `all`; `clifford` runs the Clifford layer bench
     /// (`--shapes BxN,...`, `--dtypes`, `--clifford-rows fwd,fwdbwd,fcgp_fwd`, `--json`);
+    /// `runtime` runs the runtime bench (pool, graphs, pinned copies, overlap, priority);
     /// `gemm` runs the GEMM comparison with cuBLAS
     /// (GPU only) over `--shapes` and `--dtypes` (f32, tf32, f16, bf16). Without it the full
     /// run also has GEMM rows (4096³ and 8192x3072x768, f32 and bf16, on CUDA; 256³ f32 on
@@ -104,6 +105,9 @@ pub fn run_report(backend: &Backend, opts: &Options, trace: Option<&Path>) -> an
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "runtime")) {
+        return crate::bench_runtime::run_cmd(args.backend, args.iters, args.json.clone());
+    }
     if args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "clifford")) {
         return crate::bench_clifford::run_cmd(crate::bench_clifford::CliffordArgs {
             backend: args.backend,
@@ -201,7 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// The commit benchmarked: `FERROTUNE_COMMIT`, else `git rev-parse`, else "unknown".
-fn commit() -> String {
+pub(crate) fn commit() -> String {
     if let Ok(c) = std::env::var("FERROTUNE_COMMIT") {
         return c;
     }

@@ -3,6 +3,7 @@
 //! is the slice type buffers hold, `stats` what the pool reports.
 
 pub mod arena;
+pub mod baseline;
 pub mod device;
 pub mod pooled;
 pub mod stats;
