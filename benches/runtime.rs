@@ -435,7 +435,7 @@ fn overlap(backend: &Backend, opts: &RuntimeOptions, rows: &mut Vec<RuntimeRow>)
     let mut output = staging.take(&s1, n)?;
     // Compute that takes about as long as the copies: repeats of one scale over the data.
     let mut serial = Pipeline::<f32>::new(vec![s1.clone()], n)?;
-    let copy_only = wall(3, 1, || Ok(serial.run(&input, &mut output, |s, x, y| ops::copy(s, x, y))?))?;
+    let copy_only = wall(3, 1, || Ok(serial.run(&input, &mut output, ops::copy)?))?;
     let (x, mut y) = (Buffer::<f32>::zeros(&s1, n)?, Buffer::<f32>::zeros(&s1, n)?);
     let one_op = wall(5, 1, || {
         ops::scale(&s1, 2.0, &x.all(), &mut y.all_mut())?;

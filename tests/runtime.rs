@@ -279,3 +279,23 @@ fn profiler_scopes_carry_the_pool_peak() {
     let trace = prof.chrome_trace().unwrap();
     assert!(trace.contains("pool_peak_bytes") && trace.contains("pool allocated bytes"), "{trace}");
 }
+
+#[test]
+fn a_buffer_made_in_a_capture_may_outlive_its_graph() {
+    let Some(b) = cuda_backend("a_buffer_made_in_a_capture_may_outlive_its_graph") else { return };
+    let s = b.new_stream().unwrap();
+    let mut kept = None;
+    let g = s.capture(|c| {
+        kept = Some(Buffer::<f32>::zeros(c, 256)?);
+        Ok(())
+    });
+    let g = g.unwrap();
+    g.replay(&s).unwrap();
+    drop(g);
+    let kept = kept.unwrap();
+    assert_eq!(kept.to_vec(&s).unwrap(), [0.0; 256]);
+    drop(kept);
+    assert_eq!(pool(&b).stats().allocated_bytes, 0, "freed to the stream that inherited the graph's pool");
+    pool(&b).empty_cache().unwrap();
+    assert_eq!(pool(&b).stats().reserved_bytes, 0);
+}

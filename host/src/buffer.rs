@@ -62,6 +62,7 @@ impl<T: Scalar> Buffer<T> {
     pub fn from_slice(stream: &Stream, data: &[T]) -> Result<Buffer<T>> {
         match stream {
             Stream::Cuda { stream, gpu } => {
+                crate::stream::refuse_in_capture(gpu, stream, "Buffer::from_slice")?;
                 let mut b = Pooled::uninit(&gpu.pool, stream, data.len())?;
                 stream.memcpy_htod(data, &mut *b).ctx(|| format!("copying {} elements to the device", data.len()))?;
                 Ok(Buffer::Cuda(b))
@@ -134,7 +135,8 @@ impl<T: Scalar> Buffer<T> {
     /// Copies the buffer to a host vector (waits for the stream's pending work on it).
     pub fn to_vec(&self, stream: &Stream) -> Result<Vec<T>> {
         match (self, stream) {
-            (Buffer::Cuda(s), Stream::Cuda { stream, .. }) => {
+            (Buffer::Cuda(s), Stream::Cuda { stream, gpu }) => {
+                crate::stream::refuse_in_capture(gpu, stream, "to_vec")?;
                 stream.clone_dtoh(&**s).ctx(|| format!("copying {} elements to the host", s.len()))
             }
             (Buffer::Cpu(v), _) => Ok(v.clone()),
@@ -155,7 +157,8 @@ impl<T: Scalar> Buffer<T> {
             });
         }
         match (self, stream) {
-            (Buffer::Cuda(s), Stream::Cuda { stream, .. }) => {
+            (Buffer::Cuda(s), Stream::Cuda { stream, gpu }) => {
+                crate::stream::refuse_in_capture(gpu, stream, "copy_from")?;
                 stream.memcpy_htod(data, &mut **s).ctx(|| format!("copying {} elements to the device", data.len()))
             }
             (Buffer::Cpu(v), _) => {

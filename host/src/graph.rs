@@ -67,11 +67,11 @@ fn capture_raw(
             match (ran, ended) {
                 (Ok(()), Ok(g)) if !g.is_null() => Ok(g),
                 (ran, ended) => {
-                    if let Ok(g) = ended {
-                        if !g.is_null() {
-                            // SAFETY: a graph this capture produced and nothing else holds.
-                            let _ = unsafe { result::graph::destroy(g) };
-                        }
+                    if let Ok(g) = ended
+                        && !g.is_null()
+                    {
+                        // SAFETY: a graph this capture produced and nothing else holds.
+                        let _ = unsafe { result::graph::destroy(g) };
                     }
                     let why = match (ran, ended) {
                         (Err(e), _) => format!(
@@ -157,9 +157,7 @@ impl Stream {
                 // SAFETY: the graph is ours and not instantiated.
                 let _ = unsafe { result::graph::destroy(graph) };
                 gpu.pool.release_capture(release, stream_owner(stream));
-                if let Err(e) = k {
-                    return Err(e);
-                }
+                k?;
                 return Err(e.err().map_or_else(
                     || Error::Capture { op: "capture", why: "instantiation failed".into() },
                     |source| Error::Driver { context: "instantiating a graph".into(), source },

@@ -20,9 +20,12 @@ pub struct StagingStats {
     pub cached_bytes: usize,
 }
 
+/// Kept buffers by length, and the counters.
+type Kept<T> = (HashMap<usize, Vec<PinnedBuffer<T>>>, StagingStats);
+
 /// Pinned buffers of `T`, kept by length between uses.
 pub struct StagingPool<T: Scalar> {
-    free: Mutex<(HashMap<usize, Vec<PinnedBuffer<T>>>, StagingStats)>,
+    free: Mutex<Kept<T>>,
 }
 
 impl<T: Scalar> Default for StagingPool<T> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 
 use crate::backend::{Cpu, Gpu};
-use crate::error::{DriverContext, Result};
+use crate::error::{DriverContext, Error, Result};
 
 #[derive(Clone)]
 pub enum Stream {
@@ -34,7 +34,10 @@ impl Stream {
     /// Waits for everything queued on this stream.
     pub fn synchronize(&self) -> Result<()> {
         match self {
-            Stream::Cuda { stream, .. } => stream.synchronize().ctx(|| "synchronizing a stream".into()),
+            Stream::Cuda { stream, gpu } => {
+                refuse_in_capture(gpu, stream, "synchronize")?;
+                stream.synchronize().ctx(|| "synchronizing a stream".into())
+            }
             Stream::Cpu(_) => Ok(()),
         }
     }
@@ -54,4 +57,16 @@ impl Stream {
             Stream::Cpu(_) => None,
         }
     }
+}
+
+/// A typed error for calls that wait for the device or copy to host memory while `stream`
+/// is being captured into a graph (the driver would invalidate the capture).
+pub(crate) fn refuse_in_capture(gpu: &Gpu, stream: &CudaStream, op: &'static str) -> Result<()> {
+    if gpu.pool.is_capturing(stream) {
+        return Err(Error::Capture {
+            op,
+            why: "the stream is being captured into a graph: host waits and host copies cannot be captured".into(),
+        });
+    }
+    Ok(())
 }

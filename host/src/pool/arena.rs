@@ -346,13 +346,15 @@ impl<E> Arena<E> {
             size += n_size;
         }
         // The previous block of the same segment, when free.
-        if let Some((&p, pb)) = self.blocks.range(..start).next_back() {
-            if pb.segment == segment && pb.state == State::Free && p + pb.size as u64 == start {
-                self.free.remove(&(owner, kind, pb.size, p));
-                size += pb.size;
-                self.blocks.remove(&start);
-                start = p;
-            }
+        if let Some((&p, pb)) = self.blocks.range(..start).next_back()
+            && pb.segment == segment
+            && pb.state == State::Free
+            && p + pb.size as u64 == start
+        {
+            self.free.remove(&(owner, kind, pb.size, p));
+            size += pb.size;
+            self.blocks.remove(&start);
+            start = p;
         }
         let b = self.blocks.get_mut(&start).expect("merged block exists");
         b.size = size;

@@ -249,7 +249,7 @@ proptest! {
             } else {
                 let owner = Owner(who as u64 + 1);
                 let g = f.alloc(owner, bytes);
-                prop_assert!(g.size >= bytes && g.size % MIN_BLOCK == 0 && g.addr % MIN_BLOCK as u64 == 0);
+                prop_assert!(g.size >= bytes && g.size.is_multiple_of(MIN_BLOCK) && g.addr.is_multiple_of(MIN_BLOCK as u64));
                 live.push(g);
             }
             let mut sorted = live.clone();

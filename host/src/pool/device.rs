@@ -236,6 +236,12 @@ impl DevicePool {
             c.deferred.push((addr, owner));
             return Ok(());
         }
+        // A block of a graph's private pool freed after the graph was dropped: the pool went
+        // to the capture stream, which now owns it.
+        let by = match st.arena.owner_of(addr) {
+            Ok(now) if by.is_private() && by == owner && now != owner => now,
+            _ => by,
+        };
         match st.arena.free(addr, by).map_err(|e| arena_error("pool free", e))? {
             Freed::Now => Ok(()),
             Freed::AfterEvents(others) => {
@@ -284,6 +290,12 @@ impl DevicePool {
                 log::error!("pool: releasing a graph's block failed: {e:?}");
             }
         }
+    }
+
+    /// Whether `stream` is being captured into a graph (host waits and host copies on it
+    /// would break the capture: callers refuse them with a typed error).
+    pub(crate) fn is_capturing(&self, stream: &CudaStream) -> bool {
+        self.lock().captures.contains_key(&(stream.cu_stream() as u64))
     }
 
     /// Opens a peak-tracking window (profiler scopes).
