@@ -123,18 +123,22 @@ pub fn run(backend: &Backend, opts: &RuntimeOptions, mut progress: impl FnMut(&s
     match backend {
         Backend::Cuda(g) => {
             let s = backend.new_stream()?;
-            transfers(&s, opts, &mut rows)?;
-            progress("transfers done");
-            steady = Some(alloc_loop(backend, &s, opts, &mut rows)?);
-            progress("allocation loop done");
+            // A group that fails is reported (and the run goes on to the next one).
+            let mut group = |name: &str, r: Result<()>, skipped: &mut Vec<(String, String)>| match r {
+                Ok(()) => progress(&format!("{name} done")),
+                Err(e) => {
+                    progress(&format!("{name} FAILED: {e}"));
+                    skipped.push((name.to_string(), format!("error: {e}")));
+                }
+            };
+            group("transfers", transfers(&s, opts, &mut rows), &mut skipped);
+            let r = alloc_loop(backend, &s, opts, &mut rows).map(|n| steady = Some(n));
+            group("allocation loop", r, &mut skipped);
             for k in [6, 50] {
-                graphs(&s, k, opts, &mut rows)?;
+                group(&format!("graphs of {k}"), graphs(&s, k, opts, &mut rows), &mut skipped);
             }
-            progress("graphs done");
-            overlap(backend, opts, &mut rows)?;
-            progress("overlap done");
-            priority(backend, opts, &mut rows)?;
-            progress("priority done");
+            group("overlap", overlap(backend, opts, &mut rows), &mut skipped);
+            group("priority", priority(backend, opts, &mut rows), &mut skipped);
             let st = g.pool().stats();
             progress(&format!("pool: {st}"));
             return Ok(report(backend, device, driver, rows, skipped, st.to_string(), steady));

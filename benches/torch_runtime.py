@@ -21,12 +21,15 @@ def wall(fn, samples, warmup=2):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--json", required=True)
+    ap.add_argument("--json", required=True, help="torch's results (written; read with --join)")
     ap.add_argument("--ours", help="our runtime bench JSON, to print the joined table")
+    ap.add_argument("--join", action="store_true", help="only print the table of --ours and --json")
     ap.add_argument("--copy-mib", type=int, default=256)
     ap.add_argument("--alloc-elems", type=int, default=1 << 18)
     ap.add_argument("--samples", type=int, default=15)
     a = ap.parse_args()
+    if a.join:
+        return join(a.ours, json.load(open(a.json))["rows"])
     dev = torch.device("cuda")
     rows = {}
     torch.manual_seed(0)
@@ -142,33 +145,39 @@ def main():
         print(f"torch {k:<50} {v:10.3f}")
 
     if a.ours:
-        ours = {r["name"]: r["value"] for r in json.load(open(a.ours))["rows"]}
-        print("\n=== ferrotune vs torch (same call)")
-        checks = [
-            ("H2D pinned", "GB/s", "ours/torch >= 0.95", lambda o, t: o / t >= 0.95),
-            ("D2H pinned", "GB/s", "ours/torch", None),
-            ("H2D pageable", "GB/s", "ours/torch", None),
-            ("graph replay chain of 50", "us/kernel", "ours <= 1.5 and ours <= torch", lambda o, t: o <= 1.5 and o <= t),
-            ("graph replay chain of 6", "us/kernel", "ours/torch", None),
-            ("eager chain of 50", "us/kernel", "ours/torch", None),
-            ("alloc per iteration: ferrotune pool", "us/iter", "vs torch caching allocator", None),
-        ]
-        for name, unit, target, ok in checks:
-            tname = "alloc per iteration: torch caching allocator" if "pool" in name else name
-            o, t = ours.get(name), rows.get(tname)
-            if o is None or t is None:
-                print(f"{name:<40} missing")
-                continue
-            verdict = "" if ok is None else ("MET" if ok(o, t) else "NOT MET")
-            print(f"{name:<40} ours {o:9.3f} torch {t:9.3f} {unit:<9} ratio {o / t:6.3f}  {target} {verdict}")
-        pre = ours.get("preallocated")
-        pool = ours.get("alloc per iteration: ferrotune pool")
-        if pre and pool:
-            print(f"pool vs preallocated: {pool / pre:.3f}x (target <= 1.2) {'MET' if pool / pre <= 1.2 else 'NOT MET'}")
-        ser = ours.get("serial H2D, compute, D2H (1 stream)")
-        pip = ours.get("chunked pipeline (3 streams)")
-        if ser and pip:
-            print(f"overlap speedup: {ser / pip:.2f}x (target >= 1.6) {'MET' if ser / pip >= 1.6 else 'NOT MET'}")
+        return join(a.ours, rows)
+    return 0
+
+
+def join(ours_path, rows):
+    """Prints ours beside torch's, with the issue's targets."""
+    ours = {r["name"]: r["value"] for r in json.load(open(ours_path))["rows"]}
+    print("\n=== ferrotune vs torch (same call)")
+    checks = [
+        ("H2D pinned", "GB/s", "ours/torch >= 0.95", lambda o, t: o / t >= 0.95),
+        ("D2H pinned", "GB/s", "ours/torch", None),
+        ("H2D pageable", "GB/s", "ours/torch", None),
+        ("graph replay chain of 50", "us/kernel", "ours <= 1.5 and ours <= torch", lambda o, t: o <= 1.5 and o <= t),
+        ("graph replay chain of 6", "us/kernel", "ours/torch", None),
+        ("eager chain of 50", "us/kernel", "ours/torch", None),
+        ("alloc per iteration: ferrotune pool", "us/iter", "vs torch caching allocator", None),
+    ]
+    for name, unit, target, ok in checks:
+        tname = "alloc per iteration: torch caching allocator" if "pool" in name else name
+        o, t = ours.get(name), rows.get(tname)
+        if o is None or t is None:
+            print(f"{name:<40} missing")
+            continue
+        verdict = "" if ok is None else ("MET" if ok(o, t) else "NOT MET")
+        print(f"{name:<40} ours {o:9.3f} torch {t:9.3f} {unit:<9} ratio {o / t:6.3f}  {target} {verdict}")
+    pre = ours.get("preallocated")
+    pool = ours.get("alloc per iteration: ferrotune pool")
+    if pre and pool:
+        print(f"pool vs preallocated: {pool / pre:.3f}x (target <= 1.2) {'MET' if pool / pre <= 1.2 else 'NOT MET'}")
+    ser = ours.get("serial H2D, compute, D2H (1 stream)")
+    pip = ours.get("chunked pipeline (3 streams)")
+    if ser and pip:
+        print(f"overlap speedup: {ser / pip:.2f}x (target >= 1.6) {'MET' if ser / pip >= 1.6 else 'NOT MET'}")
     return 0
 
 
