@@ -331,42 +331,50 @@ fn alloc_loop(backend: &Backend, s: &Stream, opts: &RuntimeOptions, rows: &mut V
     Ok(steady)
 }
 
-/// The same loop on the CPU backend: a fresh `Vec` per iteration vs preallocated.
+/// The same loop on the CPU backend: buffers per iteration through the host cache, and with
+/// the cache off (a fresh `Vec`), vs preallocated.
 fn cpu_alloc_loop(s: &Stream, opts: &RuntimeOptions, rows: &mut Vec<RuntimeRow>) -> Result<()> {
     let n = opts.alloc_elems;
     let data = Rng::new(5).vec::<f32>(n, -1.0, 1.0);
     let want: Vec<f32> = data.iter().map(|v| 2.0 * v + v).collect();
     let src = Buffer::from_slice(s, &data)?;
-    let mut dst = Buffer::<f32>::zeros(s, n)?;
+    let dst = std::cell::RefCell::new(Buffer::<f32>::zeros(s, n)?);
     let mut pre = (Buffer::<f32>::zeros(s, n)?, Buffer::<f32>::zeros(s, n)?);
     let inner = 20;
     let pre_t = wall(opts.samples, 1, || {
         for _ in 0..inner {
-            step(s, &src, &mut dst, &mut pre.0.all_mut(), &mut pre.1.all_mut())?;
+            step(s, &src, &mut dst.borrow_mut(), &mut pre.0.all_mut(), &mut pre.1.all_mut())?;
         }
         Ok(())
     })?;
-    let ok_pre = dst.to_vec(s)? == want;
-    let fresh_t = wall(opts.samples, 1, || {
-        for _ in 0..inner {
-            let (mut x, mut y) = (Buffer::<f32>::zeros(s, n)?, Buffer::<f32>::zeros(s, n)?);
-            step(s, &src, &mut dst, &mut x.all_mut(), &mut y.all_mut())?;
-        }
-        Ok(())
-    })?;
-    let ok = dst.to_vec(s)? == want;
+    let ok_pre = dst.borrow().to_vec(s)? == want;
+    let fresh = |cached: bool| {
+        ferrotune::pool::host::set_limit(if cached { 1 << 30 } else { 0 });
+        wall(opts.samples, 1, || {
+            for _ in 0..inner {
+                let (mut x, mut y) = (Buffer::<f32>::zeros(s, n)?, Buffer::<f32>::zeros(s, n)?);
+                step(s, &src, &mut dst.borrow_mut(), &mut x.all_mut(), &mut y.all_mut())?;
+            }
+            Ok(())
+        })
+    };
+    let uncached_t = fresh(false)?;
+    let ok_uncached = dst.borrow().to_vec(s)? == want;
+    let fresh_t = fresh(true)?;
+    let ok = ok_uncached && dst.borrow().to_vec(s)? == want;
     let pre_us = pre_t.median_ms * 1e3 / inner as f64;
-    let note = "CPU: no pool (the system allocator reuses freed Vecs; see ARCHITECTURE.md)".to_string();
+    let note = format!(
+        "2 scratch buffers of {} KiB + 3 ops per iteration; host cache: {:?}",
+        n * 4 / 1024,
+        ferrotune::pool::host::stats()
+    );
     rows.push(row("alloc loop", "preallocated", pre_us, "us/iter", None, ok_pre, note.clone()));
-    rows.push(row(
-        "alloc loop",
-        "alloc per iteration: Vec",
-        fresh_t.median_ms * 1e3 / inner as f64,
-        "us/iter",
-        Some(("preallocated", pre_us)),
-        ok,
-        note,
-    ));
+    for (name, t) in
+        [("alloc per iteration: host cache", &fresh_t), ("alloc per iteration: fresh Vec (cache off)", &uncached_t)]
+    {
+        let us = t.median_ms * 1e3 / inner as f64;
+        rows.push(row("alloc loop", name, us, "us/iter", Some(("preallocated", pre_us)), ok, note.clone()));
+    }
     Ok(())
 }
 

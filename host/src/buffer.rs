@@ -11,14 +11,23 @@ use crate::pool::Pooled;
 use crate::stream::Stream;
 
 /// An element type the ops accept: f32, `half::f16`, `half::bf16`.
-pub trait Scalar: Element + DeviceRepr + ValidAsZeroBits + Default + std::fmt::Debug + Unpin {}
-impl<T: Element + DeviceRepr + ValidAsZeroBits + Default + std::fmt::Debug + Unpin> Scalar for T {}
+pub trait Scalar: Element + DeviceRepr + ValidAsZeroBits + Default + std::fmt::Debug + Unpin + Send + 'static {}
+impl<T: Element + DeviceRepr + ValidAsZeroBits + Default + std::fmt::Debug + Unpin + Send + 'static> Scalar for T {}
 
 /// An owned buffer on the stream's backend. CUDA buffers come from the device's caching
 /// pool and return to it when dropped.
 pub enum Buffer<T: Scalar> {
     Cuda(Pooled<T>),
     Cpu(Vec<T>),
+}
+
+impl<T: Scalar> Drop for Buffer<T> {
+    fn drop(&mut self) {
+        // CPU memory goes back to the host cache; CUDA memory returns to its pool by itself.
+        if let Buffer::Cpu(v) = self {
+            crate::pool::host::give(std::mem::take(v));
+        }
+    }
 }
 
 impl<T: Scalar> std::fmt::Debug for Buffer<T> {
@@ -67,7 +76,11 @@ impl<T: Scalar> Buffer<T> {
                 stream.memcpy_htod(data, &mut *b).ctx(|| format!("copying {} elements to the device", data.len()))?;
                 Ok(Buffer::Cuda(b))
             }
-            Stream::Cpu(_) => Ok(Buffer::Cpu(data.to_vec())),
+            Stream::Cpu(_) => {
+                let mut v = crate::pool::host::take(data.len());
+                v.extend_from_slice(data);
+                Ok(Buffer::Cpu(v))
+            }
         }
     }
 
@@ -79,7 +92,11 @@ impl<T: Scalar> Buffer<T> {
                 stream.memset_zeros(&mut *b).ctx(|| format!("zeroing {len} elements on the device"))?;
                 Ok(Buffer::Cuda(b))
             }
-            Stream::Cpu(_) => Ok(Buffer::Cpu(vec![T::default(); len])),
+            Stream::Cpu(_) => {
+                let mut v = crate::pool::host::take(len);
+                v.resize(len, T::default());
+                Ok(Buffer::Cpu(v))
+            }
         }
     }
 
@@ -120,8 +137,14 @@ impl<T: Scalar> Buffer<T> {
     /// with [`Buffer::record_stream`]. Another stream is a typed error (the memory still
     /// returns to the pool, on its own stream).
     pub fn release_on(self, stream: &Stream) -> Result<()> {
-        match (self, stream) {
-            (Buffer::Cuda(b), Stream::Cuda { stream, .. }) => b.release_on(stream),
+        match (&self, stream) {
+            (Buffer::Cuda(_), Stream::Cuda { stream, .. }) => {
+                let mut this = std::mem::ManuallyDrop::new(self);
+                let Buffer::Cuda(b) = &mut *this else { unreachable!("matched above") };
+                // SAFETY: `this` is never dropped nor used again, so the slice is moved out once.
+                let b = unsafe { std::ptr::read(b) };
+                b.release_on(stream)
+            }
             (Buffer::Cpu(_), Stream::Cpu(_)) => Ok(()),
             (b, s) => Err(Error::BackendMismatch {
                 op: "release_on",
