@@ -5,11 +5,12 @@
 # runtime` (JSON) and the joined table with the targets, the runtime GPU tests, and
 # compute-sanitizer memcheck on the pool and graph tests while BUDGET seconds (default 230)
 # last (BUDGET >= 300: torch waits for the warm-up and runs alone). Run from an unpacked carry: binaries in .carry/ (bench/prepare-carry.sh; this script
-# unpacks bins.tar.xz when needed); DIR (default .carry) holds torch_runtime.py.
+# unpacks bins.tar.xz when needed); DIR holds torch_runtime.py (default: .carry if it is
+# there, else benches/ of the tree).
 set -uo pipefail
 START=$(date +%s)
 left() { echo $(( ${BUDGET:-230} - ($(date +%s) - START) )); }
-DIR=${DIR:-.carry}
+DIR=${DIR:-$( [ -f .carry/torch_runtime.py ] && echo .carry || echo benches )}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 export FERROTUNE_COMMIT=$(cat .carry/commit 2>/dev/null || echo unknown) FERROTUNE_REQUIRE_GPU=1
 export CUDA_CACHE_MAXSIZE=4294967296
