@@ -10,8 +10,10 @@ before timing it, and keeps the best as the row's peer:
 - `linear_bias_gelu` rows (with `--gelu`): `torch._addmm_activation(bias, x, w.T, use_gelu=True)`
   (cuBLASLt's GELU_BIAS epilogue) and `torch.compile`d `gelu(linear(x, w, bias))`.
 
-Inputs are random (never zeros). When one set of operands is smaller than twice the L2, the
-timing rotates through enough copies that each call reads its operands from DRAM. Timing: CUDA
+Inputs are random (never zeros). With `--rotate` (use it when our side rotates too, so both
+sides are timed alike), a shape whose operands are smaller than twice the L2 is timed rotating
+through enough copies that each call reads its operands from DRAM; without it every call reuses
+one set, as `bench --ops gemm` does. Timing: CUDA
 events around each call (or replay), warm-up first, the median of `--iters`.
 
 Writes JSON {device, driver, torch, date, rows: [{case, dtype, m, n, k, batch, impl, median_ms,
@@ -98,7 +100,7 @@ def bench_shape(dtype_name, shape, args, l2, gelu):
     lead = (batch,) if batch > 1 else ()
     es = torch.tensor([], dtype=dt).element_size()
     one = (m * k + n * k + m * n) * batch * es
-    r = copies_for(one, l2)
+    r = copies_for(one, l2) if args.rotate else 1
     gen = torch.Generator(device="cuda").manual_seed(m * 1000003 + n * 1009 + k)
     sets = []
     for _ in range(r):
@@ -148,6 +150,7 @@ def main():
     ap.add_argument("--gelu", default="", help="shapes for the linear_bias_gelu peers (bf16)")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--rotate", action="store_true", help="rotate operand copies past the L2 (see above)")
     ap.add_argument("--json", required=True)
     args = ap.parse_args()
     shapes = [parse_shape(s) for s in args.shapes.split(",") if s]
