@@ -9,6 +9,7 @@ mod ptx;
 mod roofline;
 mod test;
 mod tune;
+mod tune_devices;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};

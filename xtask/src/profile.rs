@@ -211,6 +211,7 @@ fn merge(paths: &[PathBuf], out: &Path) -> anyhow::Result<()> {
         let r = merged.merge(&Profile::load(p)?);
         println!("{}: {} added, {} replaced, {} kept", p.display(), r.added, r.replaced, r.kept);
     }
+    merged.sort_entries();
     merged.save_atomic(out)?;
     println!("wrote {} ({} entries)", out.display(), merged.entries.len());
     Ok(())
