@@ -206,7 +206,9 @@ impl Communicator {
     /// Waits for the stream until the deadline; past it, aborts the communicator.
     fn wait(&mut self, op: &'static str, t0: Instant) -> Result<()> {
         let ev = self.cs.record_event(None).ctx(|| format!("recording an event after {op}"))?;
-        let mut nap = Duration::from_micros(5);
+        // Spin (yielding) for the first millisecond, so short collectives are not timed
+        // with a sleep's granularity; then poll every millisecond.
+        let spin_until = Instant::now() + Duration::from_millis(1);
         loop {
             if ev.try_is_complete().ctx(|| format!("waiting for {op}"))? {
                 return Ok(());
@@ -215,8 +217,11 @@ impl Communicator {
                 self.comm = None; // ncclCommAbort: the kernels waiting for peers exit.
                 return Err(CollectiveError::Timeout { op, after: self.timeout }.into());
             }
-            std::thread::sleep(nap);
-            nap = (nap * 2).min(Duration::from_millis(1));
+            if Instant::now() < spin_until {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
     }
 
@@ -373,10 +378,20 @@ fn cpu_buffer(op: &'static str) -> Error {
     Error::BackendMismatch { op, what: "buffer", expected: "cuda", got: "cpu" }
 }
 
-/// One process, every GPU: all-reduces `bufs[i]` (on `comms[i]`'s device) in place, as one
-/// NCCL group so a single thread can drive every rank, then waits for all of them. The
-/// lengths are checked on the host first (`SizeMismatch` names the first rank that differs).
-pub fn group_all_reduce<T: CollectiveScalar>(
+impl Communicator {
+    /// Waits (at most `timeout` from now) for everything queued on this rank's stream, the
+    /// collectives queued by `group_all_reduce_async` included; aborts the communicator
+    /// when late.
+    pub fn synchronize(&mut self) -> Result<()> {
+        self.live("synchronize")?;
+        self.wait("synchronize", Instant::now())
+    }
+}
+
+/// Queues the in-place all-reduce of `bufs[i]` on `comms[i]` as one NCCL group and returns
+/// without waiting (work queued on the same streams after it runs after it); finish with
+/// [`Communicator::synchronize`] on each. Lengths are checked on the host first.
+pub fn group_all_reduce_async<T: CollectiveScalar>(
     comms: &mut [Communicator],
     bufs: &mut [ViewMut<'_, T>],
     op: Reduce,
@@ -390,11 +405,22 @@ pub fn group_all_reduce<T: CollectiveScalar>(
         });
     }
     agree_on_host("all_reduce", &bufs.iter().map(|b| b.len()).collect::<Vec<_>>())?;
-    let t0 = Instant::now();
     nr::group_start().map_err(nccl_err("ncclGroupStart"))?;
     let queued: Result<()> = comms.iter().zip(bufs.iter_mut()).try_for_each(|(c, b)| c.enqueue_all_reduce(None, b, op));
     nr::group_end().map_err(nccl_err("ncclGroupEnd"))?;
-    queued?;
+    queued
+}
+
+/// One process, every GPU: all-reduces `bufs[i]` (on `comms[i]`'s device) in place, as one
+/// NCCL group so a single thread can drive every rank, then waits for all of them. The
+/// lengths are checked on the host first (`SizeMismatch` names the first rank that differs).
+pub fn group_all_reduce<T: CollectiveScalar>(
+    comms: &mut [Communicator],
+    bufs: &mut [ViewMut<'_, T>],
+    op: Reduce,
+) -> Result<()> {
+    let t0 = Instant::now();
+    group_all_reduce_async(comms, bufs, op)?;
     comms.iter_mut().try_for_each(|c| c.wait("all_reduce", t0))
 }
 

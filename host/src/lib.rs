@@ -35,6 +35,7 @@ pub mod tuned;
 
 pub use backend::{Backend, BackendChoice, Cpu, Gpu};
 pub use buffer::{Buffer, Scalar, View, ViewMut};
+pub use collective::{Communicator, Reduce};
 pub use config::ElemConfig;
 pub use device::{DeviceInfo, device_count, devices, driver_present};
 pub use devices::{CopyMode, CopyPath, DeviceSet, Topology, parse_device_list};

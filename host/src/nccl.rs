@@ -67,6 +67,15 @@ pub fn require_nccl() -> Result<(), CollectiveError> {
     Err(CollectiveError::Unavailable(hint))
 }
 
+/// NCCL's version as `major.minor.patch` (`ncclGetVersion`).
+pub fn nccl_version() -> Result<String, CollectiveError> {
+    require_nccl()?;
+    let v = cudarc::nccl::result::get_nccl_version()
+        .map_err(|e| CollectiveError::Nccl { context: "ncclGetVersion".into(), code: format!("{:?}", e.0) })?;
+    // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
+    Ok(format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100))
+}
+
 /// Where a `libnccl.so*` file is: `FERROTUNE_NCCL_PATH` (a file, or a directory holding
 /// `libnccl.so.2` / `libnccl.so`), else the one NCCL's pip wheel installs for python3.
 pub fn find_nccl_file() -> Option<PathBuf> {
