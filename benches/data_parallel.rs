@@ -1,5 +1,5 @@
 //! The data-parallel example: one linear layer `y = gelu(x Wᵀ + b)` with the batch split
-//! over the GPUs (`SplitPlan`), forward and the two backward GEMMs on each GPU, and the
+//! over the GPUs (`WorkSplit`), forward and the two backward GEMMs on each GPU, and the
 //! weight gradient all-reduced (NCCL, one process driving every GPU) on a second stream
 //! while the input gradient is still being computed. The result is checked against the
 //! same step on one GPU. gelu's derivative is not one of the ops, so the gradient at the
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use ferrotune::collective::{Communicator, Reduce, group_all_reduce_async};
 use ferrotune::ops::gemm::{Gemm, Layout, gemm, linear_bias_gelu};
-use ferrotune::{Backend, Buffer, Error, Result, SplitPlan, Stream, bf16};
+use ferrotune::{Backend, Buffer, Error, Result, Stream, WorkSplit, bf16};
 
 /// The layer and the global batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,7 +71,7 @@ struct Replica {
 /// The layer on one or more GPUs, ready to step.
 pub struct DataParallel {
     p: DpProblem,
-    pub plan: SplitPlan,
+    pub plan: WorkSplit,
     replicas: Vec<Replica>,
     comms: Vec<Communicator>,
 }
@@ -81,7 +81,7 @@ impl DataParallel {
     /// each GPU's share; with more than one GPU, one NCCL communicator per GPU on a second
     /// stream.
     pub fn new(backends: &[Backend], p: DpProblem, inputs: &DpInputs, timeout: Duration) -> Result<DataParallel> {
-        let plan = SplitPlan::new(p.batch, &vec![1.0; backends.len()], 128)?;
+        let plan = WorkSplit::new(p.batch, &vec![1.0; backends.len()], 128)?;
         let mut replicas = Vec::new();
         let mut comm_streams = Vec::new();
         for (b, r) in backends.iter().zip(&plan.ranges) {

@@ -19,6 +19,7 @@ pub mod buffer;
 pub mod collective;
 pub mod config;
 pub mod device;
+pub mod device_split;
 pub mod devices;
 pub mod error;
 pub mod event;
@@ -46,6 +47,6 @@ pub use ferrotune_kernels::{DType, elementwise::ElemOp, elementwise::ElemVariant
 pub use ferrotune_profile as profile;
 pub use half::{bf16, f16};
 pub use pinned::PinnedBuffer;
-pub use split::SplitPlan;
+pub use split::WorkSplit;
 pub use stream::Stream;
 pub use tuned::Source;

@@ -10,18 +10,18 @@ use crate::error::{Error, Result};
 
 /// One contiguous range of items per device, in device order.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SplitPlan {
+pub struct WorkSplit {
     pub total: usize,
     /// Relative speeds the split follows (e.g. items per ms measured on each device).
     pub speeds: Vec<f64>,
     pub ranges: Vec<Range<usize>>,
 }
 
-impl SplitPlan {
+impl WorkSplit {
     /// Splits `total` items over devices of relative `speeds`, in multiples of `grain`
     /// items (the last range takes the remainder of a partial grain). A device of speed 0
     /// gets nothing; speeds must be finite and not all 0.
-    pub fn new(total: usize, speeds: &[f64], grain: usize) -> Result<SplitPlan> {
+    pub fn new(total: usize, speeds: &[f64], grain: usize) -> Result<WorkSplit> {
         let bad = |why: String| Error::InvalidConfig { op: "work split", why };
         if speeds.is_empty() {
             return Err(Error::EmptyInput { op: "work split", what: "device speeds" });
@@ -66,7 +66,7 @@ impl SplitPlan {
                 *r = r.start + partial..r.end + partial;
             }
         }
-        Ok(SplitPlan { total, speeds: speeds.to_vec(), ranges })
+        Ok(WorkSplit { total, speeds: speeds.to_vec(), ranges })
     }
 
     /// Items given to each device.
@@ -75,7 +75,7 @@ impl SplitPlan {
     }
 }
 
-impl fmt::Display for SplitPlan {
+impl fmt::Display for WorkSplit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let sum: f64 = self.speeds.iter().sum();
         for (i, (r, s)) in self.ranges.iter().zip(&self.speeds).enumerate() {
@@ -100,24 +100,24 @@ mod tests {
 
     #[test]
     fn equal_speeds_split_evenly_and_uneven_ones_in_proportion() {
-        assert_eq!(SplitPlan::new(10, &[1.0, 1.0], 1).unwrap().ranges, [0..5, 5..10]);
-        assert_eq!(SplitPlan::new(9, &[2.0, 1.0], 1).unwrap().ranges, [0..6, 6..9]);
-        assert_eq!(SplitPlan::new(10, &[1.0, 0.0, 1.0], 1).unwrap().sizes(), [5, 0, 5]);
-        assert_eq!(SplitPlan::new(100, &[3.0, 1.0], 8).unwrap().ranges, [0..72, 72..100]);
+        assert_eq!(WorkSplit::new(10, &[1.0, 1.0], 1).unwrap().ranges, [0..5, 5..10]);
+        assert_eq!(WorkSplit::new(9, &[2.0, 1.0], 1).unwrap().ranges, [0..6, 6..9]);
+        assert_eq!(WorkSplit::new(10, &[1.0, 0.0, 1.0], 1).unwrap().sizes(), [5, 0, 5]);
+        assert_eq!(WorkSplit::new(100, &[3.0, 1.0], 8).unwrap().ranges, [0..72, 72..100]);
     }
 
     #[test]
     fn zero_and_one_item_and_bad_speeds() {
-        assert_eq!(SplitPlan::new(0, &[1.0, 2.0], 1).unwrap().sizes(), [0, 0]);
-        let one = SplitPlan::new(1, &[1.0, 2.0], 1).unwrap();
+        assert_eq!(WorkSplit::new(0, &[1.0, 2.0], 1).unwrap().sizes(), [0, 0]);
+        let one = WorkSplit::new(1, &[1.0, 2.0], 1).unwrap();
         assert_eq!(one.sizes(), [0, 1], "the single item goes to the faster device");
-        assert_eq!(SplitPlan::new(1, &[1.0, 1.0], 4).unwrap().sizes(), [0, 1], "a partial grain goes last");
-        assert!(matches!(SplitPlan::new(5, &[], 1), Err(Error::EmptyInput { .. })));
+        assert_eq!(WorkSplit::new(1, &[1.0, 1.0], 4).unwrap().sizes(), [0, 1], "a partial grain goes last");
+        assert!(matches!(WorkSplit::new(5, &[], 1), Err(Error::EmptyInput { .. })));
         for bad in [vec![0.0, 0.0], vec![f64::NAN, 1.0], vec![-1.0, 2.0], vec![f64::INFINITY]] {
-            assert!(matches!(SplitPlan::new(5, &bad, 1), Err(Error::InvalidConfig { .. })), "{bad:?}");
+            assert!(matches!(WorkSplit::new(5, &bad, 1), Err(Error::InvalidConfig { .. })), "{bad:?}");
         }
-        assert!(SplitPlan::new(5, &[1.0], 0).is_err());
-        let shown = SplitPlan::new(9, &[2.0, 1.0], 1).unwrap().to_string();
+        assert!(WorkSplit::new(5, &[1.0], 0).is_err());
+        let shown = WorkSplit::new(9, &[2.0, 1.0], 1).unwrap().to_string();
         assert!(shown.contains("device 0: items 0..6 (6 = 66.7%"), "{shown}");
     }
 
@@ -129,7 +129,7 @@ mod tests {
             grain in 1usize..64,
         ) {
             prop_assume!(speeds.iter().sum::<f64>() > 0.0);
-            let p = SplitPlan::new(total, &speeds, grain).unwrap();
+            let p = WorkSplit::new(total, &speeds, grain).unwrap();
             prop_assert_eq!(p.ranges.len(), speeds.len());
             prop_assert_eq!(p.ranges[0].start, 0);
             prop_assert_eq!(p.ranges.last().unwrap().end, total);

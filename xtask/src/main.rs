@@ -4,6 +4,7 @@ mod bench;
 mod bench_clifford;
 mod bench_gemm;
 mod bench_multigpu;
+mod explain_split;
 mod info;
 mod profile;
 mod ptx;
