@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use ferrotune::collective::{Communicator, Reduce, group_all_reduce_async};
 use ferrotune::ops::gemm::{Gemm, Layout, gemm, linear_bias_gelu};
-use ferrotune::{Backend, Buffer, Error, Result, Stream, WorkSplit, bf16};
+use ferrotune::{Backend, Buffer, Result, Stream, WorkSplit, bf16};
 
 /// The layer and the global batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,15 +119,7 @@ impl DataParallel {
         if !self.comms.is_empty() {
             // The communication streams start when dW is written.
             for (r, c) in self.replicas.iter().zip(&self.comms) {
-                let (Some(main), Some(comm)) = (r.main.cuda_stream(), c.stream().cuda_stream()) else {
-                    return Err(Error::InvalidConfig { op: "data parallel", why: "needs CUDA streams".into() });
-                };
-                let driver = |context: &str| {
-                    let context = context.to_string();
-                    move |source| Error::Driver { context, source }
-                };
-                let ev = main.record_event(None).map_err(driver("recording the end of dW"))?;
-                comm.wait(&ev).map_err(driver("making the all-reduce wait for dW"))?;
+                c.wait_for(&r.main)?;
             }
             let mut views: Vec<_> = self.replicas.iter_mut().map(|r| r.dw.all_mut()).collect();
             group_all_reduce_async(&mut self.comms, &mut views, Reduce::Sum)?;

@@ -379,6 +379,14 @@ fn cpu_buffer(op: &'static str) -> Error {
 }
 
 impl Communicator {
+    /// Makes this rank's stream wait for the work queued on `other` so far (a stream of
+    /// the same GPU): a collective queued next starts after it, without blocking the host.
+    pub fn wait_for(&self, other: &Stream) -> Result<()> {
+        let o = cuda_of(other)?;
+        let ev = o.record_event(None).ctx(|| "recording an event to wait for".into())?;
+        self.cs.wait(&ev).ctx(|| "making the collective's stream wait".into())
+    }
+
     /// Waits (at most `timeout` from now) for everything queued on this rank's stream, the
     /// collectives queued by `group_all_reduce_async` included; aborts the communicator
     /// when late.
