@@ -113,7 +113,7 @@ fn gpu_nccl_group_all_reduce_sums_and_rejects_unequal_lengths() {
     }
     // bf16, max.
     let mut bufs: Vec<Buffer<bf16>> =
-        (0..g).map(|r| Buffer::from_slice(&streams[r], &vec![bf16::from_f32(r as f32 - 0.5); 33]).unwrap()).collect();
+        (0..g).map(|r| Buffer::from_slice(&streams[r], &[bf16::from_f32(r as f32 - 0.5); 33]).unwrap()).collect();
     let mut views: Vec<_> = bufs.iter_mut().map(|b| b.all_mut()).collect();
     group_all_reduce(&mut comms, &mut views, Reduce::Max).unwrap();
     drop(views);
