@@ -31,7 +31,7 @@ if [ -n "$NCCL_DIR" ] && [ -f "$NCCL_DIR/libnccl.so.2" ]; then
   mkdir -p /tmp/ferrotune-nccl && ln -sf "$NCCL_DIR/libnccl.so.2" /tmp/ferrotune-nccl/libnccl.so
   export LD_LIBRARY_PATH=/tmp/ferrotune-nccl:$LD_LIBRARY_PATH FERROTUNE_NCCL_PATH=$NCCL_DIR/libnccl.so.2
 fi
-echo "NCCL: ${FERROTUNE_NCCL_PATH:-not found in python's site-packages}"
+echo "NCCL: ${FERROTUNE_NCCL_PATH:-not found in the python site-packages}"
 nvidia-smi topo -m > "$R/topo.txt" 2>&1; cat "$R/topo.txt"
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem --format=csv > "$R/nvidia-smi.txt" 2>&1
 run_for 30 "$R/info.txt" $C/xtask info; grep -E "device [0-9]|->|NCCL" "$R/info.txt"
