@@ -5,12 +5,13 @@
 
 use std::sync::Arc;
 
+use cudarc::driver::{CudaStream, CudaView, CudaViewMut, sys};
+
 use crate::backend::{Backend, Gpu};
 use crate::buffer::{Scalar, View, ViewMut};
 use crate::device::device_count;
 use crate::error::{DriverContext, Error, Result};
 use crate::peer_access::{PeerLink, enable_peer_access, grant_pool_access, peer_link};
-use crate::pinned::PinnedBuffer;
 use crate::stream::Stream;
 
 /// Parses a device list: `all` (every one of `present` devices), comma-separated ordinals
@@ -213,7 +214,7 @@ impl DeviceSet {
             CopyPath::SameDevice | CopyPath::Peer => {
                 cs.memcpy_dtod(s, d).ctx(|| format!("copying {} elements between devices", src.len()))?
             }
-            CopyPath::Staged => staged_copy(&self.backends[from].stream(), src, dst_stream, d)?,
+            CopyPath::Staged => staged_copy(gpu(&self.backends[from]), s, cs, d)?,
         }
         Ok(path)
     }
@@ -227,34 +228,41 @@ fn gpu(b: &Backend) -> &Arc<Gpu> {
     }
 }
 
-/// Elements per staging chunk: 64 MiB of f32.
+/// Elements per staging chunk (64 MiB of f32).
 const STAGE_CHUNK: usize = 16 << 20;
 
 /// Device → pinned host (on the source's stream) → device (on the destination's), chunk by
-/// chunk; each chunk's download completes before its upload is queued.
+/// chunk; each chunk's download completes before its upload is queued, and its upload before
+/// the buffer is reused. The host buffer is portable pinned memory, so both contexts copy
+/// it at pinned speed.
 fn staged_copy<T: Scalar>(
-    src_stream: &Stream,
-    src: &View<'_, T>,
-    dst_stream: &Stream,
-    dst: &mut cudarc::driver::CudaViewMut<'_, T>,
+    src_gpu: &Gpu,
+    src: &CudaView<'_, T>,
+    dst_cs: &Arc<CudaStream>,
+    dst: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
     let len = src.len();
     if len == 0 {
         return Ok(());
     }
-    let chunk = STAGE_CHUNK.min(len);
-    let mut host = PinnedBuffer::<T>::zeros(src_stream, chunk)?;
+    let src_cs = src_gpu.context().default_stream();
+    let alloc = |n: usize| {
+        // SAFETY: the contents are written by the device-to-host copy before they are read.
+        unsafe { src_gpu.context().alloc_pinned_with_flags::<T>(n, sys::CU_MEMHOSTALLOC_PORTABLE) }
+            .ctx(|| format!("allocating {n} pinned staging elements"))
+    };
+    let mut host = alloc(STAGE_CHUNK.min(len))?;
     let mut off = 0;
     while off < len {
-        let n = chunk.min(len - off);
+        let n = host.len().min(len - off);
         if n != host.len() {
-            host = PinnedBuffer::<T>::zeros(src_stream, n)?;
+            host = alloc(n)?;
         }
-        host.copy_from_device_async(src_stream, &src.slice(off..off + n)?)?;
-        src_stream.synchronize()?;
-        let mut part = ViewMut::Cuda(dst.slice_mut(off..off + n));
-        host.copy_to_device_async(dst_stream, &mut part)?;
-        dst_stream.synchronize()?;
+        let what = || format!("staging elements {off}..{} through host memory", off + n);
+        src_cs.memcpy_dtoh(&src.slice(off..off + n), &mut host).ctx(what)?;
+        src_cs.synchronize().ctx(what)?;
+        dst_cs.memcpy_htod(&host, &mut dst.slice_mut(off..off + n)).ctx(what)?;
+        dst_cs.synchronize().ctx(what)?;
         off += n;
     }
     Ok(())
