@@ -136,7 +136,8 @@ fn ranks<R: Send>(timeout: Duration, f: impl Fn(usize, &mut Communicator) -> R +
             .map(|r| {
                 let (f, hex) = (&f, hex.clone());
                 s.spawn(move || {
-                    let b = Backend::on_device(r).unwrap();
+                    // No kernels needed: collectives only.
+                    let b = Backend::Cuda(ferrotune::Gpu::new(r).unwrap());
                     let stream = b.new_stream().unwrap();
                     let id = NcclId::from_hex(&hex).unwrap();
                     let mut c = Communicator::from_rank(&stream, r, 2, &id, timeout).unwrap();

@@ -127,7 +127,8 @@ impl DeviceSet {
                 return Err(Error::InvalidConfig { op: "DeviceSet::open", why: format!("device {d} named twice") });
             }
         }
-        let backends = ordinals.iter().map(|&d| Backend::on_device(d)).collect::<Result<Vec<_>>>()?;
+        // Kernels load on each device's first op (copies and collectives need none).
+        let backends = ordinals.iter().map(|&d| Ok(Backend::Cuda(Gpu::new(d)?))).collect::<Result<Vec<_>>>()?;
         let n = backends.len();
         let mut links = vec![vec![None; n]; n];
         let mut enabled = vec![vec![false; n]; n];
