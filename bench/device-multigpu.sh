@@ -37,11 +37,15 @@ nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem --format=c
 run_for 30 "$R/info.txt" $C/xtask info; grep -E "device [0-9]|->|NCCL" "$R/info.txt"
 
 echo "=== multi-GPU tests"
-run_for 60 "$R/tests.txt" $C/ferrotune_tests --test-threads=1 --nocapture multigpu
+run_for 50 "$R/tests.txt" $C/ferrotune_tests --test-threads=1 --nocapture multigpu
 echo "tests exit $?"; grep -E "^test |test result|panicked|skipped" "$R/tests.txt" | head -20
 
+echo "=== one process per GPU (xtask ranks: id by env and by file, like torchrun)"
+run_for 40 "$R/ranks.txt" $C/xtask ranks --world 2
+echo "ranks exit $?"; tail -4 "$R/ranks.txt"
+
 echo "=== bench --ops multi-gpu"
-run_for 100 "$R/bench.txt" $C/xtask bench --ops multi-gpu --json "$OUT/multigpu.json"
+run_for 90 "$R/bench.txt" $C/xtask bench --ops multi-gpu --json "$OUT/multigpu.json"
 echo "bench exit $?"; grep -vE "^torch all-reduce" "$R/bench.txt" | tail -40
 
 echo "=== device-parallel tuning: 8 GEMM shapes, 1 GPU vs 2"
