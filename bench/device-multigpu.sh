@@ -51,7 +51,7 @@ echo "bench exit $?"; grep -vE "^torch all-reduce" "$R/bench.txt" | tail -40
 echo "=== device-parallel tuning: 8 GEMM shapes, 1 GPU vs 2"
 SHAPES=4096x4096x4096,4096x4096x2048,2048x4096x4096,4096x2048x4096,2048x2048x8192,3072x3072x3072,8192x2048x2048,2048x8192x2048
 T=/tmp/ferrotune-tune; rm -rf $T; mkdir -p $T
-TUNE=($C/xtask tune --ops gemm --dtypes bf16 --layouts rc --sizes $SHAPES --strategy exhaustive --iters 10 --confirm-iters 30)
+TUNE=($C/xtask tune --ops gemm --dtypes bf16 --layouts rc --sizes $SHAPES --strategy model --budget 4 --iters 10 --confirm-iters 30)
 s=$SECONDS; run_for 90 "$R/tune-1gpu.txt" "${TUNE[@]}" --devices 0 --profile $T/one.toml --json $T/one.json; e1=$?; t1=$((SECONDS - s))
 s=$SECONDS; run_for 60 "$R/tune-2gpu.txt" "${TUNE[@]}" --devices 0,1 --profile $T/two.toml --json $T/two.json; e2=$?; t2=$((SECONDS - s))
 grep -E "device-parallel tuning took" "$R/tune-1gpu.txt" "$R/tune-2gpu.txt"
