@@ -65,10 +65,18 @@ if [ $left -gt 30 ]; then
 fi
 cp $T/*.toml "$R/" 2>/dev/null
 python3 - "$T" "$OUT/multigpu-tune.json" "$R" $t1 $t2 $e1 $e2 <<'EOF'
-import json, sys, os, tomllib
+import json, sys, os
+try:
+    import tomllib
+except ImportError:  # python < 3.11: compare the entries' text without dates and timings
+    tomllib = None
 t, out, r, t1, t2, e1, e2 = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:])
 def entries(p):
     if not os.path.exists(p): return None
+    if tomllib is None:
+        skip = ("date", "mad_ms", "median_ms", "throughput_gbps", "tflops", "default_ms", "evaluations", "tool_version")
+        blocks = open(p).read().split("[[entry]]")[1:]
+        return [tuple([""] * 6 + ["\n".join(l for l in b.split("[[journal]]")[0].splitlines() if not l.split(" ")[0] in skip and "runners_up" not in l)]) for b in blocks]
     d = tomllib.load(open(p, "rb"))
     return [(e["op"], e["dtype"], e["layout"], tuple(e["shape"]), e["device"]["name"], e["build"], json.dumps(e["config"], sort_keys=True)) for e in d.get("entry", [])]
 one, two = entries(f"{t}/one.toml"), entries(f"{t}/two.toml")
