@@ -237,6 +237,19 @@ mod tests {
     }
 
     #[test]
+    fn missing_nccl_is_a_typed_error_that_says_what_to_do() {
+        if nccl_loadable() {
+            println!("missing_nccl_is_a_typed_error_that_says_what_to_do: skipped: NCCL is loadable here");
+            return;
+        }
+        let e = require_nccl().unwrap_err();
+        let m = e.to_string();
+        assert!(matches!(e, CollectiveError::Unavailable(_)), "{m}");
+        assert!(m.contains("libnccl.so") && (m.contains(NCCL_PATH_ENV) || m.contains("LD_LIBRARY_PATH")), "{m}");
+        assert!(matches!(NcclId::new(), Err(CollectiveError::Unavailable(_))));
+    }
+
+    #[test]
     fn loader_dirs_link_libnccl_so_to_the_file() {
         let dir = std::env::temp_dir().join(format!("ferrotune-fake-nccl-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

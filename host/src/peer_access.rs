@@ -68,15 +68,16 @@ pub fn enable_peer_access(from: &CudaContext, to: &CudaContext) -> Result<()> {
     }
 }
 
-/// Gives `accessor` read-write access to `owner`'s default memory pool (what cudarc's
-/// stream-ordered `alloc` uses), so kernels on `accessor` may read pool allocations of
-/// `owner` directly.
+/// Gives `accessor` read-write access to `owner`'s current memory pool (what cudarc's
+/// stream-ordered `alloc` uses: the default pool, or one a pool manager installed with
+/// `cuDeviceSetMemPool`), so kernels on `accessor` may read pool allocations of `owner`
+/// directly. A pool installed later needs the call again.
 pub fn grant_pool_access(owner: &CudaContext, accessor: &CudaContext) -> Result<()> {
     let what = || format!("granting device {} access to device {}'s memory pool", accessor.ordinal(), owner.ordinal());
     owner.bind_to_thread().ctx(what)?;
-    // SAFETY: the device handle comes from a live context; the pool handle is the driver's
-    // default pool for it, which lives as long as the device.
-    let pool = unsafe { cudarc::driver::result::device::get_default_mem_pool(owner.cu_device()) }.ctx(what)?;
+    // SAFETY: the device handle comes from a live context; the pool handle is the device's
+    // current pool, alive while it is installed.
+    let pool = unsafe { cudarc::driver::result::device::get_mem_pool(owner.cu_device()) }.ctx(what)?;
     let desc = sys::CUmemAccessDesc {
         location: sys::CUmemLocation {
             type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
