@@ -210,6 +210,17 @@ fn gpu_nccl_a_rank_that_never_comes_is_a_timeout_not_a_hang() {
         Communicator::from_rank(&set.backend(0).new_stream().unwrap(), 0, 2, &id, Duration::from_secs(3)).unwrap_err();
     assert!(matches!(e, Error::Collective(CollectiveError::Timeout { op: "communicator init", .. })), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(20));
+    // The late rank arrives after all: the abandoned init completes (and is aborted by its
+    // helper thread), so nothing is left waiting inside NCCL for the tests that follow.
+    let late = Communicator::from_rank(
+        &Backend::Cuda(ferrotune::Gpu::new(1).unwrap()).new_stream().unwrap(),
+        1,
+        2,
+        &id,
+        Duration::from_secs(30),
+    );
+    assert!(late.is_ok(), "the late rank joins the abandoned init: {late:?}");
+    drop(late);
     // Both ranks join; only rank 0 calls the collective: it times out and is aborted.
     let out = ranks(Duration::from_secs(3), |r, c| {
         if r == 1 {
