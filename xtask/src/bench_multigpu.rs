@@ -76,9 +76,9 @@ pub fn run(a: MultiGpuArgs) -> anyhow::Result<()> {
         println!("multi-gpu bench: skipped: needs 2 CUDA devices, this machine has {n}");
         return Ok(());
     }
-    // SAFETY of the environment: NVLink multicast stays off (the lent machines require it).
+    // NVLink multicast stays off (the lent machines require it) unless the caller chose.
     if std::env::var_os("NCCL_NVLS_ENABLE").is_none() {
-        // SAFETY: set before any thread of ours starts and before NCCL is loaded.
+        // SAFETY: no other thread of this process exists yet, and NCCL is not loaded.
         unsafe { std::env::set_var("NCCL_NVLS_ENABLE", "0") };
     }
     if let Some(code) = reexec_for_nccl()? {
