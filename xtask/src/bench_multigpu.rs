@@ -71,15 +71,15 @@ fn run_torch(script: &Path, o: &MultiGpuOptions, gpus: usize) -> Result<Vec<(usi
 }
 
 pub fn run(a: MultiGpuArgs) -> anyhow::Result<()> {
+    // NVLink multicast stays off (the lent machines require it) unless the caller chose.
+    if std::env::var_os("NCCL_NVLS_ENABLE").is_none() {
+        // SAFETY: no other thread of this process exists yet (no driver call has been made), and NCCL is not loaded.
+        unsafe { std::env::set_var("NCCL_NVLS_ENABLE", "0") };
+    }
     let n = ferrotune::device_count().unwrap_or(0);
     if n < 2 {
         println!("multi-gpu bench: skipped: needs 2 CUDA devices, this machine has {n}");
         return Ok(());
-    }
-    // NVLink multicast stays off (the lent machines require it) unless the caller chose.
-    if std::env::var_os("NCCL_NVLS_ENABLE").is_none() {
-        // SAFETY: no other thread of this process exists yet, and NCCL is not loaded.
-        unsafe { std::env::set_var("NCCL_NVLS_ENABLE", "0") };
     }
     if let Some(code) = reexec_for_nccl()? {
         std::process::exit(code);
