@@ -210,6 +210,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let report = crate::tune_devices::run(&opts, &devices)?;
         return print_report(&a, &report);
     }
+    // Parts left by a killed `--devices` run hold its journal: fold them in to resume here.
+    let parts = ferrotune_autotune::parallel::leftover_parts(&opts.profile);
+    if !parts.is_empty() {
+        ferrotune_autotune::parallel::fold_parts(&opts.profile, &parts)?;
+        println!("folded {} part files of an interrupted device-parallel run into the profile", parts.len());
+    }
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("{prefix:>28} [{bar:30}] {pos}/{len} {msg}")
