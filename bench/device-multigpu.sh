@@ -41,7 +41,7 @@ run_for 50 "$R/tests.txt" $C/ferrotune_tests --test-threads=1 --nocapture multig
 echo "tests exit $?"; grep -E "^test |test result|panicked|skipped" "$R/tests.txt" | head -20
 
 echo "=== one process per GPU (xtask ranks: id by env and by file, like torchrun)"
-run_for 40 "$R/ranks.txt" $C/xtask ranks --world 2
+run_for 40 "$R/ranks.txt" $C/xtask ranks --world 2 --timeout 10
 echo "ranks exit $?"; tail -4 "$R/ranks.txt"
 
 echo "=== bench --ops multi-gpu"
