@@ -111,7 +111,8 @@ fn init_with_deadline(
             drop(late.into_iter().map(|p| RawComm(p as ncclComm_t)).collect::<Vec<_>>());
         }
     });
-    match rx.recv_timeout(timeout) {
+    // An answer that lands just after the deadline is still taken (not leaked).
+    match rx.recv_timeout(timeout).or_else(|_| rx.try_recv().map_err(|_| ())) {
         Ok(Ok(ptrs)) => Ok(ptrs.into_iter().map(|p| RawComm(p as ncclComm_t)).collect()),
         Ok(Err(code)) => Err(Error::Collective(CollectiveError::Nccl { context: "communicator init".into(), code })),
         Err(_) => Err(Error::Collective(CollectiveError::Timeout { op: "communicator init", after: timeout })),
