@@ -38,6 +38,12 @@ pub enum Error {
     /// The device ran out of memory.
     #[error("out of device memory ({context})")]
     OutOfMemory { context: String },
+    /// A device ordinal that does not exist on this machine.
+    #[error("device {requested} does not exist ({present} CUDA devices visible)")]
+    DeviceIndex { requested: usize, present: usize },
+    /// A collective across devices failed: NCCL missing, a timeout, ranks that disagree.
+    #[error(transparent)]
+    Collective(#[from] crate::nccl::CollectiveError),
     /// Any other CUDA driver error, with what was being done.
     #[error("CUDA error during {context}: {source}")]
     Driver { context: String, source: DriverError },

@@ -16,22 +16,30 @@
 
 pub mod backend;
 pub mod buffer;
+pub mod collective;
 pub mod config;
 pub mod device;
+pub mod device_split;
+pub mod devices;
 pub mod error;
 pub mod event;
 pub mod module;
+pub mod nccl;
 pub mod ops;
 pub mod peer;
+pub mod peer_access;
 pub mod pinned;
 pub mod profiler;
+pub mod split;
 pub mod stream;
 pub mod tuned;
 
 pub use backend::{Backend, BackendChoice, Cpu, Gpu};
 pub use buffer::{Buffer, Scalar, View, ViewMut};
+pub use collective::{Communicator, Reduce};
 pub use config::ElemConfig;
 pub use device::{DeviceInfo, device_count, devices, driver_present};
+pub use devices::{CopyMode, CopyPath, DeviceSet, Topology, parse_device_list};
 pub use error::{Error, Result};
 pub use event::{Event, EventTimer};
 pub use ferrotune_kernels::{DType, elementwise::ElemOp, elementwise::ElemVariant};
@@ -39,5 +47,6 @@ pub use ferrotune_kernels::{DType, elementwise::ElemOp, elementwise::ElemVariant
 pub use ferrotune_profile as profile;
 pub use half::{bf16, f16};
 pub use pinned::PinnedBuffer;
+pub use split::WorkSplit;
 pub use stream::Stream;
 pub use tuned::Source;
