@@ -6,11 +6,13 @@
 pub mod ceilings;
 pub mod clifford;
 pub mod compare;
+pub mod data_parallel;
 pub mod elementwise;
 pub mod error;
 pub mod gemm;
 pub mod gemm_rows;
 pub mod gemm_tiles;
+pub mod multigpu;
 pub mod report;
 pub mod roofline;
 pub mod runtime;

@@ -5,6 +5,7 @@ mod clifford;
 mod elementwise;
 mod errors;
 mod gemm;
+mod multigpu;
 mod ptx;
 mod runtime;
 mod splitk;

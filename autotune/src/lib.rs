@@ -7,8 +7,10 @@ pub mod elem;
 pub mod family;
 pub mod gemm;
 pub mod measure;
+pub mod parallel;
 pub mod process;
 pub mod protocol;
+pub mod shard;
 pub mod space;
 pub mod strategy;
 pub mod tuner;
@@ -17,5 +19,6 @@ mod worker_gemm;
 
 pub use process::{ProcessEvaluator, Timeouts, WorkerCommand};
 pub use protocol::{ConfigJson, EvalOutcome, GemmDtype, GemmShape, Shape};
+pub use shard::Shard;
 pub use strategy::{Budget, Strategy};
 pub use tuner::{Control, Event, TuneError, TuneOptions, TuneReport, tune};

@@ -55,6 +55,12 @@ pub enum Error {
     /// An object of one device used with another's stream (a graph replayed elsewhere...).
     #[error("{op}: made on device {expected}, used on device {got}")]
     WrongDevice { op: &'static str, expected: usize, got: usize },
+    /// A device ordinal that does not exist on this machine.
+    #[error("device {requested} does not exist ({present} CUDA devices visible)")]
+    DeviceIndex { requested: usize, present: usize },
+    /// A collective across devices failed: NCCL missing, a timeout, ranks that disagree.
+    #[error(transparent)]
+    Collective(#[from] crate::nccl::CollectiveError),
     /// Any other CUDA driver error, with what was being done.
     #[error("CUDA error during {context}: {source}")]
     Driver { context: String, source: DriverError },

@@ -428,6 +428,16 @@ impl Profile {
         r
     }
 
+    /// Puts the entries in a canonical order (op, dtype, layout, shape, device, build), so
+    /// profiles built from the same entries in any order (shards merged, several GPUs, one
+    /// GPU) have the same text apart from the measurements.
+    pub fn sort_entries(&mut self) {
+        let key = |e: &Entry| {
+            (e.op.clone(), e.dtype.clone(), e.layout.clone(), e.shape.clone(), e.device.to_string(), e.build.clone())
+        };
+        self.entries.sort_by_key(key);
+    }
+
     /// Entries and journal records measured on another device (or another build of the
     /// kernels), each with its line: they are never used on `device`, and a whole profile of
     /// them is almost certainly the wrong file.

@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
+
 use ferrotune::profiler::Profiler;
 use ferrotune::{Backend, BackendChoice, DType, ElemOp};
 use ferrotune_autotune::measure::Repeat;
@@ -15,7 +17,9 @@ pub struct Args {
     /// (`--shapes BxN,...`, `--dtypes`, `--clifford-rows fwd,fwdbwd,fcgp_fwd`, `--json`);
     /// `runtime` runs the runtime bench (pool, graphs, pinned copies, overlap, priority);
     /// `gemm` runs the GEMM comparison with cuBLAS
-    /// (GPU only) over `--shapes` and `--dtypes` (f32, tf32, f16, bf16). Without it the full
+    /// (GPU only) over `--shapes` and `--dtypes` (f32, tf32, f16, bf16); `multi-gpu` runs peer
+    /// copies, NCCL all-reduce (vs torch.distributed) and the data-parallel step (`--shapes
+    /// BxNxK`, `--sizes` in MiB; needs 2 GPUs). Without it the full
     /// run also has GEMM rows (4096³ and 8192x3072x768, f32 and bf16, on CUDA; 256³ f32 on
     /// the CPU; none with --quick); naming elementwise ops leaves them out.
     #[arg(long, value_delimiter = ',')]
@@ -117,6 +121,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             warmup: args.warmup,
             iters: args.iters,
             json: args.json.clone(),
+        });
+    }
+    if args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "multi-gpu")) {
+        let dp_shape = match args.shapes.as_ref().and_then(|s| s.first()) {
+            None => None,
+            Some(s) => {
+                let v: Vec<usize> = s
+                    .split('x')
+                    .map(|p| p.trim().parse())
+                    .collect::<Result<_, _>>()
+                    .with_context(|| format!("data-parallel shape '{s}' is not BxNxK"))?;
+                let [b, n, k] = v[..] else { anyhow::bail!("data-parallel shape '{s}' is not BxNxK") };
+                anyhow::ensure!(b > 0 && n > 0 && k > 0, "data-parallel shape '{s}' must be positive");
+                Some([b, n, k])
+            }
+        };
+        return crate::bench_multigpu::run(crate::bench_multigpu::MultiGpuArgs {
+            sizes: args
+                .sizes
+                .as_ref()
+                .map(|v| v.iter().map(|mib| ((mib * (1u64 << 20) as f64) as usize / 4 * 4).max(4)).collect()),
+            warmup: args.warmup,
+            iters: args.iters,
+            json: args.json.clone(),
+            dp_shape,
         });
     }
     let gemm_tiles = args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm-tiles"));

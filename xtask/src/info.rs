@@ -28,6 +28,11 @@ pub fn run() -> anyhow::Result<()> {
                 );
                 println!("  driver               CUDA {}.{}", d.driver_version / 1000, d.driver_version % 1000 / 10);
             }
+            topology();
+            match ferrotune::nccl::require_nccl() {
+                Ok(()) => println!("NCCL: loadable (collectives available)"),
+                Err(e) => println!("NCCL: {e}"),
+            }
             match Backend::new(BackendChoice::Cuda) {
                 Ok(Backend::Cuda(g)) => println!("kernels: PTX {} loaded", g.ptx_arch()?),
                 Ok(_) => {}
@@ -44,4 +49,34 @@ pub fn run() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Which device pairs have peer access and what kind of link the driver reports.
+fn topology() {
+    let n = ferrotune::device_count().unwrap_or(0);
+    if n < 2 {
+        println!("topology: one device, no peers");
+        return;
+    }
+    match ferrotune::DeviceSet::all() {
+        Ok(set) => {
+            let t = set.topology();
+            println!("topology (peer access enabled where possible):");
+            for (i, row) in t.links.iter().enumerate() {
+                for (j, link) in row.iter().enumerate() {
+                    if let Some(l) = link {
+                        println!(
+                            "  {} -> {}: {} (performance rank {}{})",
+                            t.ordinals[i],
+                            t.ordinals[j],
+                            l.kind(),
+                            l.performance_rank,
+                            if t.enabled[i][j] { ", enabled" } else { "" }
+                        );
+                    }
+                }
+            }
+        }
+        Err(e) => println!("topology: {e}"),
+    }
 }

@@ -3,13 +3,17 @@
 mod bench;
 mod bench_clifford;
 mod bench_gemm;
+mod bench_multigpu;
 mod bench_runtime;
+mod explain_split;
 mod info;
 mod profile;
 mod ptx;
+mod ranks;
 mod roofline;
 mod test;
 mod tune;
+mod tune_devices;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -38,6 +42,9 @@ enum Cmd {
     /// Inspect, validate, merge tuning profiles; explain which config an op gets.
     #[command(subcommand)]
     Profile(profile::Cmd),
+    /// NCCL with one process per GPU, launched like torchrun (id by env and file): every
+    /// collective checked on every rank, and ranks that disagree on lengths.
+    Ranks(ranks::Args),
     /// Internal: the tuner's worker process (JSON requests on stdin, answers on stdout).
     #[command(hide = true)]
     TuneWorker,
@@ -53,6 +60,7 @@ fn main() {
         Cmd::Test(a) => test::run(a),
         Cmd::Tune(a) => tune::run(a),
         Cmd::Profile(c) => profile::run(c),
+        Cmd::Ranks(a) => ranks::run(a),
         Cmd::TuneWorker => tune::worker(),
     };
     if let Err(e) = result {

@@ -48,6 +48,10 @@ pub enum Cmd {
         profile: Option<PathBuf>,
         #[arg(long, default_value = "auto")]
         backend: BackendChoice,
+        /// GEMM: also show how the batch would be split over these GPUs (`all`, `0,1`) in
+        /// proportion to their measured speed.
+        #[arg(long)]
+        devices: Option<String>,
     },
 }
 
@@ -56,7 +60,7 @@ pub fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Show { path } => show(&path),
         Cmd::Validate { paths, backend, deny_warnings } => validate(&paths, backend, deny_warnings),
         Cmd::Merge { paths, out } => merge(&paths, &out),
-        Cmd::Explain { op, dtype, n, shape, layout, profile, backend } => {
+        Cmd::Explain { op, dtype, n, shape, layout, profile, backend, devices } => {
             let b = Backend::new(backend)?;
             let paths = profile.map_or_else(ferrotune::tuned::default_profile_paths, |p| vec![p]);
             let set = ferrotune::tuned::load_profiles(&paths);
@@ -64,7 +68,7 @@ pub fn run(cmd: Cmd) -> anyhow::Result<()> {
                 eprintln!("warning: not used: {p}");
             }
             if op == "gemm" {
-                return explain_gemm(&set, &dtype, shape.as_deref(), &layout, &b);
+                return explain_gemm(&set, &dtype, shape.as_deref(), &layout, &b, devices.as_deref());
             }
             let n = n.context("elementwise ops need --n")?;
             let op = ElemOp::from_name(&op).with_context(|| format!("unknown op '{op}'"))?;
@@ -80,7 +84,14 @@ pub fn run(cmd: Cmd) -> anyhow::Result<()> {
 }
 
 /// `profile explain --op gemm`: the tile, CPU rows and split-K a GEMM of this shape gets, and why.
-fn explain_gemm(set: &ProfileSet, dtype: &str, shape: Option<&str>, layout: &str, b: &Backend) -> anyhow::Result<()> {
+fn explain_gemm(
+    set: &ProfileSet,
+    dtype: &str,
+    shape: Option<&str>,
+    layout: &str,
+    b: &Backend,
+    devices: Option<&str>,
+) -> anyhow::Result<()> {
     let shape = shape.context("gemm needs --shape MxNxK")?;
     let v: Vec<usize> = shape
         .split('x')
@@ -116,6 +127,9 @@ fn explain_gemm(set: &ProfileSet, dtype: &str, shape: Option<&str>, layout: &str
         ));
     }
     println!("  split-K: {note}");
+    if let Some(spec) = devices {
+        crate::explain_split::run(spec, dt, (batch, m, n, k))?;
+    }
     Ok(())
 }
 
@@ -211,6 +225,7 @@ fn merge(paths: &[PathBuf], out: &Path) -> anyhow::Result<()> {
         let r = merged.merge(&Profile::load(p)?);
         println!("{}: {} added, {} replaced, {} kept", p.display(), r.added, r.replaced, r.kept);
     }
+    merged.sort_entries();
     merged.save_atomic(out)?;
     println!("wrote {} ({} entries)", out.display(), merged.entries.len());
     Ok(())

@@ -10,7 +10,7 @@ use ferrotune_autotune::measure::Repeat;
 use ferrotune_autotune::protocol::layout_from_code;
 use ferrotune_autotune::tuner::{CANDIDATE_TIMEOUT, Event};
 use ferrotune_autotune::{
-    Budget, Control, EvalOutcome, GemmDtype, GemmShape, Shape, Strategy, Timeouts, TuneOptions, WorkerCommand,
+    Budget, Control, EvalOutcome, GemmDtype, GemmShape, Shape, Shard, Strategy, Timeouts, TuneOptions, WorkerCommand,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -71,6 +71,14 @@ pub struct Args {
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// GPUs to tune on, one worker process each (`all`, `0,1`, `0-3`): the shapes are spread
+    /// over them; part files beside the profile hold each GPU's journal until the merge.
+    #[arg(long)]
+    devices: Option<String>,
+    /// Tune only shard I of N (0-based, e.g. 3/8): a deterministic 1/N of the shapes, for a
+    /// scheduler's job array; join the shards' profiles with `cargo xtask profile merge`.
+    #[arg(long)]
+    shard: Option<Shard>,
 }
 
 fn parse_size(s: &str) -> anyhow::Result<usize> {
@@ -156,7 +164,16 @@ fn shapes_of(a: &Args) -> anyhow::Result<Vec<Shape>> {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let shapes = shapes_of(&a)?;
+    let mut shapes = shapes_of(&a)?;
+    if let Some(sh) = a.shard {
+        let total = shapes.len();
+        shapes = sh.select(&shapes);
+        println!("shard {sh}: {} of {total} shapes", shapes.len());
+        if shapes.is_empty() {
+            println!("nothing to tune in this shard (more shards than shapes)");
+            return Ok(());
+        }
+    }
     let default_budget = if a.strategy == Strategy::Exhaustive { None } else { Some(16) };
     let opts = TuneOptions {
         shapes,
@@ -187,6 +204,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             crate::workspace_root().join("target/ptx")
         }),
     };
+    if let Some(spec) = &a.devices {
+        anyhow::ensure!(a.backend != "cpu", "--devices needs the CUDA backend (--backend cuda or auto)");
+        let devices = ferrotune::parse_device_list(spec, ferrotune::device_count()?)?;
+        let report = crate::tune_devices::run(&opts, &devices)?;
+        return print_report(&a, &report);
+    }
+    // Parts left by a killed `--devices` run hold its journal: fold them in to resume here.
+    let parts = ferrotune_autotune::parallel::leftover_parts(&opts.profile);
+    if !parts.is_empty() {
+        ferrotune_autotune::parallel::fold_parts(&opts.profile, &parts)?;
+        println!("folded {} part files of an interrupted device-parallel run into the profile", parts.len());
+    }
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("{prefix:>28} [{bar:30}] {pos}/{len} {msg}")
@@ -243,7 +272,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Control::Continue
     });
     bar.finish_and_clear();
-    let report = report?;
+    print_report(&a, &report?)
+}
+
+/// The default-vs-tuned table, and the JSON report when asked for.
+fn print_report(a: &Args, report: &ferrotune_autotune::TuneReport) -> anyhow::Result<()> {
     println!(
         "\n{:<36} {:>12} {:>12} {:>8} {:>9}  tuned config",
         "op / shape", "default ms", "tuned ms", "speedup", "TFLOP/s"
@@ -285,7 +318,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     println!("profile: {} (workers started: {})", a.profile.display(), report.worker_starts);
     if let Some(path) = &a.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+        std::fs::write(path, serde_json::to_string_pretty(report)?)
             .with_context(|| format!("writing {}", path.display()))?;
         println!("wrote {}", path.display());
     }
@@ -301,7 +334,7 @@ fn say(bar: &ProgressBar, line: String) {
     }
 }
 
-fn summary(o: &EvalOutcome) -> String {
+pub(crate) fn summary(o: &EvalOutcome) -> String {
     match o {
         EvalOutcome::Ok { stats, .. } => format!("{:.4} ms", stats.median_ms),
         EvalOutcome::Invalid { why } => format!("INVALID (wrong output, never picked): {why}"),
