@@ -76,6 +76,17 @@ pub struct CliffordRow {
     pub config: String,
     pub correct: bool,
     pub mismatch: Option<String>,
+    /// `fwd_sweep` rows: every config timed (the row itself is the fastest correct one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweep: Vec<SweepPoint>,
+}
+
+/// One config of a `fwd_sweep` row.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub config: String,
+    pub ms: f64,
+    pub correct: bool,
 }
 
 /// The copy ceiling of the run.
@@ -111,7 +122,7 @@ pub fn work(op: &str, p: &Clifford, e: usize) -> ferrotune::Result<(u64, u64)> {
     let w = (t.w * p.n * e) as u64;
     let terms = (t.c * t.c * p.b * p.n) as u64;
     Ok(match op {
-        "fwd" => (3 * mv + w, 2 * terms),
+        "fwd" | "fwd_sweep" => (3 * mv + w, 2 * terms),
         "fwdbwd" => (8 * mv + 3 * w, 8 * terms),
         _ => (3 * mv + (t.w * p.n * p.n * e) as u64, 2 * (t.total * p.b * p.n * p.n) as u64),
     })
@@ -261,9 +272,85 @@ fn bench_row<T: Scalar>(
     opts: &CliffordOptions,
     copy_bps: f64,
 ) -> Result<CliffordRow> {
+    if op == "fwd_sweep" {
+        return sweep_row::<T>(backend, s, p, opts, copy_bps);
+    }
+    let cfg = CliffordConfig::heuristic(p, T::DTYPE, backend.device());
+    bench_row_with::<T>(backend, s, op, p, opts, copy_bps, &cfg)
+}
+
+/// The forward configs `fwd_sweep` times: every compiled variant with the smallest team that
+/// covers N and twice that, blocks of 256..=1024 threads, 0 (one block per row group), 1, 2
+/// and 4 blocks per SM.
+pub fn sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
+    let mut v = Vec::new();
+    for variant in cl::ROW_VARIANT_LIST {
+        let per = variant.lanes() * (variant.vpt.max(1) as usize);
+        let base = if variant.vpt == 0 { 128 } else { p.n.max(1).div_ceil(per).next_power_of_two() };
+        for team in [base, 2 * base] {
+            for threads in [256u32, 512, 1024] {
+                for blocks_per_sm in [0, 1, 2, 4] {
+                    if team > threads as usize {
+                        continue;
+                    }
+                    let c = CliffordConfig {
+                        threads,
+                        rows_per_block: threads / team as u32,
+                        variant,
+                        blocks_per_sm,
+                        cpu_rows: 16,
+                    };
+                    if c.validate(p, None).is_ok() {
+                        v.push(c);
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+/// `fwd_sweep`: the forward under every config of [`sweep_space`] (each checked, then timed);
+/// the row carries the fastest correct one and every point.
+fn sweep_row<T: Scalar>(
+    backend: &Backend,
+    s: &Stream,
+    p: &Clifford,
+    opts: &CliffordOptions,
+    copy_bps: f64,
+) -> Result<CliffordRow> {
+    let repeat = Repeat { warmup: 3, iters: 15 };
+    let quick = CliffordOptions { repeat, ..opts.clone() };
+    let mut best: Option<CliffordRow> = None;
+    let mut points = Vec::new();
+    for cfg in sweep_space(p) {
+        let Ok(r) = bench_row_with::<T>(backend, s, "fwd", p, &quick, copy_bps, &cfg) else { continue };
+        points.push(SweepPoint { config: r.config.clone(), ms: r.ms, correct: r.correct });
+        if r.correct && best.as_ref().is_none_or(|b| r.ms < b.ms) {
+            best = Some(r);
+        }
+    }
+    let mut row =
+        best.ok_or_else(|| ferrotune::Error::InvalidConfig { op: "clifford", why: "no config ran".into() })?;
+    row.op = "fwd_sweep".into();
+    row.sweep = points;
+    Ok(row)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_row_with<T: Scalar>(
+    backend: &Backend,
+    s: &Stream,
+    op: &str,
+    p: &Clifford,
+    opts: &CliffordOptions,
+    copy_bps: f64,
+    cfg: &CliffordConfig,
+) -> Result<CliffordRow> {
+    let _ = backend;
+    let cfg = *cfg;
     let fcgp = op == "fcgp_fwd";
     let mut o = operands::<T>(s, p, fcgp, 5)?;
-    let cfg = CliffordConfig::heuristic(p, T::DTYPE, backend.device());
     let mut ws = Buffer::<f32>::zeros(s, 0)?;
     let mut fws = if fcgp { Some(FcgpWorkspace::<T>::new(s, p)?) } else { None };
     let mut run = |o: &mut Operands<T>| -> ferrotune::Result<()> {
@@ -322,6 +409,7 @@ fn bench_row<T: Scalar>(
         ),
         correct: mismatch.is_none(),
         mismatch,
+        sweep: Vec::new(),
     })
 }
 

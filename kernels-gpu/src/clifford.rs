@@ -348,9 +348,10 @@ pub fn path_products<A: Algebra>(xg: &Mv, yg: &Mv) -> [f32; 44] {
     pr
 }
 
-/// A compiled variant of the row kernels (forward and FCGP assembly): `vec` = four
+/// A compiled variant of the row kernels (forward, backward and FCGP assembly): `vec` = four
 /// consecutive features per access (16 bytes of f32, 8 of f16/bf16; needs N % 4 == 0 and
-/// aligned pointers), `vpt` = accesses per thread per row kept in registers, 0 = two passes
+/// aligned pointers), `vpt` = accesses per thread per row kept in registers (the forward and
+/// backward keep the same features, and their weights, for every row), 0 = two passes
 /// (statistics first, then recompute and write: any N).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RowVariant {
@@ -383,6 +384,16 @@ pub const ROW_VARIANTS: [RowVariant; 6] = [
     RowVariant { vec: false, vpt: 2 },
     RowVariant { vec: false, vpt: 4 },
     RowVariant { vec: false, vpt: 0 },
+];
+
+/// The backward variants that keep a row in registers (`entry/clifford_bwd.rs`,
+/// `ft_clifford_bwd_d{2,3}_{dt}_{v}_p{n}`); a backward config with `vpt` = 0 runs the two-pass
+/// kernels (`ft_clifford_bwd_d{2,3}_{dt}_{v4|v1}[_g]`) instead.
+pub const BWD_VARIANTS: [RowVariant; 4] = [
+    RowVariant { vec: true, vpt: 1 },
+    RowVariant { vec: false, vpt: 1 },
+    RowVariant { vec: false, vpt: 2 },
+    RowVariant { vec: false, vpt: 4 },
 ];
 
 /// The ops of this family, as named in entry points and bench rows.
