@@ -123,7 +123,7 @@ pub fn work(op: &str, p: &Clifford, e: usize) -> ferrotune::Result<(u64, u64)> {
     let terms = (t.c * t.c * p.b * p.n) as u64;
     Ok(match op {
         "fwd" | "fwd_sweep" => (3 * mv + w, 2 * terms),
-        "fwdbwd" => (8 * mv + 3 * w, 8 * terms),
+        "fwdbwd" | "fwdbwd_sweep" => (8 * mv + 3 * w, 8 * terms),
         _ => (3 * mv + (t.w * p.n * p.n * e) as u64, 2 * (t.total * p.b * p.n * p.n) as u64),
     })
 }
@@ -272,11 +272,40 @@ fn bench_row<T: Scalar>(
     opts: &CliffordOptions,
     copy_bps: f64,
 ) -> Result<CliffordRow> {
-    if op == "fwd_sweep" {
-        return sweep_row::<T>(backend, s, p, opts, copy_bps);
+    if op == "fwd_sweep" || op == "fwdbwd_sweep" {
+        return sweep_row::<T>(backend, s, p, opts, copy_bps, op == "fwdbwd_sweep");
     }
     let cfg = CliffordConfig::heuristic(p, T::DTYPE, backend.device());
-    bench_row_with::<T>(backend, s, op, p, opts, copy_bps, &cfg)
+    let bwd = CliffordConfig::backward_heuristic(p, T::DTYPE, backend.device());
+    bench_row_with::<T>(backend, s, op, p, opts, copy_bps, &cfg, &bwd)
+}
+
+/// The backward configs `fwdbwd_sweep` times: every one-pass variant with the smallest team
+/// that covers N (up to 512), blocks of 128..=512 threads, 0, 1 and 2 blocks per SM, and the
+/// two-pass form of the forward heuristic.
+pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
+    let mut v = vec![CliffordConfig::heuristic(p, DType::F32, None).backward_form()];
+    for variant in ferrotune_kernels::clifford::BWD_VARIANTS {
+        let team = p.n.max(1).div_ceil(variant.lanes() * variant.vpt as usize).next_power_of_two();
+        for threads in [128u32, 256, 512] {
+            for blocks_per_sm in [0, 1, 2] {
+                if team > threads as usize {
+                    continue;
+                }
+                let c = CliffordConfig {
+                    threads,
+                    rows_per_block: threads / team as u32,
+                    variant,
+                    blocks_per_sm,
+                    cpu_rows: 16,
+                };
+                if c.validate_backward(p, None).is_ok() {
+                    v.push(c);
+                }
+            }
+        }
+    }
+    v
 }
 
 /// The forward configs `fwd_sweep` times: every compiled variant with the smallest team that
@@ -288,7 +317,7 @@ pub fn sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
         let per = variant.lanes() * (variant.vpt.max(1) as usize);
         let base = if variant.vpt == 0 { 128 } else { p.n.max(1).div_ceil(per).next_power_of_two() };
         for team in [base, 2 * base] {
-            for threads in [256u32, 512, 1024] {
+            for threads in [128u32, 256, 512, 1024] {
                 for blocks_per_sm in [0, 1, 2, 4] {
                     if team > threads as usize {
                         continue;
@@ -318,13 +347,21 @@ fn sweep_row<T: Scalar>(
     p: &Clifford,
     opts: &CliffordOptions,
     copy_bps: f64,
+    backward: bool,
 ) -> Result<CliffordRow> {
     let repeat = Repeat { warmup: 3, iters: 15 };
     let quick = CliffordOptions { repeat, ..opts.clone() };
     let mut best: Option<CliffordRow> = None;
     let mut points = Vec::new();
-    for cfg in sweep_space(p) {
-        let Ok(r) = bench_row_with::<T>(backend, s, "fwd", p, &quick, copy_bps, &cfg) else { continue };
+    let fwd = CliffordConfig::heuristic(p, T::DTYPE, backend.device());
+    let bwd = CliffordConfig::backward_heuristic(p, T::DTYPE, backend.device());
+    let space = if backward { bwd_sweep_space(p) } else { sweep_space(p) };
+    for cfg in space {
+        let (op, f, b) = if backward { ("fwdbwd", &fwd, &cfg) } else { ("fwd", &cfg, &bwd) };
+        let Ok(mut r) = bench_row_with::<T>(backend, s, op, p, &quick, copy_bps, f, b) else { continue };
+        if backward {
+            r.config = format!("bwd {}", describe(&cfg));
+        }
         points.push(SweepPoint { config: r.config.clone(), ms: r.ms, correct: r.correct });
         if r.correct && best.as_ref().is_none_or(|b| r.ms < b.ms) {
             best = Some(r);
@@ -332,7 +369,7 @@ fn sweep_row<T: Scalar>(
     }
     let mut row =
         best.ok_or_else(|| ferrotune::Error::InvalidConfig { op: "clifford", why: "no config ran".into() })?;
-    row.op = "fwd_sweep".into();
+    row.op = if backward { "fwdbwd_sweep" } else { "fwd_sweep" }.into();
     row.sweep = points;
     Ok(row)
 }
@@ -346,9 +383,10 @@ fn bench_row_with<T: Scalar>(
     opts: &CliffordOptions,
     copy_bps: f64,
     cfg: &CliffordConfig,
+    bwd: &CliffordConfig,
 ) -> Result<CliffordRow> {
     let _ = backend;
-    let cfg = *cfg;
+    let (cfg, bwd) = (*cfg, *bwd);
     let fcgp = op == "fcgp_fwd";
     let mut o = operands::<T>(s, p, fcgp, 5)?;
     let mut ws = Buffer::<f32>::zeros(s, 0)?;
@@ -361,9 +399,10 @@ fn bench_row_with<T: Scalar>(
         cl::run_sgp_forward(s, p, &cfg, &x, &y, &w, &mut o.out.all_mut())?;
         if op == "fwdbwd" {
             let g = o.g.all();
-            cl::fused_gelu_sgp_norm_backward(
+            cl::run_sgp_backward(
                 s,
                 p,
+                &bwd,
                 &x,
                 &y,
                 &w,
@@ -399,18 +438,23 @@ fn bench_row_with<T: Scalar>(
         bytes_per_s: bytes as f64 / secs,
         flops_per_s: flops as f64 / secs,
         ratio_to_copy: bytes as f64 / secs / copy_bps,
-        config: format!(
-            "threads {} rows/block {} {}_p{} blocks/SM {}",
-            cfg.threads,
-            cfg.rows_per_block,
-            if cfg.variant.vec { "v4" } else { "v1" },
-            cfg.variant.vpt,
-            cfg.blocks_per_sm
-        ),
+        config: if op == "fwdbwd" { format!("{}; bwd {}", describe(&cfg), describe(&bwd)) } else { describe(&cfg) },
         correct: mismatch.is_none(),
         mismatch,
         sweep: Vec::new(),
     })
+}
+
+/// A launch config in words.
+fn describe(c: &CliffordConfig) -> String {
+    format!(
+        "threads {} rows/block {} {}_p{} blocks/SM {}",
+        c.threads,
+        c.rows_per_block,
+        if c.variant.vec { "v4" } else { "v1" },
+        c.variant.vpt,
+        c.blocks_per_sm
+    )
 }
 
 /// The copy ceiling: our f32 copy kernel over `bytes` (read + write counted).
