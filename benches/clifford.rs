@@ -191,7 +191,8 @@ fn sample_rows(b: usize, k: usize) -> Vec<usize> {
 /// tolerance (as in tests/clifford.rs).
 fn first_mismatch<T: Scalar>(what: &str, got: &[f64], want: &[f64], scale: &[f64], fcgp: bool) -> Option<String> {
     let tol = Tolerance::of(T::DTYPE);
-    let rel = if T::DTYPE == DType::F32 { if fcgp { 2e-5 } else { 1e-5 } } else { tol.rel };
+    // FCGP's f32 GEMMs run on TF32 tensor cores (inputs rounded to 10-bit mantissas).
+    let rel = if T::DTYPE == DType::F32 { if fcgp { 3e-3 } else { 1e-5 } } else { tol.rel };
     (0..got.len()).find_map(|i| {
         let allowed = rel * (want[i].abs() + scale[i]) + tol.abs;
         (got[i].is_nan() || (got[i] - want[i]).abs() > allowed)

@@ -7,6 +7,7 @@ use ferrotune::ops::clifford::{
     self as cl, Clifford, CliffordConfig, CliffordVariant, FcgpWorkspace, fused_gelu_fcgp_norm, fused_gelu_sgp_norm,
     fused_gelu_sgp_norm_backward,
 };
+use ferrotune::ops::gemm::Precision;
 use ferrotune::{Backend, Buffer, DType, Error, Scalar, bf16, f16};
 use ferrotune_kernels::clifford::{BWD_VARIANTS, ROW_VARIANTS};
 use ferrotune_testkit::clifford_ref as r;
@@ -141,7 +142,7 @@ fn run_forward<T: Scalar>(
     {
         let mut ov = out.view_mut(offset..)?;
         if fcgp {
-            let mut ws = FcgpWorkspace::<T>::new(&s, &case.p)?;
+            let mut ws = FcgpWorkspace::<T>::new(&s, &case.p)?.with_precision(Precision::Strict);
             match cfg {
                 Some(c) => cl::run_fcgp_forward(&s, &case.p, c, &xv, &yv, &w.all(), &mut ws, &mut ov)?,
                 None => fused_gelu_fcgp_norm(&s, &case.p, &xv, &yv, &w.all(), &mut ws, &mut ov)?,
@@ -416,6 +417,29 @@ fn gpu_clifford_fcgp_matches_reference_and_cpu() {
     let Some(gpu) = cuda_backend("gpu_clifford_fcgp_matches_reference_and_cpu") else { return };
     let n = gpu_forward_typed::<f32>(&gpu, true) + gpu_forward_typed::<bf16>(&gpu, true);
     println!("gpu_clifford_fcgp_matches_reference_and_cpu: {n} cases");
+}
+
+/// FCGP in f32 on TF32 tensor cores (the default) against the exact-f32 run: inputs rounded to
+/// 10-bit mantissas, so a relative error of a few 1e-4 of the row's scale.
+#[test]
+fn gpu_clifford_fcgp_tf32_is_close_to_exact() {
+    let Some(gpu) = cuda_backend("gpu_clifford_fcgp_tf32_is_close_to_exact") else { return };
+    let s = gpu.stream();
+    for (dim, b, n) in [(2, 5, 64), (3, 3, 129)] {
+        let p = Clifford::new(dim, b, n, true);
+        let case = make_case::<f32>(p, true, 11);
+        let exact = run_forward(&gpu, &case, None, true, 0).unwrap();
+        let x = Buffer::from_slice(&s, &case.x).unwrap();
+        let y = Buffer::from_slice(&s, &case.y).unwrap();
+        let w = Buffer::from_slice(&s, &case.w).unwrap();
+        let mut out = Buffer::from_slice(&s, &vec![poison::<f32>(); case.x.len()]).unwrap();
+        let mut ws = FcgpWorkspace::<f32>::new(&s, &p).unwrap();
+        fused_gelu_fcgp_norm(&s, &p, &x.all(), &y.all(), &w.all(), &mut ws, &mut out.all_mut()).unwrap();
+        let tf32 = out.to_vec(&s).unwrap();
+        for (j, (a, e)) in tf32.iter().zip(&exact).enumerate() {
+            assert!((a - e).abs() <= 5e-3 * (e.abs() + 1.0), "{p:?}: element {j}: TF32 {a} exact {e}");
+        }
+    }
 }
 
 fn gpu_backward_typed<T: Scalar>(gpu: &Backend) {

@@ -12,25 +12,35 @@ use crate::ops::gemm::{Gemm, Precision, gemm};
 use crate::stream::Stream;
 
 /// Scratch of [`fused_gelu_fcgp_norm`]: the signed per-path products (`total * B * N` of
-/// `T`, the GEMM's A operands) and the GEMM results (`total * B * N` f32).
+/// `T`, the GEMM's A operands) and the GEMM results (`total * B * N` f32); and the precision
+/// of the GEMMs for f32 inputs.
 pub struct FcgpWorkspace<T: Scalar> {
     prod: Buffer<T>,
     d: Buffer<f32>,
+    precision: Precision,
 }
 
 impl<T: Scalar> FcgpWorkspace<T> {
-    /// Workspace for problems up to `p`'s size on `s`'s backend.
+    /// Workspace for problems up to `p`'s size on `s`'s backend; f32 GEMMs on TF32 tensor
+    /// cores as in [`gemm`] (f16/bf16 always run natively on tensor cores).
     pub fn new(s: &Stream, p: &Clifford) -> Result<FcgpWorkspace<T>> {
         let len = p.tables()?.total * p.b * p.n;
-        Ok(FcgpWorkspace { prod: Buffer::zeros(s, len)?, d: Buffer::zeros(s, len)? })
+        Ok(FcgpWorkspace { prod: Buffer::zeros(s, len)?, d: Buffer::zeros(s, len)?, precision: Precision::AllowTf32 })
+    }
+
+    /// The GEMMs' precision for f32 inputs: [`Precision::Strict`] for exact f32 products.
+    pub fn with_precision(mut self, precision: Precision) -> FcgpWorkspace<T> {
+        self.precision = precision;
+        self
     }
 }
 
 /// The fully connected variant: `o_c[b, m] = sum over paths p of ± sum_n x_i[b, n] y_k[b, n]
 /// W_p[n, m]` on the gated inputs, then the per-grade norm. `w` is `(W, N, N)`. Runs the
 /// per-path products, one strided-batched GEMM per run of consecutive paths with the same
-/// number of output components (ours: FFMA in f32, tensor cores with f32 results in
-/// f16/bf16), then the assembly and norm. Forward only.
+/// number of output components (ours: TF32 tensor cores for f32 unless the workspace asks for
+/// exact f32, tensor cores with f32 results in f16/bf16), then the assembly and norm. Forward
+/// only.
 #[allow(clippy::too_many_arguments)]
 pub fn fused_gelu_fcgp_norm<T: Scalar>(
     s: &Stream,
@@ -110,8 +120,7 @@ pub fn run_fcgp_forward<T: Scalar>(
             p1 += 1;
         }
         let (a0, rows) = (t.offset[p0] * plane, cd * p.b);
-        // Exact f32 products for f32 inputs: the op promises f32 accuracy (TF32 would not).
-        let g = Gemm::new(rows, p.n, p.n).batched(p1 - p0).precision(Precision::Strict);
+        let g = Gemm::new(rows, p.n, p.n).batched(p1 - p0).precision(ws.precision);
         let a = ws.prod.view(a0..t.total * plane)?;
         let bw = w.slice(p0 * p.n * p.n..)?;
         let mut d = ws.d.view_mut(a0..t.total * plane)?;
