@@ -2,13 +2,15 @@
 # One device call for the Clifford layer ops (issue 15), from an unpacked carry: the binaries in
 # $BIN (default .carry, as `bench/prepare-carry.sh` packs them; the script unpacks
 # bins.tar.xz there if needed) and the torch peer beside this script or in benches/.
-#   1. GPU tests (forward/backward/FCGP against the f64 reference and the CPU, N = 100,000, the
-#      PTX entry check);
-#   2. our bench: fwd and fwd+bwd (2D, 3D, f32, norm on) at the issue's sizes with the copy
-#      ceiling, and `fwd_sweep` (every forward config, fastest kept, all listed) at B4096;
-#   3. the torch peers in the same call (started first, in the background, so their compiles
-#      overlap our PTX JIT; our timings wait for them): eager, torch.compile default (static
-#      shapes) and mode max-autotune-no-cudagraphs at B4096 N512, eager + compile at 777, 1024;
+#   1. GPU tests (forward/backward/FCGP against the f64 reference and the CPU, every compiled
+#      variant, N = 100,000, FCGP TF32 against exact f32, the PTX entry check);
+#   2. our bench: fwd and fwd+bwd (2D, 3D, f32, norm on) at the issue's sizes and N = 100,000
+#      with the copy ceiling, then `fwd_sweep` / `fwdbwd_sweep` (every forward / backward
+#      config checked and timed, the fastest kept, all listed in the JSON) at B4096;
+#   3. the torch peers in the same call (started first, in the background, so that they overlap
+#      our PTX JIT, which is CPU work; our tests and timings wait for them): eager,
+#      torch.compile default (static shapes) and mode max-autotune-no-cudagraphs at B4096 N512,
+#      eager + compile at N 777 and 1024 (each timed per call and back-to-back, the better kept);
 #   4. compute-sanitizer memcheck and racecheck on the Clifford GPU tests.
 # Results land in $OUT/results/ (JSON carry device, driver, date, commit), a table last.
 set -uo pipefail
@@ -27,9 +29,10 @@ TORCH_PY=$HERE/torch_clifford.py; [ -f $TORCH_PY ] || TORCH_PY=benches/torch_cli
 JOIN_PY=$HERE/clifford_join.py; [ -f $JOIN_PY ] || JOIN_PY=bench/clifford_join.py
 R=$OUT/results; mkdir -p $R
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > $R/clifford-nvidia-smi.txt
-# The torch peers start first, in the background: their compiles (CPU) overlap our PTX JIT
-# (CPU) and our correctness tests; our timed runs wait until torch is done.
-stamp "=== torch peers (background)"
+# The torch peers start first, in the background, while one small test of ours pays the PTX
+# JIT (CPU only: the GPU is idle but for that test's few launches); everything of ours that
+# runs on the GPU at length (the tests, the timings) waits until torch is done.
+stamp "=== torch peers (background) + PTX JIT"
 ( timeout ${T_TORCH1:-110} python3 $TORCH_PY --no-check --sizes 4096x512 --ops fwd,fwdbwd \
     --impls ${TORCH1_IMPLS:-eager,compile,compile_max} --compile-mode per-shape --out $R/torch-clifford-h100.json \
     > $R/torch-clifford.txt 2>&1; echo "torch exit $?" >> $R/torch-clifford.txt
@@ -37,12 +40,14 @@ stamp "=== torch peers (background)"
     --ops fwd,fwdbwd --impls eager,compile --compile-mode per-shape --out $R/torch-clifford-2-h100.json \
     >> $R/torch-clifford.txt 2>&1 ) &
 TORCH_PID=$!
-stamp "=== Clifford GPU tests (the first process pays the PTX JIT)"
-timeout ${T_TESTS:-150} $BIN/ferrotune_tests --test-threads=1 --nocapture gpu_clifford every_entry > $R/clifford-tests.txt 2>&1
-echo "tests exit $?"; grep -E "test result|cases|panicked|N = 100000|skipped" $R/clifford-tests.txt | head
+timeout ${T_JIT:-150} $BIN/ferrotune_tests --test-threads=1 gpu_clifford_fcgp_tf32 > $R/clifford-jit.txt 2>&1
+echo "JIT warm-up exit $?"
 stamp "=== waiting for torch"
 wait $TORCH_PID
 grep -E "^[23]D|exit" $R/torch-clifford.txt | head -40
+stamp "=== Clifford GPU tests"
+timeout ${T_TESTS:-120} $BIN/ferrotune_tests --test-threads=1 --nocapture gpu_clifford every_entry > $R/clifford-tests.txt 2>&1
+echo "tests exit $?"; grep -E "test result|cases|panicked|N = 100000|skipped" $R/clifford-tests.txt | head
 stamp "=== Clifford bench"
 SHAPES=${SHAPES:-1024x128,4096x512,4096x777,4096x1000,4096x1024,4096x1536,8192x1024,16x100000}
 timeout ${T_BENCH:-60} $BIN/xtask bench --ops clifford --clifford-rows fwd,fwdbwd --shapes $SHAPES \

@@ -508,17 +508,20 @@ fn gpu_clifford_any_n() {
     for dim in [2, 3] {
         let p = Clifford::new(dim, 2, 100_000, true);
         let case = make_case::<f32>(p, false, 7);
-        let cpu = run_forward(&cpu_backend(), &case, None, false, 0).unwrap();
         let got = run_forward(&gpu, &case, None, false, 0).unwrap_or_else(|e| panic!("{p:?}: {e}"));
+        check_forward(&case, &got, false).unwrap_or_else(|e| panic!("GPU against the f64 reference: {e}"));
+        // The CPU sums each row's 100,000 squares one after another in f32 (relative error up
+        // to ~1e-4 in the norm), the GPU in a tree: hence the looser GPU-CPU bounds here.
+        let cpu = run_forward(&cpu_backend(), &case, None, false, 0).unwrap();
         for (j, (g, c)) in got.iter().zip(&cpu).enumerate() {
-            assert!((g - c).abs() <= 1e-4 * (c.abs() + 1.0), "{p:?}: element {j}: GPU {g} CPU {c}");
+            assert!((g - c).abs() <= 2e-3 * (c.abs() + 1.0), "{p:?}: element {j}: GPU {g} CPU {c}");
         }
         let go: Vec<f32> = Rng::new(3).vec(case.x.len(), -1.0, 1.0);
         let (cx, cy, cw) = run_backward(&cpu_backend(), &case, &go, None).unwrap();
         let (gx, gy, gw) = run_backward(&gpu, &case, &go, None).unwrap_or_else(|e| panic!("{p:?}: {e}"));
-        let r = check_grad("dx", &f64s(&gx), &f64s(&cx), 1e-4)
-            .and_then(|_| check_grad("dy", &f64s(&gy), &f64s(&cy), 1e-4))
-            .and_then(|_| check_grad("dw", &f64s(&gw), &f64s(&cw), 1e-4));
+        let r = check_grad("dx", &f64s(&gx), &f64s(&cx), 2e-3)
+            .and_then(|_| check_grad("dy", &f64s(&gy), &f64s(&cy), 2e-3))
+            .and_then(|_| check_grad("dw", &f64s(&gw), &f64s(&cw), 2e-3));
         assert!(r.is_ok(), "{p:?}: {}", r.unwrap_err());
     }
     println!("gpu_clifford_any_n: N = 100000 forward and backward, 2D and 3D");

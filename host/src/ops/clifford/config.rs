@@ -8,6 +8,41 @@ use crate::DType;
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 
+/// Registers per thread of a Clifford kernel on sm_90 (ptxas, f32; f16/bf16 within a few):
+/// the forward / one-pass backward of `variant`, or the two-pass backward (`vpt` = 0).
+fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
+    match (dim, backward, v.vec, v.vpt) {
+        (2, false, false, 0) => 40,
+        (2, false, false, 1) => 64,
+        (2, false, false, 2) => 88,
+        (2, false, true, 0) => 72,
+        (2, false, _, _) => 168,
+        (2, true, false, 0) => 80,
+        (2, true, false, 1) => 88,
+        (2, true, false, 2) => 128,
+        (2, true, true, 0) => 128,
+        (2, true, _, _) => 240,
+        (_, false, false, 0) => 48,
+        (_, false, false, 1) => 80,
+        (_, false, true, 0) => 128,
+        (_, false, _, _) => 255,
+        (_, true, false, 0) => 160,
+        (_, true, _, _) => 255,
+    }
+}
+
+/// Threads one SM can hold of that kernel (65,536 registers, 2,048 threads), in whole warps.
+fn sm_threads(dim: u32, v: RowVariant, backward: bool) -> u32 {
+    let per_warp = registers(dim, v, backward).div_ceil(8) * 8 * 32;
+    (65536 / per_warp * 32).min(2048)
+}
+
+/// Most threads one block of that kernel can have: a power of two.
+fn block_limit(dim: u32, v: RowVariant, backward: bool) -> u32 {
+    let t = sm_threads(dim, v, backward).min(1024);
+    1 << (31 - t.leading_zeros())
+}
+
 /// How the row kernels (forward, FCGP assembly) and the backward are launched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CliffordConfig {
@@ -27,64 +62,76 @@ pub struct CliffordConfig {
 }
 
 impl CliffordConfig {
-    /// The built-in choice for `p` in `dtype`: each thread keeps 4 features' weights in
-    /// registers (2D: one 4-feature access when N % 4 == 0, else four 1-feature accesses; 3D:
-    /// two 1-feature accesses, as the 3D weights take twice the registers), a team of the
-    /// next power of two threads covers the row (the two-pass form with teams of 256 beyond
-    /// 1024 threads per row), blocks of at least 256 threads, two resident blocks per SM
-    /// looping over the rows (each reads its weights once and prefetches its next row).
+    /// The built-in choice for the forward of `p`: the lightest variant that keeps a row in
+    /// registers (2D and 3D: one feature per access and per thread, the team the next power
+    /// of two above N, up to the threads its registers allow in one block), so that an SM
+    /// holds as many warps, and as many loads in flight, as its registers allow; rows longer
+    /// than that take the two-pass form (teams of 512). Blocks of at least 256 threads, as
+    /// many resident per SM as the registers allow, looping over the rows (each thread reads
+    /// its weights once and prefetches its next row). Register counts are ptxas's for sm_90
+    /// (`cargo xtask ptx`); a launch that finds fewer threads allowed is refitted
+    /// ([`CliffordConfig::fit`]). Not yet refit from a sweep: `xtask bench --ops clifford
+    /// --clifford-rows fwd_sweep` measures the space (bench/device-clifford.sh).
     pub fn heuristic(p: &Clifford, _dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
         let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
-        let vec = p.dim == 2 && p.n.is_multiple_of(4);
-        let (lanes, vpt) = match (p.dim, vec) {
-            (2, true) => (4, 1),
-            (2, false) => (1, 4),
-            _ => (1, 2),
+        let one = RowVariant { vec: false, vpt: 1 };
+        let (variant, team) = {
+            let team = p.n.max(1).next_power_of_two() as u32;
+            if team <= block_limit(p.dim, one, false).min(max_threads) {
+                (one, team)
+            } else {
+                let v = RowVariant { vec: p.n.is_multiple_of(4), vpt: 0 };
+                (v, 512u32.min(block_limit(p.dim, v, false)).min(max_threads))
+            }
         };
-        let team = p.n.max(1).div_ceil(lanes * vpt).next_power_of_two();
-        let (variant, team) = if team <= max_threads as usize {
-            (RowVariant { vec, vpt: vpt as u32 }, team as u32)
-        } else {
-            (RowVariant { vec, vpt: 0 }, 256)
-        };
-        let threads = team.max(256).min(max_threads);
+        Self::resident(p, variant, team, false, max_threads)
+    }
+
+    /// A config for `variant` with `team` threads per row: blocks of at least 256 threads
+    /// (at most the variant's register limit) and as many blocks per SM as its registers allow.
+    fn resident(p: &Clifford, variant: RowVariant, team: u32, backward: bool, max_threads: u32) -> CliffordConfig {
+        let limit = block_limit(p.dim, variant, backward).min(max_threads).max(team);
+        let threads = team.max(256).min(limit);
+        let per_sm = (sm_threads(p.dim, variant, backward) / threads).max(1);
         CliffordConfig {
             threads,
             rows_per_block: threads / team,
             variant,
-            blocks_per_sm: 2,
+            blocks_per_sm: per_sm,
             cpu_rows: (4096 / p.n.max(1)).max(1),
         }
     }
 
     /// The built-in choice for the backward: the one-pass kernel keeping a row in registers
-    /// (2D: one 4-feature access when N % 4 == 0, else two 1-feature accesses; 3D: one
-    /// 1-feature access, then two) when a team of at most 256 threads covers N (their
-    /// registers, about 160 per thread for the larger variants, allow 256 threads per
-    /// block), else the two-pass form ([`CliffordConfig::backward_form`]). Two resident
-    /// blocks per SM loop over the rows; each team's weight gradient stays in registers.
+    /// (one feature per access; 1, then 2 accesses per thread) when a team within its
+    /// register limit covers N, else the two-pass form ([`CliffordConfig::backward_form`]).
+    /// As many blocks per SM as the registers allow loop over the rows; each team's weight
+    /// gradient stays in registers.
     pub fn backward_heuristic(p: &Clifford, dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
-        let vec = p.dim == 2 && p.n.is_multiple_of(4);
-        let options: &[(bool, usize)] = match (p.dim, vec) {
-            (2, true) => &[(true, 1)],
-            (2, false) => &[(false, 2), (false, 4)],
-            _ => &[(false, 1), (false, 2)],
-        };
-        for &(vec, vpt) in options {
-            let lanes = if vec { 4 } else { 1 };
-            let team = p.n.max(1).div_ceil(lanes * vpt).next_power_of_two();
-            if team <= 256 {
-                let threads = 256u32.max(team as u32);
-                return CliffordConfig {
-                    threads,
-                    rows_per_block: threads / team as u32,
-                    variant: RowVariant { vec, vpt: vpt as u32 },
-                    blocks_per_sm: 2,
-                    cpu_rows: (4096 / p.n.max(1)).max(1),
-                };
+        let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
+        for vpt in [1u32, 2] {
+            let variant = RowVariant { vec: false, vpt };
+            let team = p.n.max(1).div_ceil(vpt as usize).next_power_of_two();
+            if team <= block_limit(p.dim, variant, true).min(max_threads) as usize {
+                return Self::resident(p, variant, team as u32, true, max_threads);
             }
         }
         Self::heuristic(p, dtype, device).backward_form()
+    }
+
+    /// `self` with its threads per block lowered to what the compiled kernel allows
+    /// (`kernel_max`, from its registers), keeping the team; None when even one team does not
+    /// fit.
+    pub fn fit(mut self, kernel_max: u32) -> Option<CliffordConfig> {
+        let team = self.team();
+        if team > kernel_max {
+            return None;
+        }
+        while self.threads > kernel_max {
+            self.threads /= 2;
+        }
+        self.rows_per_block = self.threads / team;
+        Some(self)
     }
 
     /// The config's two-pass form for the backward kernels: they keep nothing in registers
@@ -201,11 +248,30 @@ mod tests {
                     let p = Clifford::new(dim, 7, n, true);
                     let c = CliffordConfig::heuristic(&p, dt, None);
                     c.validate(&p, None).unwrap_or_else(|e| panic!("{p:?}: {c:?}: {e}"));
+                    // Within the register limit of the compiled kernel (ptxas, sm_90).
+                    assert!(c.threads <= block_limit(dim, c.variant, false), "{p:?}: {c:?}");
                     let c = CliffordConfig::backward_heuristic(&p, dt, None);
                     c.validate_backward(&p, None).unwrap_or_else(|e| panic!("backward {p:?}: {c:?}: {e}"));
+                    assert!(c.threads <= block_limit(dim, c.variant, true), "backward {p:?}: {c:?}");
                 }
             }
         }
+    }
+
+    #[test]
+    fn fit_lowers_threads_and_keeps_the_team() {
+        let c = CliffordConfig {
+            threads: 1024,
+            rows_per_block: 4,
+            variant: RowVariant { vec: false, vpt: 1 },
+            blocks_per_sm: 1,
+            cpu_rows: 1,
+        };
+        let f = c.fit(384).unwrap();
+        assert_eq!((f.threads, f.team(), f.rows_per_block), (256, 256, 1));
+        assert!(c.fit(128).is_none());
+        assert_eq!(block_limit(2, RowVariant { vec: true, vpt: 1 }, false), 256);
+        assert_eq!(block_limit(2, RowVariant { vec: false, vpt: 1 }, false), 1024);
     }
 
     #[test]

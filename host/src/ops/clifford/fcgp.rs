@@ -1,10 +1,13 @@
 //! The FCGP forward (`fused_gelu_fcgp_norm`): per-path products, our GEMM, assembly and norm.
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
-use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3};
+use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3, CliffordKernel};
 use rayon::prelude::*;
 
-use super::{Clifford, CliffordConfig, OP, RowLaunch, check_backend, check_len, gpu_row_kernel, planes, planes_mut};
+use super::{
+    Clifford, CliffordConfig, OP, RowLaunch, check_backend, check_len, fit_to, gpu_row_kernel, planes, planes_mut,
+    row_entry,
+};
 use crate::backend::Cpu;
 use crate::buffer::{Buffer, Scalar, View, ViewMut};
 use crate::error::{DriverContext, Error, Result};
@@ -52,6 +55,7 @@ pub fn fused_gelu_fcgp_norm<T: Scalar>(
     out: &mut ViewMut<'_, T>,
 ) -> Result<()> {
     let cfg = CliffordConfig::heuristic(p, T::DTYPE, s.gpu().map(|g| g.info()));
+    let cfg = fit_to(s, cfg, &row_entry(CliffordKernel::FcgpAssemble, p.dim, T::DTYPE, cfg.variant))?;
     run_fcgp_forward(s, p, &cfg, x, y, w, ws, out)
 }
 

@@ -256,3 +256,12 @@ fn device_ptr<'a, T: Scalar>(v: &'a View<'_, T>, cs: &'a CudaStream) -> Result<(
         View::Cpu(_) => Err(Error::BackendMismatch { op: OP, what: "input", expected: "cuda", got: "cpu" }),
     }
 }
+
+/// A heuristic config refitted to the registers of the kernel `name` on this stream's GPU
+/// (fewer threads per block where the compiled code allows fewer; unchanged on the CPU, or
+/// when even one team does not fit: the launch then says why).
+fn fit_to(s: &Stream, cfg: CliffordConfig, name: &str) -> Result<CliffordConfig> {
+    let Some(gpu) = s.gpu() else { return Ok(cfg) };
+    let k = gpu.kernels()?.function(name)?;
+    Ok(cfg.fit(k.max_threads).unwrap_or(cfg))
+}

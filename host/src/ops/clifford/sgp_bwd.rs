@@ -8,7 +8,7 @@ use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3, RowVariant};
 use rayon::prelude::*;
 
 use super::{
-    Clifford, CliffordConfig, OP, SCRATCH_BYTES, check_backend, check_len, check_threads, device_ptr, grid,
+    Clifford, CliffordConfig, OP, SCRATCH_BYTES, check_backend, check_len, check_threads, device_ptr, fit_to, grid,
     opt_in_smem, planes, planes_mut,
 };
 use crate::backend::{Cpu, Gpu};
@@ -56,6 +56,13 @@ pub fn fused_gelu_sgp_norm_backward<T: Scalar>(
     workspace: &mut Buffer<f32>,
 ) -> Result<()> {
     let cfg = CliffordConfig::backward_heuristic(p, T::DTYPE, s.gpu().map(|g| g.info()));
+    let (lanes, vpt) = cfg.variant.suffix();
+    let name = if vpt > 0 {
+        format!("ft_clifford_bwd_d{}_{}_{lanes}_p{vpt}", p.dim, T::DTYPE.name())
+    } else {
+        format!("ft_clifford_bwd_d{}_{}_{lanes}", p.dim, T::DTYPE.name())
+    };
+    let cfg = fit_to(s, cfg, &name)?;
     run_sgp_backward(s, p, &cfg, x, y, w, go, dx, dy, dw, workspace)
 }
 

@@ -1,9 +1,12 @@
 //! The SGP forward (`fused_gelu_sgp_norm`): checks, the CPU row loop and the GPU launch.
 
-use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3};
+use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3, CliffordKernel};
 use rayon::prelude::*;
 
-use super::{Clifford, CliffordConfig, RowLaunch, check_backend, check_len, gpu_row_kernel, planes, planes_mut};
+use super::{
+    Clifford, CliffordConfig, RowLaunch, check_backend, check_len, fit_to, gpu_row_kernel, planes, planes_mut,
+    row_entry,
+};
 use crate::backend::Cpu;
 use crate::buffer::{Scalar, View, ViewMut};
 use crate::error::Result;
@@ -22,6 +25,8 @@ pub fn fused_gelu_sgp_norm<T: Scalar>(
     out: &mut ViewMut<'_, T>,
 ) -> Result<()> {
     let cfg = CliffordConfig::heuristic(p, T::DTYPE, s.gpu().map(|g| g.info()));
+    let name = row_entry(CliffordKernel::Forward, p.dim, T::DTYPE, cfg.variant);
+    let cfg = fit_to(s, cfg, &name)?;
     run_sgp_forward(s, p, &cfg, x, y, w, out)
 }
 
