@@ -215,11 +215,13 @@ impl CliffordConfig {
     }
 
     /// Every config the tuner may try for `p` on the GPU: compiled variants x block sizes x
-    /// batch blocks x grid policies, keeping those that cover N.
+    /// batch blocks x grid policies, keeping those that cover N and whose blocks the
+    /// variant's registers allow (ptxas, sm_90).
     pub fn gpu_space(p: &Clifford) -> Vec<CliffordConfig> {
         let mut v = Vec::new();
         for variant in ROW_VARIANTS {
-            for threads in [64, 128, 256, 512, 1024] {
+            let limit = block_limit(p.dim, variant, false);
+            for threads in [64, 128, 256, 512, 1024].into_iter().filter(|&t| t <= limit) {
                 let mut rows = 1;
                 while rows <= threads {
                     for blocks_per_sm in [0, 2, 4, 8] {
