@@ -12,7 +12,8 @@
 #      torch.compile default (static shapes) and mode max-autotune-no-cudagraphs at B4096 N512,
 #      eager + compile at N 777 and 1024 (each timed per call and back-to-back, the better kept);
 #   4. compute-sanitizer memcheck and racecheck on the Clifford GPU tests.
-# Results land in $OUT/results/ (JSON carry device, driver, date, commit), a table last.
+# Results: $OUT/clifford-results.tgz (everything) and $OUT/results/ (the JSON, which carry
+# device, driver, date and commit, the tests' log and the markdown table printed last).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-.carry}
@@ -27,7 +28,9 @@ export CUDA_CACHE_MAXSIZE=4294967296 CUDA_CACHE_PATH=${CUDA_CACHE_PATH:-$PWD/.nv
 T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 TORCH_PY=$HERE/torch_clifford.py; [ -f $TORCH_PY ] || TORCH_PY=benches/torch_clifford.py
 JOIN_PY=$HERE/clifford_join.py; [ -f $JOIN_PY ] || JOIN_PY=bench/clifford_join.py
-R=$OUT/results; mkdir -p $R
+# Everything goes to $R; at the end it is packed into $OUT/clifford-results.tgz and the main
+# files are copied to $OUT/results/ (at most 8 files come back from a device call).
+R=$(mktemp -d); mkdir -p $OUT/results
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > $R/clifford-nvidia-smi.txt
 # The torch peers start first, in the background, while one small test of ours pays the PTX
 # JIT (CPU only: the GPU is idle but for that test's few launches); everything of ours that
@@ -64,7 +67,11 @@ FERROTUNE_TEST_SMALL=1 timeout ${T_SAN:-60} compute-sanitizer --tool memcheck --
 echo "memcheck: exit $? $(grep -E 'ERROR SUMMARY' $R/clifford-memcheck.txt | tail -1)"
 [ -n "${SKIP_RACE:-}" ] || FERROTUNE_TEST_SMALL=1 timeout ${T_SAN2:-40} compute-sanitizer --tool racecheck --error-exitcode 9 $BIN/ferrotune_tests \
   --test-threads=1 gpu_clifford_forward gpu_clifford_backward > $R/clifford-racecheck.txt 2>&1
-echo "racecheck: exit $? $(grep -E 'RACECHECK SUMMARY' $R/clifford-racecheck.txt | tail -1)"
+echo "racecheck: exit $? $(grep -E 'RACECHECK SUMMARY' $R/clifford-racecheck.txt 2>/dev/null | tail -1)"
 stamp "=== ours vs torch"
 python3 $JOIN_PY $R/clifford-h100.json $R/torch-clifford-h100.json $(ls $R/torch-clifford-2-h100.json 2>/dev/null) \
   --out $R/clifford-vs-torch-h100.md 2>&1 | tail -25
+tar -czf $OUT/clifford-results.tgz -C $R .
+cp $R/clifford-h100.json $R/clifford-sweep-h100.json $R/clifford-vs-torch-h100.md $R/clifford-tests.txt \
+  $R/torch-clifford-h100.json $R/torch-clifford-2-h100.json $OUT/results/ 2>/dev/null
+ls $OUT/results
