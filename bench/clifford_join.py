@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Joins the Clifford bench (ours, `xtask bench --ops clifford`) with the torch peers
 (`benches/torch_clifford.py`) on (dim, op, B, N): a markdown table of ours vs torch eager and
-torch.compile (the faster of its default mode and `compile_cg`, mode reduce-overhead, where
-both ran). Usage: clifford_join.py OURS.json TORCH.json [TORCH2.json ...] [--out OUT.md]"""
+torch.compile (the fastest of its default mode, `compile_cg` (reduce-overhead) and `compile_max`
+(max-autotune-no-cudagraphs), where they ran). Usage: clifford_join.py OURS.json TORCH.json [TORCH2.json ...] [--out OUT.md]"""
 import json, sys
 
 args = sys.argv[1:]
@@ -19,7 +19,7 @@ for t in torches:
     for r in t["rows"]:
         if "error" in r or r.get("median_ms") is None:
             continue
-        impl = "compile" if r["impl"] == "compile_cg" else r["impl"]
+        impl = "compile" if r["impl"] in ("compile_cg", "compile_max") else r["impl"]
         k = (r["dim"], r["op"], r["B"], r["N"], impl)
         peer[k] = min(peer.get(k, float("inf")), r["median_ms"])
 lines = [

@@ -76,6 +76,17 @@ pub struct CliffordRow {
     pub config: String,
     pub correct: bool,
     pub mismatch: Option<String>,
+    /// `fwd_sweep` rows: every config timed (the row itself is the fastest correct one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweep: Vec<SweepPoint>,
+}
+
+/// One config of a `fwd_sweep` row.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub config: String,
+    pub ms: f64,
+    pub correct: bool,
 }
 
 /// The copy ceiling of the run.
@@ -111,8 +122,8 @@ pub fn work(op: &str, p: &Clifford, e: usize) -> ferrotune::Result<(u64, u64)> {
     let w = (t.w * p.n * e) as u64;
     let terms = (t.c * t.c * p.b * p.n) as u64;
     Ok(match op {
-        "fwd" => (3 * mv + w, 2 * terms),
-        "fwdbwd" => (8 * mv + 3 * w, 8 * terms),
+        "fwd" | "fwd_sweep" => (3 * mv + w, 2 * terms),
+        "fwdbwd" | "fwdbwd_sweep" => (8 * mv + 3 * w, 8 * terms),
         _ => (3 * mv + (t.w * p.n * p.n * e) as u64, 2 * (t.total * p.b * p.n * p.n) as u64),
     })
 }
@@ -180,7 +191,8 @@ fn sample_rows(b: usize, k: usize) -> Vec<usize> {
 /// tolerance (as in tests/clifford.rs).
 fn first_mismatch<T: Scalar>(what: &str, got: &[f64], want: &[f64], scale: &[f64], fcgp: bool) -> Option<String> {
     let tol = Tolerance::of(T::DTYPE);
-    let rel = if T::DTYPE == DType::F32 { if fcgp { 2e-5 } else { 1e-5 } } else { tol.rel };
+    // FCGP's f32 GEMMs run on TF32 tensor cores (inputs rounded to 10-bit mantissas).
+    let rel = if T::DTYPE == DType::F32 { if fcgp { 3e-3 } else { 1e-5 } } else { tol.rel };
     (0..got.len()).find_map(|i| {
         let allowed = rel * (want[i].abs() + scale[i]) + tol.abs;
         (got[i].is_nan() || (got[i] - want[i]).abs() > allowed)
@@ -261,9 +273,146 @@ fn bench_row<T: Scalar>(
     opts: &CliffordOptions,
     copy_bps: f64,
 ) -> Result<CliffordRow> {
+    if op == "fwd_sweep" || op == "fwdbwd_sweep" {
+        return sweep_row::<T>(backend, s, p, opts, copy_bps, op == "fwdbwd_sweep");
+    }
+    let cfg = CliffordConfig::heuristic(p, T::DTYPE, backend.device());
+    let bwd = CliffordConfig::backward_heuristic(p, T::DTYPE, backend.device());
+    bench_row_with::<T>(backend, s, op, p, opts, copy_bps, &cfg, &bwd)
+}
+
+/// The backward configs `fwdbwd_sweep` times: every one-pass variant with the smallest team
+/// that covers N (up to 512), blocks of 128..=512 threads, 0, 1 and 2 blocks per SM, and the
+/// two-pass form of the forward heuristic.
+pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
+    let mut v = vec![CliffordConfig::heuristic(p, DType::F32, None).backward_form()];
+    for variant in ferrotune_kernels::clifford::BWD_VARIANTS {
+        let team = p.n.max(1).div_ceil(variant.lanes() * variant.vpt as usize).next_power_of_two();
+        for threads in [128u32, 256, 512] {
+            for blocks_per_sm in [0, 1, 2] {
+                if team > threads as usize {
+                    continue;
+                }
+                let c = CliffordConfig {
+                    threads,
+                    rows_per_block: threads / team as u32,
+                    variant,
+                    blocks_per_sm,
+                    cpu_rows: 16,
+                };
+                if c.validate_backward(p, None).is_ok() {
+                    v.push(c);
+                }
+            }
+        }
+    }
+    v
+}
+
+/// The forward configs `fwd_sweep` times: every compiled variant with the smallest team that
+/// covers N and twice that, blocks of 256..=1024 threads, 0 (one block per row group), 1, 2
+/// and 4 blocks per SM.
+pub fn sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
+    let mut v = Vec::new();
+    for variant in cl::ROW_VARIANT_LIST {
+        let per = variant.lanes() * (variant.vpt.max(1) as usize);
+        let base = if variant.vpt == 0 { 128 } else { p.n.max(1).div_ceil(per).next_power_of_two() };
+        for team in [base, 2 * base] {
+            for threads in [128u32, 256, 512, 1024] {
+                for blocks_per_sm in [0, 1, 2, 4] {
+                    if team > threads as usize {
+                        continue;
+                    }
+                    let c = CliffordConfig {
+                        threads,
+                        rows_per_block: threads / team as u32,
+                        variant,
+                        blocks_per_sm,
+                        cpu_rows: 16,
+                    };
+                    if c.validate(p, None).is_ok() {
+                        v.push(c);
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+/// `fwd_sweep`: the forward under every config of [`sweep_space`] (each checked, then timed);
+/// the row carries the fastest correct one and every point.
+fn sweep_row<T: Scalar>(
+    backend: &Backend,
+    s: &Stream,
+    p: &Clifford,
+    opts: &CliffordOptions,
+    copy_bps: f64,
+    backward: bool,
+) -> Result<CliffordRow> {
+    let repeat = Repeat { warmup: 3, iters: 15 };
+    let quick = CliffordOptions { repeat, ..opts.clone() };
+    let mut best: Option<CliffordRow> = None;
+    let mut points = Vec::new();
+    let fwd = CliffordConfig::heuristic(p, T::DTYPE, backend.device());
+    let bwd = CliffordConfig::backward_heuristic(p, T::DTYPE, backend.device());
+    let space = if backward { bwd_sweep_space(p) } else { sweep_space(p) };
+    let mut o = operands::<T>(s, p, false, 5)?;
+    for cfg in space {
+        let (op, f, b) = if backward { ("fwdbwd", &fwd, &cfg) } else { ("fwd", &cfg, &bwd) };
+        let Ok(mut r) = bench_row_on::<T>(backend, s, op, p, &quick, copy_bps, f, b, &mut o) else { continue };
+        if backward {
+            r.config = format!("bwd {}", describe(&cfg));
+        }
+        points.push(SweepPoint { config: r.config.clone(), ms: r.ms, correct: r.correct });
+        if r.correct && best.as_ref().is_none_or(|b| r.ms < b.ms) {
+            best = Some(r);
+        }
+    }
+    let mut row =
+        best.ok_or_else(|| ferrotune::Error::InvalidConfig { op: "clifford", why: "no config ran".into() })?;
+    row.op = if backward { "fwdbwd_sweep" } else { "fwd_sweep" }.into();
+    row.sweep = points;
+    Ok(row)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_row_with<T: Scalar>(
+    backend: &Backend,
+    s: &Stream,
+    op: &str,
+    p: &Clifford,
+    opts: &CliffordOptions,
+    copy_bps: f64,
+    cfg: &CliffordConfig,
+    bwd: &CliffordConfig,
+) -> Result<CliffordRow> {
     let fcgp = op == "fcgp_fwd";
     let mut o = operands::<T>(s, p, fcgp, 5)?;
-    let cfg = CliffordConfig::heuristic(p, T::DTYPE, backend.device());
+    bench_row_on::<T>(backend, s, op, p, opts, copy_bps, cfg, bwd, &mut o)
+}
+
+/// [`bench_row_with`] on given operands (the sweep makes them once): the outputs are poisoned
+/// with NaN first, so a config that writes nothing cannot pass the check.
+#[allow(clippy::too_many_arguments)]
+fn bench_row_on<T: Scalar>(
+    backend: &Backend,
+    s: &Stream,
+    op: &str,
+    p: &Clifford,
+    opts: &CliffordOptions,
+    copy_bps: f64,
+    cfg: &CliffordConfig,
+    bwd: &CliffordConfig,
+    o: &mut Operands<T>,
+) -> Result<CliffordRow> {
+    let _ = backend;
+    let (cfg, bwd) = (*cfg, *bwd);
+    let fcgp = op == "fcgp_fwd";
+    let nan = vec![T::from_f32(f32::NAN); p.mv_len()?];
+    o.out = Buffer::from_slice(s, &nan)?;
+    o.dx = Buffer::from_slice(s, &nan)?;
+    o.dy = Buffer::from_slice(s, &nan)?;
     let mut ws = Buffer::<f32>::zeros(s, 0)?;
     let mut fws = if fcgp { Some(FcgpWorkspace::<T>::new(s, p)?) } else { None };
     let mut run = |o: &mut Operands<T>| -> ferrotune::Result<()> {
@@ -274,9 +423,10 @@ fn bench_row<T: Scalar>(
         cl::run_sgp_forward(s, p, &cfg, &x, &y, &w, &mut o.out.all_mut())?;
         if op == "fwdbwd" {
             let g = o.g.all();
-            cl::fused_gelu_sgp_norm_backward(
+            cl::run_sgp_backward(
                 s,
                 p,
+                &bwd,
                 &x,
                 &y,
                 &w,
@@ -289,12 +439,12 @@ fn bench_row<T: Scalar>(
         }
         Ok(())
     };
-    run(&mut o)?;
-    let mut mismatch = check_forward(s, p, &o, fcgp, opts.check_rows)?;
+    run(o)?;
+    let mut mismatch = check_forward(s, p, o, fcgp, opts.check_rows)?;
     if mismatch.is_none() && op == "fwdbwd" {
-        mismatch = check_backward(s, p, &o, opts.check_rows)?;
+        mismatch = check_backward(s, p, o, opts.check_rows)?;
     }
-    let stats = time_on_stream(s, opts.repeat, |_| run(&mut o))?;
+    let stats = time_on_stream(s, opts.repeat, |_| run(o))?;
     let (bytes, flops) = work(op, p, T::DTYPE.size_bytes())?;
     let secs = stats.median_ms * 1e-3;
     Ok(CliffordRow {
@@ -312,17 +462,23 @@ fn bench_row<T: Scalar>(
         bytes_per_s: bytes as f64 / secs,
         flops_per_s: flops as f64 / secs,
         ratio_to_copy: bytes as f64 / secs / copy_bps,
-        config: format!(
-            "threads {} rows/block {} {}_p{} blocks/SM {}",
-            cfg.threads,
-            cfg.rows_per_block,
-            if cfg.variant.vec { "v4" } else { "v1" },
-            cfg.variant.vpt,
-            cfg.blocks_per_sm
-        ),
+        config: if op == "fwdbwd" { format!("{}; bwd {}", describe(&cfg), describe(&bwd)) } else { describe(&cfg) },
         correct: mismatch.is_none(),
         mismatch,
+        sweep: Vec::new(),
     })
+}
+
+/// A launch config in words.
+fn describe(c: &CliffordConfig) -> String {
+    format!(
+        "threads {} rows/block {} {}_p{} blocks/SM {}",
+        c.threads,
+        c.rows_per_block,
+        if c.variant.vec { "v4" } else { "v1" },
+        c.variant.vpt,
+        c.blocks_per_sm
+    )
 }
 
 /// The copy ceiling: our f32 copy kernel over `bytes` (read + write counted).

@@ -7,8 +7,9 @@ use ferrotune::ops::clifford::{
     self as cl, Clifford, CliffordConfig, CliffordVariant, FcgpWorkspace, fused_gelu_fcgp_norm, fused_gelu_sgp_norm,
     fused_gelu_sgp_norm_backward,
 };
+use ferrotune::ops::gemm::Precision;
 use ferrotune::{Backend, Buffer, DType, Error, Scalar, bf16, f16};
-use ferrotune_kernels::clifford::ROW_VARIANTS;
+use ferrotune_kernels::clifford::{BWD_VARIANTS, ROW_VARIANTS};
 use ferrotune_testkit::clifford_ref as r;
 use ferrotune_testkit::{Rng, Tolerance, cpu_backend, cuda_backend, poison};
 use proptest::prelude::*;
@@ -141,7 +142,7 @@ fn run_forward<T: Scalar>(
     {
         let mut ov = out.view_mut(offset..)?;
         if fcgp {
-            let mut ws = FcgpWorkspace::<T>::new(&s, &case.p)?;
+            let mut ws = FcgpWorkspace::<T>::new(&s, &case.p)?.with_precision(Precision::Strict);
             match cfg {
                 Some(c) => cl::run_fcgp_forward(&s, &case.p, c, &xv, &yv, &w.all(), &mut ws, &mut ov)?,
                 None => fused_gelu_fcgp_norm(&s, &case.p, &xv, &yv, &w.all(), &mut ws, &mut ov)?,
@@ -358,14 +359,17 @@ fn gradient_check_can_fail() {
     assert!(check_grad("dw", &bad, &fw, 1e-4).is_err());
 }
 
-/// Shapes for the GPU: odd N, N < 32, N not a multiple of 4/8/32, and larger rows.
-const GPU_SHAPES: [(usize, usize); 8] = [(1, 1), (3, 7), (5, 31), (4, 32), (7, 100), (2, 129), (3, 512), (2, 1024)];
+/// Shapes for the GPU: odd N, N < 32, N not a multiple of 4/8/32, larger rows, and rows whose
+/// weights and weight gradient do not fit in shared memory (N = 3000: the backward's `_g`
+/// entries).
+const GPU_SHAPES: [(usize, usize); 10] =
+    [(1, 1), (3, 7), (5, 31), (4, 32), (7, 100), (2, 129), (3, 512), (2, 1024), (5, 777), (1, 3000)];
 
 fn gpu_forward_typed<T: Scalar>(gpu: &Backend, fcgp: bool) -> usize {
     let mut cases = 0;
     for dim in [2, 3] {
         for (i, &(b, n)) in GPU_SHAPES.iter().enumerate() {
-            if fcgp && n > 129 {
+            if fcgp && n > 129 || n > 1024 && T::DTYPE != DType::F32 {
                 continue; // the f64 reference of FCGP is O(B N^2 W)
             }
             let p = Clifford::new(dim, b, n, i % 3 != 1);
@@ -415,9 +419,35 @@ fn gpu_clifford_fcgp_matches_reference_and_cpu() {
     println!("gpu_clifford_fcgp_matches_reference_and_cpu: {n} cases");
 }
 
+/// FCGP in f32 on TF32 tensor cores (the default) against the exact-f32 run: inputs rounded to
+/// 10-bit mantissas, so a relative error of a few 1e-4 of the row's scale.
+#[test]
+fn gpu_clifford_fcgp_tf32_is_close_to_exact() {
+    let Some(gpu) = cuda_backend("gpu_clifford_fcgp_tf32_is_close_to_exact") else { return };
+    let s = gpu.stream();
+    for (dim, b, n) in [(2, 5, 64), (3, 3, 129)] {
+        let p = Clifford::new(dim, b, n, true);
+        let case = make_case::<f32>(p, true, 11);
+        let exact = run_forward(&gpu, &case, None, true, 0).unwrap();
+        let x = Buffer::from_slice(&s, &case.x).unwrap();
+        let y = Buffer::from_slice(&s, &case.y).unwrap();
+        let w = Buffer::from_slice(&s, &case.w).unwrap();
+        let mut out = Buffer::from_slice(&s, &vec![poison::<f32>(); case.x.len()]).unwrap();
+        let mut ws = FcgpWorkspace::<f32>::new(&s, &p).unwrap();
+        fused_gelu_fcgp_norm(&s, &p, &x.all(), &y.all(), &w.all(), &mut ws, &mut out.all_mut()).unwrap();
+        let tf32 = out.to_vec(&s).unwrap();
+        for (j, (a, e)) in tf32.iter().zip(&exact).enumerate() {
+            assert!((a - e).abs() <= 5e-3 * (e.abs() + 1.0), "{p:?}: element {j}: TF32 {a} exact {e}");
+        }
+    }
+}
+
 fn gpu_backward_typed<T: Scalar>(gpu: &Backend) {
     for dim in [2, 3] {
         for (i, &(b, n)) in GPU_SHAPES.iter().enumerate() {
+            if n > 1024 && T::DTYPE != DType::F32 {
+                continue; // the long rows once, in f32
+            }
             let p = Clifford::new(dim, b, n, i % 3 != 1);
             let case = make_case::<T>(p, false, 100 + i as u64);
             let go: Vec<T> = Rng::new(i as u64).vec(case.x.len(), -1.0, 1.0);
@@ -428,6 +458,22 @@ fn gpu_backward_typed<T: Scalar>(gpu: &Backend) {
                 c.variant = CliffordVariant { vec, vpt: 0 };
                 c.blocks_per_sm = 1; // many rows per block: the shared-memory accumulation
                 if c.validate(&p, None).is_ok() {
+                    cfgs.push(Some(c));
+                }
+            }
+            // Every one-pass variant whose team of at most 256 covers N, one block per SM (each
+            // team sums its weight gradient over many rows).
+            for v in BWD_VARIANTS {
+                let team = n.div_ceil(v.lanes() * v.vpt as usize).next_power_of_two() as u32;
+                let threads = team.max(64);
+                let c = CliffordConfig {
+                    threads,
+                    rows_per_block: threads / team,
+                    variant: v,
+                    blocks_per_sm: 1,
+                    cpu_rows: 1,
+                };
+                if team <= 256 && c.validate_backward(&p, None).is_ok() {
                     cfgs.push(Some(c));
                 }
             }
@@ -452,6 +498,33 @@ fn gpu_clifford_backward_matches_cpu() {
     gpu_backward_typed::<f32>(&gpu);
     gpu_backward_typed::<bf16>(&gpu);
     gpu_backward_typed::<f16>(&gpu);
+}
+
+/// N = 100,000 (B small): the forward streams its weights (no shared memory holds them) and
+/// the backward takes its `_g` entries; both against the CPU.
+#[test]
+fn gpu_clifford_any_n() {
+    let Some(gpu) = cuda_backend("gpu_clifford_any_n") else { return };
+    for dim in [2, 3] {
+        let p = Clifford::new(dim, 2, 100_000, true);
+        let case = make_case::<f32>(p, false, 7);
+        let got = run_forward(&gpu, &case, None, false, 0).unwrap_or_else(|e| panic!("{p:?}: {e}"));
+        check_forward(&case, &got, false).unwrap_or_else(|e| panic!("GPU against the f64 reference: {e}"));
+        // The CPU sums each row's 100,000 squares one after another in f32 (relative error up
+        // to ~1e-4 in the norm), the GPU in a tree: hence the looser GPU-CPU bounds here.
+        let cpu = run_forward(&cpu_backend(), &case, None, false, 0).unwrap();
+        for (j, (g, c)) in got.iter().zip(&cpu).enumerate() {
+            assert!((g - c).abs() <= 2e-3 * (c.abs() + 1.0), "{p:?}: element {j}: GPU {g} CPU {c}");
+        }
+        let go: Vec<f32> = Rng::new(3).vec(case.x.len(), -1.0, 1.0);
+        let (cx, cy, cw) = run_backward(&cpu_backend(), &case, &go, None).unwrap();
+        let (gx, gy, gw) = run_backward(&gpu, &case, &go, None).unwrap_or_else(|e| panic!("{p:?}: {e}"));
+        let r = check_grad("dx", &f64s(&gx), &f64s(&cx), 2e-3)
+            .and_then(|_| check_grad("dy", &f64s(&gy), &f64s(&cy), 2e-3))
+            .and_then(|_| check_grad("dw", &f64s(&gw), &f64s(&cw), 2e-3));
+        assert!(r.is_ok(), "{p:?}: {}", r.unwrap_err());
+    }
+    println!("gpu_clifford_any_n: N = 100000 forward and backward, 2D and 3D");
 }
 
 #[test]

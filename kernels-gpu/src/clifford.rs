@@ -12,8 +12,11 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::arch::{fmaf, sqrt};
-use crate::element::{DType, Element};
+use crate::element::DType;
 use crate::math::{exp, normal_cdf};
+
+mod cpu;
+pub use cpu::{bwd_rows, fcgp_assemble_rows, fcgp_products_rows, fwd_rows};
 
 /// Components of the largest algebra (Cl(3,0)).
 pub const MAX_C: usize = 8;
@@ -348,9 +351,10 @@ pub fn path_products<A: Algebra>(xg: &Mv, yg: &Mv) -> [f32; 44] {
     pr
 }
 
-/// A compiled variant of the row kernels (forward and FCGP assembly): `vec` = four
+/// A compiled variant of the row kernels (forward, backward and FCGP assembly): `vec` = four
 /// consecutive features per access (16 bytes of f32, 8 of f16/bf16; needs N % 4 == 0 and
-/// aligned pointers), `vpt` = accesses per thread per row kept in registers, 0 = two passes
+/// aligned pointers), `vpt` = accesses per thread per row kept in registers (the forward and
+/// backward keep the same features, and their weights, for every row), 0 = two passes
 /// (statistics first, then recompute and write: any N).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RowVariant {
@@ -385,6 +389,16 @@ pub const ROW_VARIANTS: [RowVariant; 6] = [
     RowVariant { vec: false, vpt: 0 },
 ];
 
+/// The backward variants that keep a row in registers (`entry/clifford_bwd.rs`,
+/// `ft_clifford_bwd_d{2,3}_{dt}_{v}_p{n}`); a backward config with `vpt` = 0 runs the two-pass
+/// kernels (`ft_clifford_bwd_d{2,3}_{dt}_{v4|v1}[_g]`) instead.
+pub const BWD_VARIANTS: [RowVariant; 4] = [
+    RowVariant { vec: true, vpt: 1 },
+    RowVariant { vec: false, vpt: 1 },
+    RowVariant { vec: false, vpt: 2 },
+    RowVariant { vec: false, vpt: 4 },
+];
+
 /// The ops of this family, as named in entry points and bench rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CliffordKernel {
@@ -412,64 +426,6 @@ pub fn row_entry_name(kernel: CliffordKernel, dim: u32, dtype: DType, v: RowVari
     n.push(if v.vec { "_v4_p" } else { "_v1_p" });
     n.push(["0", "1", "2", "3", "4"][(v.vpt as usize).min(4)]);
     n
-}
-
-#[inline(always)]
-fn load<T: Element, A: Algebra>(p: &[&[T]], idx: usize) -> Mv {
-    let mut v = [0.0f32; MAX_C];
-    for c in 0..A::C {
-        v[c] = p[c][idx].to_f32();
-    }
-    v
-}
-
-#[inline(always)]
-fn load_w<T: Element, A: Algebra>(w: &[T], f: usize) -> Wv {
-    let mut v = [0.0f32; MAX_W];
-    for p in 0..A::W {
-        v[p] = w[f * A::W + p].to_f32();
-    }
-    v
-}
-
-/// CPU path of the forward for whole rows: `x[c]`, `y[c]`, `out[c]` hold component `c` of the
-/// same rows (`rows * n` elements each), `w` is `(n, W)`. `scratch` holds `C * n` floats.
-pub fn fwd_rows<A: Algebra, T: Element>(
-    x: &[&[T]],
-    y: &[&[T]],
-    w: &[T],
-    out: &mut [&mut [T]],
-    n: usize,
-    normalize: bool,
-    scratch: &mut [f32],
-) {
-    let t = A::T;
-    let rows = x[0].len().checked_div(n).unwrap_or(0);
-    for r in 0..rows {
-        let mut ss = [0.0f32; MAX_G];
-        for f in 0..n {
-            let idx = r * n + f;
-            let (mut xg, mut yg) = (load::<T, A>(x, idx), load::<T, A>(y, idx));
-            gate::<A>(&mut xg);
-            gate::<A>(&mut yg);
-            let o = product::<A>(&xg, &yg, &load_w::<T, A>(w, f));
-            accumulate_grades::<A>(&o, &mut ss);
-            for c in 0..A::C {
-                scratch[c * n + f] = o[c];
-            }
-        }
-        let mut inv = [1.0f32; MAX_G];
-        if normalize {
-            for g in 0..A::G {
-                inv[g] = inv_rms(ss[g], n);
-            }
-        }
-        for c in 0..A::C {
-            for f in 0..n {
-                out[c][r * n + f] = T::from_f32(scratch[c * n + f] * inv[t.grade[c]]);
-            }
-        }
-    }
 }
 
 /// Per-row sums for the backward norm: squares of the raw output and `go . o_raw`, by grade.
@@ -504,63 +460,6 @@ pub fn bwd_feature<A: Algebra>(x: &Mv, y: &Mv, go: &Mv, w: &Wv, coefs: Option<(&
     (gate_vjp::<A>(x, sx, &dxg), gate_vjp::<A>(y, sy, &dyg))
 }
 
-/// CPU path of the backward for whole rows (layout as [`fwd_rows`]): writes `dx`, `dy` and adds
-/// this chunk's weight gradient to `dw` (`(n, W)`, f32).
-#[allow(clippy::too_many_arguments)]
-pub fn bwd_rows<A: Algebra, T: Element>(
-    x: &[&[T]],
-    y: &[&[T]],
-    go: &[&[T]],
-    w: &[T],
-    dx: &mut [&mut [T]],
-    dy: &mut [&mut [T]],
-    dw: &mut [f32],
-    n: usize,
-    normalize: bool,
-) {
-    let rows = x[0].len().checked_div(n).unwrap_or(0);
-    for r in 0..rows {
-        let coefs = normalize.then(|| {
-            let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
-            for f in 0..n {
-                let idx = r * n + f;
-                let (xv, yv, gv) = (load::<T, A>(x, idx), load::<T, A>(y, idx), load::<T, A>(go, idx));
-                bwd_stats_feature::<A>(&xv, &yv, &gv, &load_w::<T, A>(w, f), &mut ss, &mut dot);
-            }
-            norm_backward_coefs::<A>(&ss, &dot, n)
-        });
-        for f in 0..n {
-            let idx = r * n + f;
-            let (xv, yv, gv) = (load::<T, A>(x, idx), load::<T, A>(y, idx), load::<T, A>(go, idx));
-            let mut dwf = [0.0f32; MAX_W];
-            let (a, b) =
-                bwd_feature::<A>(&xv, &yv, &gv, &load_w::<T, A>(w, f), coefs.as_ref().map(|(i, k)| (i, k)), &mut dwf);
-            for c in 0..A::C {
-                dx[c][idx] = T::from_f32(a[c]);
-                dy[c][idx] = T::from_f32(b[c]);
-            }
-            for p in 0..A::W {
-                dw[f * A::W + p] += dwf[p];
-            }
-        }
-    }
-}
-
-/// CPU path of the FCGP products for whole rows: `prod[s]` is the rows of product `s`
-/// (`offset[p] + slot[c]`), same row layout as `x`.
-pub fn fcgp_products_rows<A: Algebra, T: Element, P: Element>(x: &[&[T]], y: &[&[T]], prod: &mut [&mut [P]]) {
-    let len = x[0].len();
-    for idx in 0..len {
-        let (mut xg, mut yg) = (load::<T, A>(x, idx), load::<T, A>(y, idx));
-        gate::<A>(&mut xg);
-        gate::<A>(&mut yg);
-        let pr = path_products::<A>(&xg, &yg);
-        for s in 0..A::TOTAL {
-            prod[s][idx] = P::from_f32(pr[s]);
-        }
-    }
-}
-
 /// FCGP assembly of one feature: `o_c = sum over paths p of output grade g(c) of d[p][slot c]`,
 /// where `d(s)` reads product row `s`.
 #[inline(always)]
@@ -575,40 +474,6 @@ pub fn assemble<A: Algebra>(d: impl Fn(usize) -> f32) -> Mv {
         }
     }
     o
-}
-
-/// CPU path of the FCGP assembly and norm for whole rows: `d[s]` are the GEMM results' rows of
-/// product `s` (f32).
-pub fn fcgp_assemble_rows<A: Algebra, T: Element>(
-    d: &[&[f32]],
-    out: &mut [&mut [T]],
-    n: usize,
-    normalize: bool,
-    scratch: &mut [f32],
-) {
-    let t = A::T;
-    let rows = d[0].len().checked_div(n).unwrap_or(0);
-    for r in 0..rows {
-        let mut ss = [0.0f32; MAX_G];
-        for f in 0..n {
-            let o = assemble::<A>(|s| d[s][r * n + f]);
-            accumulate_grades::<A>(&o, &mut ss);
-            for c in 0..A::C {
-                scratch[c * n + f] = o[c];
-            }
-        }
-        let mut inv = [1.0f32; MAX_G];
-        if normalize {
-            for g in 0..A::G {
-                inv[g] = inv_rms(ss[g], n);
-            }
-        }
-        for c in 0..A::C {
-            for f in 0..n {
-                out[c][r * n + f] = T::from_f32(scratch[c * n + f] * inv[t.grade[c]]);
-            }
-        }
-    }
 }
 
 #[cfg(test)]

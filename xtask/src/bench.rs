@@ -24,7 +24,8 @@ pub struct Args {
     /// the CPU; none with --quick); naming elementwise ops leaves them out.
     #[arg(long, value_delimiter = ',')]
     ops: Option<Vec<String>>,
-    /// Which rows of `--ops clifford`: fwd, fwdbwd, fcgp_fwd (default all).
+    /// Which rows of `--ops clifford`: fwd, fwdbwd, fcgp_fwd (default all), or the sweeps
+    /// fwd_sweep, fwdbwd_sweep (every forward / backward config timed, the fastest kept).
     #[arg(long, value_delimiter = ',')]
     clifford_rows: Option<Vec<String>>,
     /// GEMM shapes, as MxNxK, comma-separated: for `--ops gemm`, else the report's GEMM rows;

@@ -43,7 +43,10 @@ pub fn run_cmd(args: CliffordArgs) -> anyhow::Result<()> {
     }
     if !args.rows.is_empty() {
         for r in &args.rows {
-            anyhow::ensure!(OPS.contains(&r.as_str()), "unknown clifford row '{r}' (fwd, fwdbwd, fcgp_fwd)");
+            anyhow::ensure!(
+                OPS.contains(&r.as_str()) || r == "fwd_sweep" || r == "fwdbwd_sweep",
+                "unknown clifford row '{r}' (fwd, fwdbwd, fcgp_fwd, fwd_sweep, fwdbwd_sweep)"
+            );
         }
         opts.ops = args.rows.clone();
     }

@@ -37,7 +37,7 @@ pub enum Cmd {
         /// Elements (elementwise ops).
         #[arg(long, required_unless_present = "shape")]
         n: Option<usize>,
-        /// GEMM: MxNxK or MxNxKxBATCH.
+        /// GEMM: MxNxK or MxNxKxBATCH; clifford: DIMxBxN (e.g. 2x4096x512).
         #[arg(long)]
         shape: Option<String>,
         /// GEMM: A's and B's layout (rc, rr, cr, cc).
@@ -70,6 +70,9 @@ pub fn run(cmd: Cmd) -> anyhow::Result<()> {
             if op == "gemm" {
                 return explain_gemm(&set, &dtype, shape.as_deref(), &layout, &b, devices.as_deref());
             }
+            if op == "clifford" {
+                return explain_clifford(&dtype, shape.as_deref(), &b);
+            }
             let n = n.context("elementwise ops need --n")?;
             let op = ElemOp::from_name(&op).with_context(|| format!("unknown op '{op}'"))?;
             let dtype = DType::ALL
@@ -81,6 +84,45 @@ pub fn run(cmd: Cmd) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `profile explain --op clifford`: the forward and backward launch configs an SGP problem of
+/// this shape gets (the built-in heuristics: Clifford configs are not in tuning profiles yet).
+fn explain_clifford(dtype: &str, shape: Option<&str>, b: &Backend) -> anyhow::Result<()> {
+    use ferrotune::ops::clifford::{Clifford, CliffordConfig};
+    let shape = shape.context("clifford needs --shape DIMxBxN (e.g. 2x4096x512)")?;
+    let v: Vec<usize> = shape
+        .split('x')
+        .map(|p| p.trim().parse())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("shape '{shape}' is not DIMxBxN"))?;
+    let [dim, batch, n] = v[..] else { anyhow::bail!("shape '{shape}' is not DIMxBxN") };
+    let dt = DType::ALL.into_iter().find(|d| d.name() == dtype).with_context(|| format!("unknown dtype '{dtype}'"))?;
+    let p = Clifford::new(dim as u32, batch, n, true);
+    p.tables()?;
+    let dev = b.device();
+    let show = |c: &CliffordConfig| {
+        format!(
+            "{} threads, {} rows per block (team of {}), {}_p{}, {} blocks per SM",
+            c.threads,
+            c.rows_per_block,
+            c.team(),
+            if c.variant.vec { "v4" } else { "v1" },
+            c.variant.vpt,
+            c.blocks_per_sm
+        )
+    };
+    let f = CliffordConfig::heuristic(&p, dt, dev);
+    let g = CliffordConfig::backward_heuristic(&p, dt, dev);
+    println!("clifford {}D {} B={batch} N={n} on {}:", dim, dt.name(), b.name());
+    println!("  forward:  {}", show(&f));
+    println!(
+        "  backward: {}{}",
+        show(&g),
+        if g.variant.vpt == 0 { " (two passes: no one-pass team within the registers covers N)" } else { "" }
+    );
+    println!("  from: the built-in heuristics (CliffordConfig::heuristic / backward_heuristic; not tuned)");
+    Ok(())
 }
 
 /// `profile explain --op gemm`: the tile, CPU rows and split-K a GEMM of this shape gets, and why.

@@ -459,3 +459,13 @@ pub unsafe fn red_shared_add_f32(addr: u32, v: f32) {
     // SAFETY: the caller guarantees the address is valid shared memory.
     unsafe { asm!("red.shared.add.f32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v, options(nostack)) };
 }
+
+/// Atomic `*p += v` in global memory (`red.global.add.f32`, no result).
+///
+/// # Safety
+/// `p` must point to a 4-byte aligned, writable f32 of global memory.
+#[inline(always)]
+pub unsafe fn red_global_add_f32(p: *mut f32, v: f32) {
+    // SAFETY: the caller guarantees the address is valid global memory.
+    unsafe { asm!("red.global.add.f32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)) };
+}

@@ -1,128 +1,31 @@
-//! Entry points of the Clifford family. The row kernels (forward, FCGP assembly) give each
-//! batch row to a team of threads that covers all N features, so the per-grade norm is a team
-//! reduction and x, y are read from DRAM once: the outputs wait in registers (`vpt` > 0) or
-//! are recomputed from L2-resident inputs (`vpt` = 0). The backward recomputes the forward in
-//! two passes (norm statistics, then gradients) and accumulates the weight gradient of the
-//! block's rows in shared memory; a second small kernel sums the per-block partials.
+//! Entry points of the Clifford family besides the SGP forward (`clifford_fwd.rs`): the FCGP
+//! products and assembly, the SGP backward and its weight-gradient reduction. The assembly
+//! row kernel gives each batch row to a team of threads that covers all N features, so the
+//! per-grade norm is a team reduction: the outputs wait in registers (`vpt` > 0) or are
+//! recomputed from L2-resident inputs (`vpt` = 0). The backward recomputes the forward in two
+//! passes (norm statistics, then gradients) and accumulates the weight gradient of the block's
+//! rows in shared memory (or, `_g` entries for large N, in its global partial); a second small
+//! kernel sums the per-block partials.
 //!
-//! Dynamic shared memory: `[0, 1024)` team-reduction scratch (32 warps x 8 floats), then the
-//! weights as f32 `[W][N]`, then (backward) the weight gradient `[W][N]`.
+//! Dynamic shared memory: `[0, 1024)` team-reduction scratch (32 warps x 8 floats), then
+//! (backward, shared-memory entries) the weights as f32 `[W][N]` and their gradient `[W][N]`.
 //!
 //! Loops over components, weights and products are plain index loops with constant bounds:
 //! iterator chains (`enumerate().take(n)`) were not unrolled, which put the arrays they index
 //! in local memory.
 #![allow(clippy::needless_range_loop)]
 
+use super::clifford_io::{SCRATCH, ld, ld_mv, st_mv, team_sum, weights_of};
 use crate::arch::nvptx::{
-    block_dim_x, block_idx_x, dyn_smem_addr, grid_dim_x, ld_global_v2, ld_global_v4, ld_shared_f32, red_shared_add_f32,
-    shfl_xor_f32, st_global_v2, st_global_v4, st_shared_f32, sync_threads, thread_idx_x,
+    block_dim_x, block_idx_x, dyn_smem_addr, grid_dim_x, ld_shared_f32, red_global_add_f32, red_shared_add_f32,
+    st_shared_f32, sync_threads, thread_idx_x,
 };
 use crate::clifford::{
     Algebra, Cl2, Cl3, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, bwd_feature, bwd_stats_feature, gate,
-    inv_rms, norm_backward_coefs, path_products, product,
+    inv_rms, norm_backward_coefs, path_products,
 };
 use crate::element::Element;
 use half::{bf16, f16};
-
-/// Bytes of team-reduction scratch at the start of the dynamic shared memory.
-const SCRATCH: u32 = 1024;
-
-/// Loads `L` consecutive elements (L = 4: one 16-byte access for f32, 8-byte for 16-bit
-/// types; L = 1: one element) as f32.
-///
-/// # Safety
-/// `p..p + L` is readable; for L = 4 `p` is aligned to 4 elements.
-#[inline(always)]
-unsafe fn ld<T: Element, const L: usize>(p: *const T) -> [f32; L] {
-    let mut v = [0.0f32; L];
-    if L == 4 {
-        let words = if core::mem::size_of::<T>() == 4 {
-            // SAFETY: 4 aligned f32 (caller).
-            unsafe { ld_global_v4(p as *const u32) }
-        } else {
-            // SAFETY: 4 aligned 16-bit elements = 8 aligned bytes (caller).
-            let w = unsafe { ld_global_v2(p as *const u32) };
-            [w[0], w[1], 0, 0]
-        };
-        let lanes = T::from_words(words);
-        for (l, o) in v.iter_mut().enumerate() {
-            *o = lanes.as_ref()[l].to_f32();
-        }
-    } else {
-        // SAFETY: one readable element (caller).
-        v[0] = unsafe { *p }.to_f32();
-    }
-    v
-}
-
-/// Stores `L` consecutive elements, rounded to `T` (as [`ld`]).
-///
-/// # Safety
-/// As [`ld`], writable.
-#[inline(always)]
-unsafe fn st<T: Element, const L: usize>(p: *mut T, v: [f32; L]) {
-    if L == 4 {
-        let mut lanes = T::from_words([0; 4]);
-        for (l, &x) in v.iter().enumerate() {
-            lanes.as_mut()[l] = T::from_f32(x);
-        }
-        let w = T::to_words(lanes);
-        if core::mem::size_of::<T>() == 4 {
-            // SAFETY: 4 aligned f32 (caller).
-            unsafe { st_global_v4(p as *mut u32, w) }
-        } else {
-            // SAFETY: 8 aligned bytes (caller).
-            unsafe { st_global_v2(p as *mut u32, [w[0], w[1]]) }
-        }
-    } else {
-        // SAFETY: one writable element (caller).
-        unsafe { *p = T::from_f32(v[0]) }
-    }
-}
-
-/// Sums `v` over the `team` threads of each row and gives every thread its team's sums.
-/// Teams are a power of two; below 32 they are aligned parts of a warp, from 32 up whole warps
-/// (then through `SCRATCH`, with barriers).
-///
-/// # Safety
-/// Every thread of the block calls it together (`team` is the same for all).
-#[inline(always)]
-unsafe fn team_sum<const G: usize>(mut v: [f32; G], team: u32) -> [f32; G] {
-    let width = if team < 32 { team } else { 32 };
-    let mut m = width / 2;
-    while m > 0 {
-        for x in v.iter_mut() {
-            // SAFETY: every lane of every warp is here (caller).
-            *x += unsafe { shfl_xor_f32(*x, m) };
-        }
-        m /= 2;
-    }
-    if team > 32 {
-        let tid = thread_idx_x();
-        let warp = tid / 32;
-        let smem = dyn_smem_addr();
-        // SAFETY (barriers): reached by all threads (caller). The first one keeps the previous
-        // call's readers from seeing this call's writes.
-        unsafe { sync_threads() };
-        if tid % 32 == 0 {
-            for (g, &x) in v.iter().enumerate() {
-                // SAFETY: warp < 32 and G <= 8: inside the 1024-byte scratch.
-                unsafe { st_shared_f32(smem + (warp * G as u32 + g as u32) * 4, x) };
-            }
-        }
-        unsafe { sync_threads() };
-        let first = (tid / team) * (team / 32);
-        let mut s = [0.0f32; G];
-        for w in 0..team / 32 {
-            for (g, x) in s.iter_mut().enumerate() {
-                // SAFETY: first + w < 32 warps, inside the scratch.
-                *x += unsafe { ld_shared_f32(smem + ((first + w) * G as u32 + g as u32) * 4) };
-            }
-        }
-        v = s;
-    }
-    v
-}
 
 /// Copies the `(n, W)` weights to shared memory as f32 `[W][n]` (so a thread's four
 /// consecutive features of one path are adjacent), then waits for the block.
@@ -160,40 +63,6 @@ unsafe fn weights<A: Algebra>(wsm: u32, n: usize, f: usize) -> Wv {
     w
 }
 
-/// Loads `L` consecutive features of every component at element `base` of each plane.
-///
-/// # Safety
-/// Each plane `c < C` at `p + c * plane` covers `base + L` elements (aligned as for [`ld`]).
-#[inline(always)]
-unsafe fn ld_mv<T: Element, A: Algebra, const L: usize>(p: *const T, plane: usize, base: usize) -> [Mv; L] {
-    let mut out = [[0.0f32; MAX_C]; L];
-    for c in 0..A::C {
-        // SAFETY: forwarded from the caller.
-        let v = unsafe { ld::<T, L>(p.add(c * plane + base)) };
-        for l in 0..L {
-            out[l][c] = v[l];
-        }
-    }
-    out
-}
-
-/// Stores `L` features of every component, each scaled by its grade's `scale`.
-///
-/// # Safety
-/// As [`ld_mv`], writable.
-#[inline(always)]
-unsafe fn st_mv<T: Element, A: Algebra, const L: usize>(p: *mut T, plane: usize, base: usize, v: &[Mv; L], scale: &Gv) {
-    let t = A::T;
-    for c in 0..A::C {
-        let mut lanes = [0.0f32; L];
-        for l in 0..L {
-            lanes[l] = v[l][c] * scale[t.grade[c]];
-        }
-        // SAFETY: forwarded from the caller.
-        unsafe { st::<T, L>(p.add(c * plane + base), lanes) };
-    }
-}
-
 /// Where a row kernel's un-normalised output comes from.
 trait Source<A: Algebra> {
     /// The output of `L` consecutive features from `f` of row `row`.
@@ -201,35 +70,6 @@ trait Source<A: Algebra> {
     /// # Safety
     /// `row < B`, `f + L <= N`, and the source's pointers cover the problem.
     unsafe fn eval<const L: usize>(&self, row: usize, f: usize) -> [Mv; L];
-}
-
-/// The forward: gate both inputs, weighted product with the staged weights.
-struct Forward<T> {
-    x: *const T,
-    y: *const T,
-    plane: usize,
-    n: usize,
-    wsm: u32,
-}
-
-impl<T: Element, A: Algebra> Source<A> for Forward<T> {
-    #[inline(always)]
-    unsafe fn eval<const L: usize>(&self, row: usize, f: usize) -> [Mv; L] {
-        let base = row * self.n + f;
-        // SAFETY: forwarded from the caller.
-        let xs = unsafe { ld_mv::<T, A, L>(self.x, self.plane, base) };
-        let ys = unsafe { ld_mv::<T, A, L>(self.y, self.plane, base) };
-        let mut o = [[0.0f32; MAX_C]; L];
-        for l in 0..L {
-            let (mut xg, mut yg) = (xs[l], ys[l]);
-            gate::<A>(&mut xg);
-            gate::<A>(&mut yg);
-            // SAFETY: f + l < N.
-            let w = unsafe { weights::<A>(self.wsm, self.n, f + l) };
-            o[l] = product::<A>(&xg, &yg, &w);
-        }
-        o
-    }
 }
 
 /// FCGP: sums of the GEMM results `d` (f32, product `s` at rows `s * B ..`).
@@ -351,16 +191,19 @@ fn inv_all<A: Algebra>(ss: Gv, n: usize) -> Gv {
 }
 
 /// The backward: per row, pass 1 (with the norm) recomputes the forward and reduces the sums
-/// of squares and `go . o`; pass 2 writes dx, dy and adds the weight gradient to shared
-/// memory. At the end the block's weight gradient goes to `dw_part[block]` (`[W][N]` f32).
+/// of squares and `go . o`; pass 2 writes dx, dy and adds the weight gradient to the block's
+/// partial `dw_part[block]` (`[W][N]` f32). `SMEM`: the weights and the partial live in shared
+/// memory during the kernel (the partial is copied out at the end); otherwise (N too large for
+/// shared memory) the weights are read from global memory and the partial, zeroed first, takes
+/// `red.global.add`s.
 ///
 /// # Safety
 /// Every tensor covers `C * B * N` elements, `w` covers `N * W`, `dw_part` covers
-/// `gridDim.x * W * N` f32; shared memory holds `SCRATCH + 2 W N` floats' bytes; alignment,
-/// `team` and N % L as for [`row_kernel`].
+/// `gridDim.x * W * N` f32; with `SMEM` shared memory holds `SCRATCH + 2 W N` floats' bytes
+/// (else `SCRATCH`); alignment, `team` and N % L as for [`row_kernel`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn bwd_kernel<T: Element, A: Algebra, const L: usize>(
+unsafe fn bwd_kernel<T: Element, A: Algebra, const L: usize, const SMEM: bool>(
     x: *const T,
     y: *const T,
     go: *const T,
@@ -373,19 +216,34 @@ unsafe fn bwd_kernel<T: Element, A: Algebra, const L: usize>(
     normalize: bool,
     team: u32,
 ) {
-    // SAFETY: all threads; room checked by the host.
-    let wsm = unsafe { stage_weights::<T, A>(w, n) };
-    let dwsm = wsm + (A::W * n * 4) as u32;
     let tid = thread_idx_x() as usize;
     let nthreads = block_dim_x() as usize;
+    let part = block_idx_x() as usize * A::W * n;
+    // SAFETY: all threads; room checked by the host.
+    let wsm = if SMEM { unsafe { stage_weights::<T, A>(w, n) } } else { 0 };
+    let dwsm = wsm + (A::W * n * 4) as u32;
     let mut idx = tid;
     while idx < A::W * n {
-        // SAFETY: inside the gradient area.
-        unsafe { st_shared_f32(dwsm + (idx * 4) as u32, 0.0) };
+        if SMEM {
+            // SAFETY: inside the gradient area.
+            unsafe { st_shared_f32(dwsm + (idx * 4) as u32, 0.0) };
+        } else {
+            // SAFETY: inside this block's partial.
+            unsafe { *dw_part.add(part + idx) = 0.0 };
+        }
         idx += nthreads;
     }
-    // SAFETY: all threads.
+    // SAFETY: all threads (the zeroed partial is visible to the block after the barrier).
     unsafe { sync_threads() };
+    let wts = |f: usize| {
+        if SMEM {
+            // SAFETY: f < N (callers).
+            unsafe { weights::<A>(wsm, n, f) }
+        } else {
+            // SAFETY: f < N (callers).
+            unsafe { weights_of::<T, A>(w, f) }
+        }
+    };
 
     let rows_per_block = nthreads / team as usize;
     let j = tid % team as usize;
@@ -414,7 +272,7 @@ unsafe fn bwd_kernel<T: Element, A: Algebra, const L: usize>(
                 for l in 0..L {
                     let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
                     // SAFETY: vi * L + l < N.
-                    let wf = unsafe { weights::<A>(wsm, n, vi * L + l) };
+                    let wf = wts(vi * L + l);
                     bwd_stats_feature::<A>(&xs[l], &ys[l], &gs[l], &wf, &mut ss, &mut dot);
                     for g in 0..MAX_G {
                         acc[g] += ss[g];
@@ -441,14 +299,18 @@ unsafe fn bwd_kernel<T: Element, A: Algebra, const L: usize>(
             let mut dys = [[0.0f32; MAX_C]; L];
             for l in 0..L {
                 let f = vi * L + l;
-                // SAFETY: f < N.
-                let wf = unsafe { weights::<A>(wsm, n, f) };
+                let wf = wts(f);
                 let mut dw = [0.0f32; MAX_W];
                 let c = normalize.then_some((&coefs.0, &coefs.1));
                 (dxs[l], dys[l]) = bwd_feature::<A>(&xs[l], &ys[l], &gs[l], &wf, c, &mut dw);
                 for p in 0..A::W {
-                    // SAFETY: p * n + f < W * n floats of the gradient area.
-                    unsafe { red_shared_add_f32(dwsm + ((p * n + f) * 4) as u32, dw[p]) };
+                    if SMEM {
+                        // SAFETY: p * n + f < W * n floats of the gradient area.
+                        unsafe { red_shared_add_f32(dwsm + ((p * n + f) * 4) as u32, dw[p]) };
+                    } else {
+                        // SAFETY: p * n + f < W * n floats of this block's partial.
+                        unsafe { red_global_add_f32(dw_part.add(part + p * n + f), dw[p]) };
+                    }
                 }
             }
             let one = [1.0f32; MAX_G];
@@ -461,14 +323,15 @@ unsafe fn bwd_kernel<T: Element, A: Algebra, const L: usize>(
         }
         row0 += step;
     }
-    // SAFETY: all threads.
-    unsafe { sync_threads() };
-    let part = block_idx_x() as usize * A::W * n;
-    let mut idx = tid;
-    while idx < A::W * n {
-        // SAFETY: idx < W * n, inside this block's partial and the gradient area.
-        unsafe { *dw_part.add(part + idx) = ld_shared_f32(dwsm + (idx * 4) as u32) };
-        idx += nthreads;
+    if SMEM {
+        // SAFETY: all threads.
+        unsafe { sync_threads() };
+        let mut idx = tid;
+        while idx < A::W * n {
+            // SAFETY: idx < W * n, inside this block's partial and the gradient area.
+            unsafe { *dw_part.add(part + idx) = ld_shared_f32(dwsm + (idx * 4) as u32) };
+            idx += nthreads;
+        }
     }
 }
 
@@ -548,32 +411,6 @@ macro_rules! each_dim_dtype {
     };
 }
 
-/// `(x, y, w, out, b, n, normalize, team)`.
-macro_rules! fwd_entry {
-    ($A:ty, $d:literal, $T:ty, $dt:literal, $vn:literal, $l:literal, $pn:literal, $vpt:literal) => {
-        const _: () = {
-            #[unsafe(export_name = concat!("ft_clifford_fwd_d", $d, "_", $dt, "_", $vn, "_p", $pn))]
-            unsafe extern "ptx-kernel" fn entry(
-                x: *const $T,
-                y: *const $T,
-                w: *const $T,
-                out: *mut $T,
-                b: usize,
-                n: usize,
-                normalize: u32,
-                team: u32,
-            ) {
-                // SAFETY: the host checked sizes, alignment, team and shared memory.
-                unsafe {
-                    let wsm = stage_weights::<$T, $A>(w, n);
-                    let src = Forward { x, y, plane: b * n, n, wsm };
-                    row_kernel::<$T, $A, Forward<$T>, $l, $vpt>(&src, out, b, n, normalize != 0, team)
-                }
-            }
-        };
-    };
-}
-
 /// `(d, out, b, n, normalize, team)`.
 macro_rules! asm_entry {
     ($A:ty, $d:literal, $T:ty, $dt:literal, $vn:literal, $l:literal, $pn:literal, $vpt:literal) => {
@@ -597,9 +434,9 @@ macro_rules! asm_entry {
 
 /// `(x, y, go, w, dx, dy, dw_part, b, n, normalize, team)`.
 macro_rules! bwd_entry {
-    ($A:ty, $d:literal, $T:ty, $dt:literal, $vn:literal, $l:literal) => {
+    ($A:ty, $d:literal, $T:ty, $dt:literal, $vn:literal, $l:literal, $sm:literal, $smem:literal) => {
         const _: () = {
-            #[unsafe(export_name = concat!("ft_clifford_bwd_d", $d, "_", $dt, "_", $vn))]
+            #[unsafe(export_name = concat!("ft_clifford_bwd_d", $d, "_", $dt, "_", $vn, $sm))]
             unsafe extern "ptx-kernel" fn entry(
                 x: *const $T,
                 y: *const $T,
@@ -614,7 +451,7 @@ macro_rules! bwd_entry {
                 team: u32,
             ) {
                 // SAFETY: the host checked sizes, alignment, team and shared memory.
-                unsafe { bwd_kernel::<$T, $A, $l>(x, y, go, w, dx, dy, dw_part, b, n, normalize != 0, team) }
+                unsafe { bwd_kernel::<$T, $A, $l, $smem>(x, y, go, w, dx, dy, dw_part, b, n, normalize != 0, team) }
             }
         };
     };
@@ -635,10 +472,11 @@ macro_rules! prod_entry {
 
 macro_rules! all_entries {
     ($A:ty, $d:literal, $T:ty, $dt:literal) => {
-        each_row_variant!(fwd_entry, $A, $d, $T, $dt);
         each_row_variant!(asm_entry, $A, $d, $T, $dt);
-        bwd_entry!($A, $d, $T, $dt, "v4", 4);
-        bwd_entry!($A, $d, $T, $dt, "v1", 1);
+        bwd_entry!($A, $d, $T, $dt, "v4", 4, "", true);
+        bwd_entry!($A, $d, $T, $dt, "v1", 1, "", true);
+        bwd_entry!($A, $d, $T, $dt, "v4", 4, "_g", false);
+        bwd_entry!($A, $d, $T, $dt, "v1", 1, "_g", false);
         prod_entry!($A, $d, $T, $dt);
     };
 }

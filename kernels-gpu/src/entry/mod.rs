@@ -3,6 +3,9 @@
 //! alignment, grid) before it reaches these, so kernels never fail at run time.
 
 mod clifford;
+mod clifford_bwd;
+mod clifford_fwd;
+mod clifford_io;
 mod elementwise;
 mod gemm;
 mod reduce;

@@ -1,0 +1,297 @@
+//! [`CliffordConfig`]: how the Clifford row kernels and the backward are launched, the
+//! built-in heuristic, validation, and the space the tuner sweeps.
+
+use ferrotune_kernels::clifford::{BWD_VARIANTS, ROW_VARIANTS, RowVariant};
+
+use super::{Clifford, OP};
+use crate::DType;
+use crate::device::DeviceInfo;
+use crate::error::{Error, Result};
+
+/// Registers per thread of a Clifford kernel on sm_90 (ptxas, f32; f16/bf16 within a few):
+/// the forward / one-pass backward of `variant`, or the two-pass backward (`vpt` = 0).
+fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
+    match (dim, backward, v.vec, v.vpt) {
+        (2, false, false, 0) => 40,
+        (2, false, false, 1) => 64,
+        (2, false, false, 2) => 88,
+        (2, false, true, 0) => 72,
+        (2, false, _, _) => 168,
+        (2, true, false, 0) => 80,
+        (2, true, false, 1) => 88,
+        (2, true, false, 2) => 128,
+        (2, true, true, 0) => 128,
+        (2, true, _, _) => 240,
+        (_, false, false, 0) => 48,
+        (_, false, false, 1) => 80,
+        (_, false, true, 0) => 128,
+        (_, false, _, _) => 255,
+        (_, true, false, 0) => 160,
+        (_, true, _, _) => 255,
+    }
+}
+
+/// Threads one SM can hold of that kernel (65,536 registers, 2,048 threads), in whole warps.
+fn sm_threads(dim: u32, v: RowVariant, backward: bool) -> u32 {
+    let per_warp = registers(dim, v, backward).div_ceil(8) * 8 * 32;
+    (65536 / per_warp * 32).min(2048)
+}
+
+/// Most threads one block of that kernel can have: a power of two.
+fn block_limit(dim: u32, v: RowVariant, backward: bool) -> u32 {
+    let t = sm_threads(dim, v, backward).min(1024);
+    1 << (31 - t.leading_zeros())
+}
+
+/// How the row kernels (forward, FCGP assembly) and the backward are launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CliffordConfig {
+    /// Threads per block: a power of two in 32..=1024.
+    pub threads: u32,
+    /// Batch rows a block works on at once (the batch block): a power of two dividing
+    /// `threads`; each row gets a team of `threads / rows_per_block` threads covering its N
+    /// features.
+    pub rows_per_block: u32,
+    /// Accesses of 4 features or 1, and how many a thread keeps in registers per row (0: two
+    /// passes). A compiled variant ([`ROW_VARIANTS`]); the backward uses only `vec`.
+    pub variant: RowVariant,
+    /// 0: one block per group of rows. k > 0: at most k blocks per SM, each looping over rows.
+    pub blocks_per_sm: u32,
+    /// Batch rows per rayon task on the CPU backend.
+    pub cpu_rows: usize,
+}
+
+impl CliffordConfig {
+    /// The built-in choice for the forward of `p`: the lightest variant that keeps a row in
+    /// registers (2D and 3D: one feature per access and per thread, the team the next power
+    /// of two above N, up to the threads its registers allow in one block), so that an SM
+    /// holds as many warps, and as many loads in flight, as its registers allow; rows longer
+    /// than that take the two-pass form (teams of 512). Blocks of at least 256 threads, as
+    /// many resident per SM as the registers allow, looping over the rows (each thread reads
+    /// its weights once and prefetches its next row). Register counts are ptxas's for sm_90
+    /// (`cargo xtask ptx`); a launch that finds fewer threads allowed is refitted
+    /// ([`CliffordConfig::fit`]). Not yet refit from a sweep: `xtask bench --ops clifford
+    /// --clifford-rows fwd_sweep` measures the space (bench/device-clifford.sh).
+    pub fn heuristic(p: &Clifford, _dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
+        let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
+        let one = RowVariant { vec: false, vpt: 1 };
+        let (variant, team) = {
+            let team = p.n.max(1).next_power_of_two() as u32;
+            if team <= block_limit(p.dim, one, false).min(max_threads) {
+                (one, team)
+            } else {
+                let v = RowVariant { vec: p.n.is_multiple_of(4), vpt: 0 };
+                (v, 512u32.min(block_limit(p.dim, v, false)).min(max_threads))
+            }
+        };
+        Self::resident(p, variant, team, false, max_threads)
+    }
+
+    /// A config for `variant` with `team` threads per row: blocks of at least 256 threads
+    /// (at most the variant's register limit) and as many blocks per SM as its registers allow.
+    fn resident(p: &Clifford, variant: RowVariant, team: u32, backward: bool, max_threads: u32) -> CliffordConfig {
+        let limit = block_limit(p.dim, variant, backward).min(max_threads).max(team);
+        let threads = team.max(256).min(limit);
+        let per_sm = (sm_threads(p.dim, variant, backward) / threads).max(1);
+        CliffordConfig {
+            threads,
+            rows_per_block: threads / team,
+            variant,
+            blocks_per_sm: per_sm,
+            cpu_rows: (4096 / p.n.max(1)).max(1),
+        }
+    }
+
+    /// The built-in choice for the backward: the one-pass kernel keeping a row in registers
+    /// (one feature per access; 1, then 2 accesses per thread) when a team within its
+    /// register limit covers N, else the two-pass form ([`CliffordConfig::backward_form`]).
+    /// As many blocks per SM as the registers allow loop over the rows; each team's weight
+    /// gradient stays in registers.
+    pub fn backward_heuristic(p: &Clifford, dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
+        let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
+        for vpt in [1u32, 2] {
+            let variant = RowVariant { vec: false, vpt };
+            let team = p.n.max(1).div_ceil(vpt as usize).next_power_of_two();
+            if team <= block_limit(p.dim, variant, true).min(max_threads) as usize {
+                return Self::resident(p, variant, team as u32, true, max_threads);
+            }
+        }
+        Self::heuristic(p, dtype, device).backward_form()
+    }
+
+    /// `self` with its threads per block lowered to what the compiled kernel allows
+    /// (`kernel_max`, from its registers), keeping the team; None when even one team does not
+    /// fit.
+    pub fn fit(mut self, kernel_max: u32) -> Option<CliffordConfig> {
+        let team = self.team();
+        if team > kernel_max {
+            return None;
+        }
+        while self.threads > kernel_max {
+            self.threads /= 2;
+        }
+        self.rows_per_block = self.threads / team;
+        Some(self)
+    }
+
+    /// The config's two-pass form for the backward kernels: they keep nothing in registers
+    /// across a row (any team size covers the row), and their register use (up to 250 per
+    /// thread in 3D) allows at most 256 threads per block.
+    pub fn backward_form(mut self) -> CliffordConfig {
+        self.variant.vpt = 0;
+        let team = self.team().min(256);
+        self.threads = self.threads.min(256).max(team);
+        self.rows_per_block = self.threads / team;
+        self
+    }
+
+    /// Threads per row.
+    pub fn team(&self) -> u32 {
+        self.threads / self.rows_per_block.max(1)
+    }
+
+    /// Checks the config against the compiled variants, the device and the problem.
+    pub fn validate(&self, p: &Clifford, device: Option<&DeviceInfo>) -> Result<()> {
+        let bad = |why: String| Err(Error::InvalidConfig { op: OP, why });
+        let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
+        if !self.threads.is_power_of_two() || self.threads < 32 || self.threads > max_threads {
+            return bad(format!("threads per block {} must be a power of two in 32..={max_threads}", self.threads));
+        }
+        if !self.rows_per_block.is_power_of_two() || self.rows_per_block > self.threads {
+            return bad(format!("rows per block {} must be a power of two up to threads", self.rows_per_block));
+        }
+        if !ROW_VARIANTS.contains(&self.variant) {
+            return bad(format!("variant {:?} is not compiled into the PTX (see ROW_VARIANTS)", self.variant));
+        }
+        if self.variant.vec && !p.n.is_multiple_of(4) {
+            return bad(format!("4-feature accesses need N % 4 == 0, N is {}", p.n));
+        }
+        if let Some(max) = self.variant.max_features(self.team() as usize)
+            && p.n > max
+        {
+            return bad(format!(
+                "{} threads per row keeping {} accesses of {} cover {max} features, N is {}",
+                self.team(),
+                self.variant.vpt,
+                self.variant.lanes(),
+                p.n
+            ));
+        }
+        if self.cpu_rows == 0 {
+            return bad("cpu_rows must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Checks a backward config: `vpt` = 0 the two-pass kernels (any N), else a compiled
+    /// one-pass variant ([`BWD_VARIANTS`]) whose team covers N.
+    pub fn validate_backward(&self, p: &Clifford, device: Option<&DeviceInfo>) -> Result<()> {
+        let mut two_pass = *self;
+        two_pass.variant.vpt = 0;
+        two_pass.validate(p, device)?;
+        if self.variant.vpt > 0 {
+            if !BWD_VARIANTS.contains(&self.variant) {
+                return Err(Error::InvalidConfig {
+                    op: OP,
+                    why: format!("backward variant {:?} is not compiled into the PTX (see BWD_VARIANTS)", self.variant),
+                });
+            }
+            if let Some(max) = self.variant.max_features(self.team() as usize)
+                && p.n > max
+            {
+                return Err(Error::InvalidConfig {
+                    op: OP,
+                    why: format!(
+                        "backward: {} threads per row keeping {} accesses of {} cover {max} features, N is {}",
+                        self.team(),
+                        self.variant.vpt,
+                        self.variant.lanes(),
+                        p.n
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Every config the tuner may try for `p` on the GPU: compiled variants x block sizes x
+    /// batch blocks x grid policies, keeping those that cover N and whose blocks the
+    /// variant's registers allow (ptxas, sm_90).
+    pub fn gpu_space(p: &Clifford) -> Vec<CliffordConfig> {
+        let mut v = Vec::new();
+        for variant in ROW_VARIANTS {
+            let limit = block_limit(p.dim, variant, false);
+            for threads in [64, 128, 256, 512, 1024].into_iter().filter(|&t| t <= limit) {
+                let mut rows = 1;
+                while rows <= threads {
+                    for blocks_per_sm in [0, 2, 4, 8] {
+                        let c = CliffordConfig { threads, rows_per_block: rows, variant, blocks_per_sm, cpu_rows: 16 };
+                        if c.validate(p, None).is_ok() {
+                            v.push(c);
+                        }
+                    }
+                    rows *= 2;
+                }
+            }
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heuristic_is_valid_for_many_shapes() {
+        for dim in [2, 3] {
+            for n in [1, 3, 4, 31, 32, 100, 128, 512, 777, 1000, 1024, 1536, 4096, 100_000] {
+                for dt in DType::ALL {
+                    let p = Clifford::new(dim, 7, n, true);
+                    let c = CliffordConfig::heuristic(&p, dt, None);
+                    c.validate(&p, None).unwrap_or_else(|e| panic!("{p:?}: {c:?}: {e}"));
+                    // Within the register limit of the compiled kernel (ptxas, sm_90).
+                    assert!(c.threads <= block_limit(dim, c.variant, false), "{p:?}: {c:?}");
+                    let c = CliffordConfig::backward_heuristic(&p, dt, None);
+                    c.validate_backward(&p, None).unwrap_or_else(|e| panic!("backward {p:?}: {c:?}: {e}"));
+                    assert!(c.threads <= block_limit(dim, c.variant, true), "backward {p:?}: {c:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fit_lowers_threads_and_keeps_the_team() {
+        let c = CliffordConfig {
+            threads: 1024,
+            rows_per_block: 4,
+            variant: RowVariant { vec: false, vpt: 1 },
+            blocks_per_sm: 1,
+            cpu_rows: 1,
+        };
+        let f = c.fit(384).unwrap();
+        assert_eq!((f.threads, f.team(), f.rows_per_block), (256, 256, 1));
+        assert!(c.fit(128).is_none());
+        assert_eq!(block_limit(2, RowVariant { vec: true, vpt: 1 }, false), 256);
+        assert_eq!(block_limit(2, RowVariant { vec: false, vpt: 1 }, false), 1024);
+    }
+
+    #[test]
+    fn space_is_valid_and_rejects_what_does_not_cover_n() {
+        let p = Clifford::new(3, 64, 1024, true);
+        let space = CliffordConfig::gpu_space(&p);
+        assert!(!space.is_empty());
+        assert!(space.iter().all(|c| c.validate(&p, None).is_ok()));
+        let bad = CliffordConfig {
+            threads: 64,
+            rows_per_block: 1,
+            variant: RowVariant { vec: false, vpt: 1 },
+            blocks_per_sm: 0,
+            cpu_rows: 1,
+        };
+        assert!(matches!(bad.validate(&p, None), Err(Error::InvalidConfig { .. })));
+        let odd = Clifford::new(2, 4, 7, true);
+        let vec = CliffordConfig { variant: RowVariant { vec: true, vpt: 1 }, threads: 32, ..bad };
+        assert!(vec.validate(&odd, None).is_err());
+    }
+}

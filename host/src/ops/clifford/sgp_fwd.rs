@@ -1,0 +1,97 @@
+//! The SGP forward (`fused_gelu_sgp_norm`): checks, the CPU row loop and the GPU launch.
+
+use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3, CliffordKernel};
+use rayon::prelude::*;
+
+use super::{
+    Clifford, CliffordConfig, RowLaunch, check_backend, check_len, fit_to, gpu_row_kernel, planes, planes_mut,
+    row_entry,
+};
+use crate::backend::Cpu;
+use crate::buffer::{Scalar, View, ViewMut};
+use crate::error::Result;
+use crate::stream::Stream;
+use cudarc::driver::{DevicePtr, DevicePtrMut};
+
+/// Forward of the weighted geometric product layer with the launch config from the heuristic:
+/// `out = norm(w-product(gelu_gate(x), gelu_gate(y)))`. `x`, `y`, `out`: `(C, B, N)`;
+/// `w`: `(N, W)`.
+pub fn fused_gelu_sgp_norm<T: Scalar>(
+    s: &Stream,
+    p: &Clifford,
+    x: &View<'_, T>,
+    y: &View<'_, T>,
+    w: &View<'_, T>,
+    out: &mut ViewMut<'_, T>,
+) -> Result<()> {
+    let cfg = CliffordConfig::heuristic(p, T::DTYPE, s.gpu().map(|g| g.info()));
+    let name = row_entry(CliffordKernel::Forward, p.dim, T::DTYPE, cfg.variant);
+    let cfg = fit_to(s, cfg, &name)?;
+    run_sgp_forward(s, p, &cfg, x, y, w, out)
+}
+
+/// [`fused_gelu_sgp_norm`] with an explicit config.
+pub fn run_sgp_forward<T: Scalar>(
+    s: &Stream,
+    p: &Clifford,
+    cfg: &CliffordConfig,
+    x: &View<'_, T>,
+    y: &View<'_, T>,
+    w: &View<'_, T>,
+    out: &mut ViewMut<'_, T>,
+) -> Result<()> {
+    let len = p.mv_len()?;
+    for (what, v) in [("x", x), ("y", y), ("w", w)] {
+        check_backend(s, what, v.backend_name())?;
+    }
+    check_backend(s, "out", out.backend_name())?;
+    check_len("x", x.len(), len)?;
+    check_len("y", y.len(), len)?;
+    check_len("w (N x W)", w.len(), p.sgp_weights_len()?)?;
+    check_len("out", out.len(), len)?;
+    cfg.validate(p, s.gpu().map(|g| g.info()))?;
+    if len == 0 {
+        return Ok(());
+    }
+    match (s, x, y, w, out) {
+        (Stream::Cpu(cpu), View::Cpu(x), View::Cpu(y), View::Cpu(w), ViewMut::Cpu(out)) => {
+            match p.dim {
+                2 => cpu_forward::<Cl2, T>(cpu, p, cfg, x, y, w, out),
+                _ => cpu_forward::<Cl3, T>(cpu, p, cfg, x, y, w, out),
+            }
+            Ok(())
+        }
+        (Stream::Cuda { stream, gpu }, View::Cuda(x), View::Cuda(y), View::Cuda(w), ViewMut::Cuda(out)) => {
+            let (px, gx) = x.device_ptr(stream);
+            let (py, gy) = y.device_ptr(stream);
+            let (pw, gw) = w.device_ptr(stream);
+            let (po, go) = out.device_ptr_mut(stream);
+            let r =
+                gpu_row_kernel::<T>(stream, gpu, p, cfg, RowLaunch::Forward { x: px, y: py, w: pw }, po, [px, py, po]);
+            drop((gx, gy, gw, go));
+            r
+        }
+        _ => unreachable!("every operand's backend was matched to the stream's"),
+    }
+}
+
+fn cpu_forward<A: Algebra, T: Scalar>(
+    cpu: &Cpu,
+    p: &Clifford,
+    cfg: &CliffordConfig,
+    x: &[T],
+    y: &[T],
+    w: &[T],
+    out: &mut [T],
+) {
+    let (plane, chunk) = (p.b * p.n, cfg.cpu_rows * p.n);
+    let xs = planes(x, A::C, plane, chunk);
+    let ys = planes(y, A::C, plane, chunk);
+    let os = planes_mut(out, A::C, plane, chunk);
+    cpu.install(|| {
+        os.into_par_iter().zip(xs.par_iter().zip(ys.par_iter())).for_each(|(mut o, (xc, yc))| {
+            let mut scratch = vec![0.0f32; A::C * p.n];
+            kc::fwd_rows::<A, T>(xc, yc, w, &mut o, p.n, p.normalize, &mut scratch);
+        })
+    });
+}

@@ -1,0 +1,165 @@
+//! Shared pieces of the Clifford PTX entries: element loads and stores of 1 or 4 features
+//! (16-byte accesses for f32), whole-multivector loads and stores over the component planes,
+//! and the per-row team reduction.
+#![allow(clippy::needless_range_loop)]
+
+use crate::arch::nvptx::{
+    dyn_smem_addr, ld_global_v2, ld_global_v4, ld_shared_f32, shfl_xor_f32, st_global_v2, st_global_v4, st_shared_f32,
+    sync_threads, thread_idx_x,
+};
+use crate::clifford::{Algebra, Gv, MAX_C, MAX_W, Mv, Wv};
+use crate::element::Element;
+
+/// Bytes of team-reduction scratch at the start of the dynamic shared memory.
+pub(super) const SCRATCH: u32 = 1024;
+
+/// Loads `L` consecutive elements (L = 4: one 16-byte access for f32, 8-byte for 16-bit
+/// types; L = 1: one element) as f32.
+///
+/// # Safety
+/// `p..p + L` is readable; for L = 4 `p` is aligned to 4 elements.
+#[inline(always)]
+pub(super) unsafe fn ld<T: Element, const L: usize>(p: *const T) -> [f32; L] {
+    let mut v = [0.0f32; L];
+    if L == 4 {
+        let words = if core::mem::size_of::<T>() == 4 {
+            // SAFETY: 4 aligned f32 (caller).
+            unsafe { ld_global_v4(p as *const u32) }
+        } else {
+            // SAFETY: 4 aligned 16-bit elements = 8 aligned bytes (caller).
+            let w = unsafe { ld_global_v2(p as *const u32) };
+            [w[0], w[1], 0, 0]
+        };
+        let lanes = T::from_words(words);
+        for (l, o) in v.iter_mut().enumerate() {
+            *o = lanes.as_ref()[l].to_f32();
+        }
+    } else {
+        // SAFETY: one readable element (caller).
+        v[0] = unsafe { *p }.to_f32();
+    }
+    v
+}
+
+/// Stores `L` consecutive elements, rounded to `T` (as [`ld`]).
+///
+/// # Safety
+/// As [`ld`], writable.
+#[inline(always)]
+pub(super) unsafe fn st<T: Element, const L: usize>(p: *mut T, v: [f32; L]) {
+    if L == 4 {
+        let mut lanes = T::from_words([0; 4]);
+        for (l, &x) in v.iter().enumerate() {
+            lanes.as_mut()[l] = T::from_f32(x);
+        }
+        let w = T::to_words(lanes);
+        if core::mem::size_of::<T>() == 4 {
+            // SAFETY: 4 aligned f32 (caller).
+            unsafe { st_global_v4(p as *mut u32, w) }
+        } else {
+            // SAFETY: 8 aligned bytes (caller).
+            unsafe { st_global_v2(p as *mut u32, [w[0], w[1]]) }
+        }
+    } else {
+        // SAFETY: one writable element (caller).
+        unsafe { *p = T::from_f32(v[0]) }
+    }
+}
+
+/// Sums `v` over the `team` threads of each row and gives every thread its team's sums.
+/// Teams are a power of two; below 32 they are aligned parts of a warp, from 32 up whole warps
+/// (then through `SCRATCH`, with barriers).
+///
+/// # Safety
+/// Every thread of the block calls it together (`team` is the same for all).
+#[inline(always)]
+pub(super) unsafe fn team_sum<const G: usize>(mut v: [f32; G], team: u32) -> [f32; G] {
+    let width = if team < 32 { team } else { 32 };
+    let mut m = width / 2;
+    while m > 0 {
+        for x in v.iter_mut() {
+            // SAFETY: every lane of every warp is here (caller).
+            *x += unsafe { shfl_xor_f32(*x, m) };
+        }
+        m /= 2;
+    }
+    if team > 32 {
+        let tid = thread_idx_x();
+        let warp = tid / 32;
+        let smem = dyn_smem_addr();
+        // SAFETY (barriers): reached by all threads (caller). The first one keeps the previous
+        // call's readers from seeing this call's writes.
+        unsafe { sync_threads() };
+        if tid % 32 == 0 {
+            for (g, &x) in v.iter().enumerate() {
+                // SAFETY: warp < 32 and G <= 8: inside the 1024-byte scratch.
+                unsafe { st_shared_f32(smem + (warp * G as u32 + g as u32) * 4, x) };
+            }
+        }
+        unsafe { sync_threads() };
+        let first = (tid / team) * (team / 32);
+        let mut s = [0.0f32; G];
+        for w in 0..team / 32 {
+            for (g, x) in s.iter_mut().enumerate() {
+                // SAFETY: first + w < 32 warps, inside the scratch.
+                *x += unsafe { ld_shared_f32(smem + ((first + w) * G as u32 + g as u32) * 4) };
+            }
+        }
+        v = s;
+    }
+    v
+}
+
+/// Loads `L` consecutive features of every component at element `base` of each plane.
+///
+/// # Safety
+/// Each plane `c < C` at `p + c * plane` covers `base + L` elements (aligned as for [`ld`]).
+#[inline(always)]
+pub(super) unsafe fn ld_mv<T: Element, A: Algebra, const L: usize>(p: *const T, plane: usize, base: usize) -> [Mv; L] {
+    let mut out = [[0.0f32; MAX_C]; L];
+    for c in 0..A::C {
+        // SAFETY: forwarded from the caller.
+        let v = unsafe { ld::<T, L>(p.add(c * plane + base)) };
+        for l in 0..L {
+            out[l][c] = v[l];
+        }
+    }
+    out
+}
+
+/// Stores `L` features of every component, each scaled by its grade's `scale`.
+///
+/// # Safety
+/// As [`ld_mv`], writable.
+#[inline(always)]
+pub(super) unsafe fn st_mv<T: Element, A: Algebra, const L: usize>(
+    p: *mut T,
+    plane: usize,
+    base: usize,
+    v: &[Mv; L],
+    scale: &Gv,
+) {
+    let t = A::T;
+    for c in 0..A::C {
+        let mut lanes = [0.0f32; L];
+        for l in 0..L {
+            lanes[l] = v[l][c] * scale[t.grade[c]];
+        }
+        // SAFETY: forwarded from the caller.
+        unsafe { st::<T, L>(p.add(c * plane + base), lanes) };
+    }
+}
+
+/// The `(N, W)` weights of feature `f` from global memory, as f32.
+///
+/// # Safety
+/// `w` covers `(f + 1) * W` elements.
+#[inline(always)]
+pub(super) unsafe fn weights_of<T: Element, A: Algebra>(w: *const T, f: usize) -> Wv {
+    let mut v = [0.0f32; MAX_W];
+    for p in 0..A::W {
+        // SAFETY: f * W + p < (f + 1) * W (caller).
+        v[p] = unsafe { *w.add(f * A::W + p) }.to_f32();
+    }
+    v
+}
