@@ -9,6 +9,7 @@ pub mod compare;
 pub mod elementwise;
 pub mod error;
 pub mod gemm;
+pub mod gemm_cpu;
 pub mod gemm_rows;
 pub mod gemm_tiles;
 pub mod report;
@@ -242,7 +243,7 @@ pub fn run(backend: &Backend, opts: &Options, prof: &mut Profiler, mut progress:
 }
 
 /// The CPU's model name from /proc/cpuinfo, or the architecture where that is unreadable.
-fn host_cpu() -> String {
+pub fn host_cpu() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {

@@ -31,6 +31,65 @@ pub enum View<'a, T: Scalar> {
     Cpu(&'a [T]),
 }
 
+/// Host memory the kernel says can be had without swapping (`MemAvailable`), when known.
+fn host_available() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// Bytes of `len` elements of `T`, or the out-of-memory error when that overflows.
+fn bytes_of<T>(len: usize, what: &str) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| Error::OutOfMemory {
+        requested: usize::MAX,
+        available: host_available().unwrap_or(0),
+        what: format!("{what} ({len} elements)"),
+    })
+}
+
+/// An empty host vector with room for `len` elements, allocated fallibly: a size above the
+/// memory available (or one the allocator refuses) is `Error::OutOfMemory`, not an abort and
+/// not minutes of swapping.
+pub(crate) fn try_host_capacity<T>(len: usize, what: &str) -> Result<Vec<T>> {
+    let bytes = bytes_of::<T>(len, what)?;
+    let available = host_available();
+    let oom = || Error::OutOfMemory {
+        requested: bytes,
+        available: available.unwrap_or(0),
+        what: format!("{what} ({len} elements on the host)"),
+    };
+    if available.is_some_and(|a| bytes > a) {
+        return Err(oom());
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| oom())?;
+    Ok(v)
+}
+
+/// A host vector of `len` default (zero) elements, allocated fallibly (see
+/// [`try_host_capacity`]).
+pub(crate) fn try_host_vec<T: Default + Clone>(len: usize, what: &str) -> Result<Vec<T>> {
+    let mut v = try_host_capacity(len, what)?;
+    v.resize(len, T::default());
+    Ok(v)
+}
+
+/// Checks that `len` elements of `T` fit in the device's free memory before allocating, so an
+/// impossible size fails at once with the sizes instead of a bare driver error.
+fn check_device_fits<T>(stream: &cudarc::driver::CudaStream, len: usize, what: &str) -> Result<()> {
+    let bytes = bytes_of::<T>(len, what)?;
+    let (free, _total) = stream.context().mem_get_info().ctx(|| "querying the device's free memory".into())?;
+    if bytes > free {
+        return Err(Error::OutOfMemory {
+            requested: bytes,
+            available: free,
+            what: format!("{what} ({len} elements on the device)"),
+        });
+    }
+    Ok(())
+}
+
 fn bounds(len: usize, r: impl RangeBounds<usize>) -> Result<(usize, usize)> {
     use std::ops::Bound::*;
     let start = match r.start_bound() {
@@ -51,22 +110,32 @@ fn bounds(len: usize, r: impl RangeBounds<usize>) -> Result<(usize, usize)> {
 
 impl<T: Scalar> Buffer<T> {
     /// Copies `data` to a new buffer on `stream`'s backend.
+    /// A size above the free memory is `Error::OutOfMemory`, checked before anything is copied.
     pub fn from_slice(stream: &Stream, data: &[T]) -> Result<Buffer<T>> {
         match stream {
-            Stream::Cuda { stream, .. } => Ok(Buffer::Cuda(
-                stream.clone_htod(data).ctx(|| format!("copying {} elements to the device", data.len()))?,
-            )),
-            Stream::Cpu(_) => Ok(Buffer::Cpu(data.to_vec())),
+            Stream::Cuda { stream, .. } => {
+                check_device_fits::<T>(stream, data.len(), "a buffer")?;
+                Ok(Buffer::Cuda(
+                    stream.clone_htod(data).ctx(|| format!("copying {} elements to the device", data.len()))?,
+                ))
+            }
+            Stream::Cpu(_) => {
+                let mut v = try_host_capacity(data.len(), "a buffer")?;
+                v.extend_from_slice(data);
+                Ok(Buffer::Cpu(v))
+            }
         }
     }
 
-    /// A new zero-filled buffer of `len` elements.
+    /// A new zero-filled buffer of `len` elements. A size above the free memory (device) or
+    /// the available memory (host) is `Error::OutOfMemory`, before anything is allocated.
     pub fn zeros(stream: &Stream, len: usize) -> Result<Buffer<T>> {
         match stream {
             Stream::Cuda { stream, .. } => {
+                check_device_fits::<T>(stream, len, "a buffer")?;
                 Ok(Buffer::Cuda(stream.alloc_zeros(len).ctx(|| format!("allocating {len} elements on the device"))?))
             }
-            Stream::Cpu(_) => Ok(Buffer::Cpu(vec![T::default(); len])),
+            Stream::Cpu(_) => Ok(Buffer::Cpu(try_host_vec(len, "a buffer")?)),
         }
     }
 

@@ -311,7 +311,7 @@ pub fn gemm_explain(g: &Gemm, dtype: DType, backend: &Backend) -> (GemmConfig, S
 /// `gemm_explain` against an explicit set of profiles (what tests and tools use). The key is
 /// (device, build, op `gemm`, dtype key, layout key, bucket of `[m, n, k, batch]`).
 pub fn gemm_explain_in(set: &ProfileSet, g: &Gemm, dtype: DType, s: &Stream) -> (GemmConfig, Source) {
-    let heuristic = |why: String| (GemmConfig::heuristic(g.m, g.n, g.k, g.batch), Source::Heuristic { why });
+    let heuristic = |why: String| (gemm_heuristic(s, g), Source::Heuristic { why });
     if set.is_empty() {
         return heuristic("no tuning profile loaded (FERROTUNE_PROFILE or ~/.config/ferrotune/profiles)".into());
     }
@@ -333,12 +333,22 @@ pub fn gemm_explain_in(set: &ProfileSet, g: &Gemm, dtype: DType, s: &Stream) -> 
     }
 }
 
+/// The built-in GEMM config on this stream's machine: the GPU heuristic's tile and split, and
+/// on the CPU one band of output rows per thread of the pool.
+fn gemm_heuristic(s: &Stream, g: &Gemm) -> GemmConfig {
+    let mut c = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
+    if let Stream::Cpu(cpu) = s {
+        c.cpu_rows = GemmConfig::cpu_band_rows(g.m, g.batch, cpu.threads());
+    }
+    c
+}
+
 /// The config `ops::gemm` launches with when the call forces none: the memoised
 /// `gemm_explain` for this stream's machine, logged once per bucket at `debug` level.
 pub(crate) fn gemm_config_for(s: &Stream, g: &Gemm, dtype: DType) -> GemmConfig {
     let c = current();
     if c.set.is_empty() {
-        return GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
+        return gemm_heuristic(s, g);
     }
     let key = (
         gemm_dtype_name(dtype, g.precision),

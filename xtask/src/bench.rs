@@ -116,7 +116,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         });
     }
     let gemm_tiles = args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm-tiles"));
-    if gemm_tiles || args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm")) {
+    let gemm_ops = args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm"));
+    // Without a GPU, `--ops gemm` runs the CPU rows (ours beside matrixmultiply).
+    let on_cpu = args.backend == BackendChoice::Cpu
+        || (args.backend == BackendChoice::Auto && ferrotune::device_count().map_or(true, |n| n == 0));
+    if gemm_ops && on_cpu {
+        return crate::bench_gemm::run_cpu(crate::bench_gemm::GemmArgs {
+            shapes: args.shapes.clone().unwrap_or_default(),
+            dtypes: args.dtypes.clone().unwrap_or_else(|| ["f32", "f16", "bf16"].map(String::from).to_vec()),
+            warmup: args.warmup.unwrap_or(2),
+            iters: args.iters.unwrap_or(10),
+            json: args.json.clone(),
+        });
+    }
+    if gemm_tiles || gemm_ops {
         let run = if gemm_tiles { crate::bench_gemm::run_tiles } else { crate::bench_gemm::run };
         return run(crate::bench_gemm::GemmArgs {
             shapes: args
@@ -201,7 +214,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// The commit benchmarked: `FERROTUNE_COMMIT`, else `git rev-parse`, else "unknown".
-fn commit() -> String {
+pub fn commit() -> String {
     if let Ok(c) = std::env::var("FERROTUNE_COMMIT") {
         return c;
     }
