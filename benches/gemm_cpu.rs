@@ -143,11 +143,16 @@ pub fn rows(
     repeat: Repeat,
     mut each: impl FnMut(&CpuGemmRow),
 ) -> Result<Vec<CpuGemmRow>> {
-    let mut out = Vec::new();
+    let s = backend.stream();
     for &shape in shapes {
-        if shape.0 * shape.1 * shape.2 == 0 {
+        if shape.0 == 0 || shape.1 == 0 || shape.2 == 0 {
             return Err(BenchError::Options(format!("GEMM shape {shape:?} is empty")));
         }
+        let what = format!("the CPU GEMM row {}x{}x{}", shape.0, shape.1, shape.2);
+        crate::preflight::check_gemm(&s, shape, 4, &what)?;
+    }
+    let mut out = Vec::new();
+    for &shape in shapes {
         for &dt in dtypes {
             for lb in [Layout::Row, Layout::Col] {
                 let r = match dt {

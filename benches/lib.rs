@@ -12,6 +12,7 @@ pub mod gemm;
 pub mod gemm_cpu;
 pub mod gemm_rows;
 pub mod gemm_tiles;
+pub mod preflight;
 pub mod report;
 pub mod roofline;
 
@@ -135,6 +136,7 @@ impl Options {
 pub fn run(backend: &Backend, opts: &Options, prof: &mut Profiler, mut progress: impl FnMut(&str)) -> Result<Report> {
     opts.validate()?;
     let s = backend.stream();
+    preflight::check_run(&s, opts)?;
     let mut notes = Vec::new();
     let ceilings = ceilings::measure(backend, &s, &opts.ceilings, prof, &mut notes)?;
     for c in &ceilings {

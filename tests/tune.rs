@@ -14,14 +14,14 @@ use ferrotune::{DType, ElemConfig, ElemOp, ElemVariant};
 
 use ferrotune_testkit::cpu_backend;
 
-fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ferrotune-tests-tune-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
-fn entry_for(s: &ferrotune::Stream, op: ElemOp, n: u64, cfg: &ElemConfig) -> Entry {
+pub(crate) fn entry_for(s: &ferrotune::Stream, op: ElemOp, n: u64, cfg: &ElemConfig) -> Entry {
     let (device, build) = fingerprint(s).unwrap();
     Entry {
         op: op.name().into(),
@@ -46,7 +46,7 @@ fn entry_for(s: &ferrotune::Stream, op: ElemOp, n: u64, cfg: &ElemConfig) -> Ent
     }
 }
 
-fn write(dir: &Path, name: &str, p: &Profile) -> PathBuf {
+pub(crate) fn write(dir: &Path, name: &str, p: &Profile) -> PathBuf {
     let path = dir.join(name);
     p.save_atomic(&path).unwrap();
     path

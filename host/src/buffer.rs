@@ -90,6 +90,38 @@ fn check_device_fits<T>(stream: &cudarc::driver::CudaStream, len: usize, what: &
     Ok(())
 }
 
+/// What the stream's backend can still allocate, in bytes: the device's free memory (CUDA) or
+/// the host's available memory (CPU); `None` when the host does not say (not Linux).
+pub fn available_memory(stream: &Stream) -> Result<Option<usize>> {
+    match stream {
+        Stream::Cuda { stream, .. } => {
+            let (free, _) = stream.context().mem_get_info().ctx(|| "querying the device's free memory".into())?;
+            Ok(Some(free))
+        }
+        Stream::Cpu(_) => Ok(host_available()),
+    }
+}
+
+/// Checks, before any work starts, that `device_bytes` on the stream's backend plus
+/// `host_bytes` of host copies fit (on the CPU backend both come from host memory):
+/// `Error::OutOfMemory` naming `what` otherwise. Sizes that overflow are `usize::MAX`.
+pub fn ensure_fits(stream: &Stream, device_bytes: usize, host_bytes: usize, what: &str) -> Result<()> {
+    let host = host_available();
+    let too_big = |requested: usize, available: Option<usize>, place: &str| match available {
+        Some(a) if requested > a => {
+            Err(Error::OutOfMemory { requested, available: a, what: format!("{what} ({place})") })
+        }
+        _ => Ok(()),
+    };
+    match stream {
+        Stream::Cpu(_) => too_big(device_bytes.saturating_add(host_bytes), host, "host memory"),
+        Stream::Cuda { .. } => {
+            too_big(device_bytes, available_memory(stream)?, "device memory")?;
+            too_big(host_bytes, host, "host memory for its copies")
+        }
+    }
+}
+
 fn bounds(len: usize, r: impl RangeBounds<usize>) -> Result<(usize, usize)> {
     use std::ops::Bound::*;
     let start = match r.start_bound() {

@@ -54,6 +54,11 @@ pub fn run(args: GemmArgs) -> anyhow::Result<()> {
     let backend =
         Backend::new(BackendChoice::Cuda).context("bench --ops gemm compares with cuBLAS and needs a CUDA device")?;
     let repeat = Repeat { warmup: args.warmup, iters: args.iters };
+    // Every shape must fit before anything is measured.
+    for s in &args.shapes {
+        let g = parse_shape(s)?;
+        ferrotune_bench::preflight::check_gemm(&backend.stream(), (g.m, g.n, g.k), 4, &format!("the GEMM {s}"))?;
+    }
     let mut rows = Vec::new();
     for dt in &args.dtypes {
         let name = match dt.as_str() {

@@ -301,7 +301,7 @@ pub fn gemm<T: Scalar, O: Scalar>(
         return Ok(());
     }
     // A tuned profile's config for this device and shape, else the built-in heuristic.
-    let cfg = crate::tuned::gemm_config_for(s, &g, T::DTYPE);
+    let cfg = crate::tuned::gemm_config_for(s, &g, T::DTYPE)?;
     match s {
         // The CPU backend does not split K: the result is the same up to rounding.
         Stream::Cpu(cpu) => run_cpu(cpu, &g, cfg, a, b, c, bias, d),
@@ -773,7 +773,7 @@ pub fn gemm_ptr_array<T: Scalar, O: Scalar>(
     if batch > 65_535 {
         return Err(Error::InvalidConfig { op: OP, why: format!("batch {batch} above 65535") });
     }
-    let cfg = crate::tuned::gemm_config_for(s, &Gemm { batch, ..g }, T::DTYPE);
+    let cfg = crate::tuned::gemm_config_for(s, &Gemm { batch, ..g }, T::DTYPE)?;
     match s {
         Stream::Cpu(cpu) => {
             for ((x, y), z) in a.iter().zip(b).zip(d.iter_mut()) {
