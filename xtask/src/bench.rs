@@ -103,7 +103,43 @@ pub fn run_report(backend: &Backend, opts: &Options, trace: Option<&Path>) -> an
     Ok(report)
 }
 
+/// Every flag checked before anything is measured (see `validate`).
+fn check(args: &Args) -> anyhow::Result<()> {
+    use crate::validate as v;
+    if let Some(ops) = &args.ops {
+        v::ops(ops, &v::BENCH_FAMILIES)?;
+    }
+    let family = |f: &str| args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == f));
+    if let Some(d) = &args.dtypes {
+        // tf32 is a GEMM input of the CUDA comparison only.
+        v::dtypes(d, if family("gemm") || family("gemm-tiles") { &["tf32", "fp32", "fp16"] } else { &[] })?;
+    }
+    for s in args.shapes.iter().flatten() {
+        if family("clifford") {
+            v::shape(s, &[2], "BxN")?;
+        } else {
+            v::shape(s, &[3], "MxNxK")?;
+        }
+    }
+    v::sizes_mib(args.sizes.as_deref().unwrap_or_default())?;
+    v::at_least_one("--iters", args.iters)?;
+    v::at_least_one("--gemm-size", args.gemm_size)?;
+    if let Some(t) = args.threshold {
+        anyhow::ensure!(t.is_finite() && t > 0.0, "--threshold {t} must be a positive fraction (0.10 = 10%)");
+    }
+    for (flag, p) in [("--json", &args.json), ("--markdown", &args.markdown), ("--trace", &args.trace)] {
+        if let Some(p) = p {
+            v::writable(flag, p)?;
+        }
+    }
+    if let Some(p) = &args.compare {
+        anyhow::ensure!(p.is_file(), "--compare {}: no such file", p.display());
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
+    check(&args)?;
     if args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "clifford")) {
         return crate::bench_clifford::run_cmd(crate::bench_clifford::CliffordArgs {
             backend: args.backend,

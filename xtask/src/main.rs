@@ -9,6 +9,7 @@ mod ptx;
 mod roofline;
 mod test;
 mod tune;
+mod validate;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
