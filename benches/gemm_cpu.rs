@@ -78,8 +78,8 @@ fn gflops(m: usize, n: usize, k: usize, st: &Stats) -> f64 {
     2.0 * (m * n * k) as f64 / (st.median_ms * 1e-3) / 1e9
 }
 
-/// Checks, then times ours and the peer on one (dtype `T`, shape, layout of B): two rounds
-/// each, alternating, and the better median of each is kept (the machine is shared).
+/// Checks, then times ours and the peer on one (dtype `T`, shape, layout of B): four rounds
+/// each, alternating, and the best median of each is kept (the machine is shared).
 pub fn row<T: Scalar>(
     backend: &Backend,
     shape: (usize, usize, usize),
@@ -107,7 +107,7 @@ pub fn row<T: Scalar>(
     let mut ours: Option<Stats> = None;
     let mut peer: Option<Stats> = None;
     let better = |old: Option<Stats>, new: Stats| Some(old.filter(|o| o.median_ms <= new.median_ms).unwrap_or(new));
-    for _ in 0..2 {
+    for _ in 0..4 {
         let st =
             time_on_stream(&s, repeat, |_| gemm::<T, T>(&s, &g, &a.all(), &b.all(), None, None, &mut d.all_mut()))?;
         ours = better(ours, st);
@@ -117,7 +117,7 @@ pub fn row<T: Scalar>(
         })?;
         peer = better(peer, st);
     }
-    let (ours, peer) = (ours.expect("two rounds ran"), peer.expect("two rounds ran"));
+    let (ours, peer) = (ours.expect("four rounds ran"), peer.expect("four rounds ran"));
     Ok(CpuGemmRow {
         dtype: T::DTYPE.name().into(),
         layout: format!("r{}", lb.code()),

@@ -185,7 +185,7 @@ pub fn default_profile_paths() -> Vec<PathBuf> {
     if let Some(c) = config {
         v.push(c.join("ferrotune/profiles"));
     }
-    v.push(PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles")));
+    v.push(shipped_profiles());
     v
 }
 
@@ -215,13 +215,18 @@ pub fn strict_profiles() -> bool {
         || std::env::var("FERROTUNE_PROFILE_STRICT").is_ok_and(|v| v != "0" && !v.is_empty())
 }
 
+/// The repository's `profiles/` directory: profiles shipped for known GPUs.
+fn shipped_profiles() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles"))
+}
+
 /// Why profiles in `set` cannot serve the machine behind `s`: unreadable or malformed files,
-/// files tuned for another device, files tuned for another kernel build. One line each,
-/// naming the file.
+/// files tuned for another device (except the shipped ones, which are for known GPUs), files
+/// tuned for another kernel build. One line each, naming the file.
 pub fn unusable_profiles(set: &ProfileSet, s: &Stream) -> Vec<String> {
     let mut out = set.problems.clone();
     if let Ok((dev, build)) = fingerprint(s) {
-        out.extend(set.unusable_for(&dev, &build));
+        out.extend(set.unusable_for(&dev, &build, Some(&shipped_profiles())));
     }
     out
 }

@@ -293,10 +293,12 @@ fn sets_name_files_that_cannot_serve_this_machine() {
         ],
         problems: vec![],
     };
-    let w = set.unusable_for(&h100(), "fnv1a64:1");
+    let w = set.unusable_for(&h100(), "fnv1a64:1", None);
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].starts_with("a100.toml: tuned for another device") && w[0].contains("A100"), "{}", w[0]);
-    let w = set.unusable_for(&h100(), "fnv1a64:new");
+    // Shipped profiles for other devices are expected: not reported.
+    assert!(set.unusable_for(&h100(), "fnv1a64:1", Some(std::path::Path::new("a100.toml"))).is_empty());
+    let w = set.unusable_for(&h100(), "fnv1a64:new", None);
     assert_eq!(w.len(), 2, "{w:?}");
     assert!(w[1].starts_with("mixed.toml: tuned for another kernel build (fnv1a64:1)"), "{}", w[1]);
     assert!(w[1].contains("this binary is fnv1a64:new"), "{}", w[1]);
