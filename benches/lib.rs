@@ -55,7 +55,7 @@ const MIB: usize = 1 << 20;
 impl Options {
     /// The full run: every op and dtype; 256 MiB tensors and 8192³ GEMM ceilings on CUDA, 64
     /// MiB and 1024³ on the CPU. GEMM rows: 4096³ and 8192x3072x768 in f32 and bf16 on CUDA,
-    /// one 256³ f32 on the CPU.
+    /// 1024³ and 512x3072x768 in f32, f16 and bf16 on the CPU.
     pub fn full(backend: &Backend) -> Options {
         let cuda = matches!(backend, Backend::Cuda(_));
         let size = if cuda { 256 * MIB } else { 64 * MIB };
@@ -74,8 +74,12 @@ impl Options {
                 copy_bytes: size,
                 copy_repeat: repeat,
             },
-            gemm_shapes: if cuda { vec![(4096, 4096, 4096), (8192, 3072, 768)] } else { vec![(256, 256, 256)] },
-            gemm_dtypes: if cuda { vec![DType::F32, DType::Bf16] } else { vec![DType::F32] },
+            gemm_shapes: if cuda {
+                vec![(4096, 4096, 4096), (8192, 3072, 768)]
+            } else {
+                vec![(1024, 1024, 1024), (512, 3072, 768)]
+            },
+            gemm_dtypes: if cuda { vec![DType::F32, DType::Bf16] } else { DType::ALL.to_vec() },
         }
     }
 

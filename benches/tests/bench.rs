@@ -124,7 +124,7 @@ fn gemm_rows_are_checked_timed_keyed_and_round_trip() {
     assert!(Options::quick(&cpu).gemm_shapes.is_empty());
     assert_eq!(
         (Options::full(&cpu).gemm_shapes, Options::full(&cpu).gemm_dtypes),
-        (vec![(256, 256, 256)], vec![DType::F32])
+        (vec![(1024, 1024, 1024), (512, 3072, 768)], DType::ALL.to_vec())
     );
     assert!(cpu_run().0.rows.iter().all(|r| r.family == "elementwise"));
 

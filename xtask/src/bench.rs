@@ -15,8 +15,10 @@ pub struct Args {
     /// (`--shapes BxN,...`, `--dtypes`, `--clifford-rows fwd,fwdbwd,fcgp_fwd`, `--json`);
     /// `gemm` runs the GEMM comparison with cuBLAS
     /// (GPU only) over `--shapes` and `--dtypes` (f32, tf32, f16, bf16). Without it the full
-    /// run also has GEMM rows (4096³ and 8192x3072x768, f32 and bf16, on CUDA; 256³ f32 on
-    /// the CPU; none with --quick); naming elementwise ops leaves them out.
+    /// run also has GEMM rows (4096³ and 8192x3072x768, f32 and bf16, on CUDA; 1024³ and
+    /// 512x3072x768 in f32, f16 and bf16 on the CPU; none with --quick); naming elementwise ops
+    /// leaves them out. On the CPU (or without a GPU) `gemm` runs our GEMM beside
+    /// `matrixmultiply` (f32, f16, bf16) instead.
     #[arg(long, value_delimiter = ',')]
     ops: Option<Vec<String>>,
     /// Which rows of `--ops clifford`: fwd, fwdbwd, fcgp_fwd (default all).
