@@ -81,6 +81,9 @@ pub struct Args {
 /// Opens the backend and says which one runs (and why the CPU, when it is the CPU).
 pub fn open_backend(choice: BackendChoice) -> anyhow::Result<Backend> {
     let backend = Backend::new(choice)?;
+    // Profiles that cannot serve this machine: warned about now (an error when strict), even
+    // though the bench times explicit configs.
+    ferrotune::tuned::check_usable(&backend.stream())?;
     match &backend {
         Backend::Cuda(g) => println!("backend: cuda ({}, {}, PTX {})", g.info().name, g.info().arch(), g.ptx_arch()?),
         Backend::Cpu(c) => {

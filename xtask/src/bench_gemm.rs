@@ -132,6 +132,7 @@ pub fn run_cpu(args: GemmArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     anyhow::ensure!(args.iters > 0, "--iters must be at least 1");
     let backend = Backend::new(BackendChoice::Cpu)?;
+    ferrotune::tuned::check_usable(&backend.stream())?;
     if let Backend::Cpu(c) = &backend {
         println!("backend: cpu, {} threads", c.threads());
     }
