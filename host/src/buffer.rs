@@ -48,22 +48,29 @@ fn bytes_of<T>(len: usize, what: &str) -> Result<usize> {
     })
 }
 
+/// Host allocations from this size on are checked against the available memory first.
+const LARGE_HOST_BYTES: usize = 64 << 20;
+
 /// An empty host vector with room for `len` elements, allocated fallibly: a size above the
 /// memory available (or one the allocator refuses) is `Error::OutOfMemory`, not an abort and
 /// not minutes of swapping.
 pub(crate) fn try_host_capacity<T>(len: usize, what: &str) -> Result<Vec<T>> {
     let bytes = bytes_of::<T>(len, what)?;
-    let available = host_available();
-    let oom = || Error::OutOfMemory {
+    let oom = |available: Option<usize>| Error::OutOfMemory {
         requested: bytes,
         available: available.unwrap_or(0),
         what: format!("{what} ({len} elements on the host)"),
     };
-    if available.is_some_and(|a| bytes > a) {
-        return Err(oom());
+    // Large requests are compared with the available memory first (the allocator may accept
+    // them and then swap for minutes); small ones skip reading /proc/meminfo.
+    if bytes >= LARGE_HOST_BYTES {
+        let available = host_available();
+        if available.is_some_and(|a| bytes > a) {
+            return Err(oom(available));
+        }
     }
     let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| oom())?;
+    v.try_reserve_exact(len).map_err(|_| oom(host_available()))?;
     Ok(v)
 }
 
