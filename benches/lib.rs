@@ -10,9 +10,11 @@ pub mod data_parallel;
 pub mod elementwise;
 pub mod error;
 pub mod gemm;
+pub mod gemm_cpu;
 pub mod gemm_rows;
 pub mod gemm_tiles;
 pub mod multigpu;
+pub mod preflight;
 pub mod report;
 pub mod roofline;
 pub mod runtime;
@@ -56,7 +58,7 @@ const MIB: usize = 1 << 20;
 impl Options {
     /// The full run: every op and dtype; 256 MiB tensors and 8192³ GEMM ceilings on CUDA, 64
     /// MiB and 1024³ on the CPU. GEMM rows: 4096³ and 8192x3072x768 in f32 and bf16 on CUDA,
-    /// one 256³ f32 on the CPU.
+    /// 1024³ and 512x3072x768 in f32, f16 and bf16 on the CPU.
     pub fn full(backend: &Backend) -> Options {
         let cuda = matches!(backend, Backend::Cuda(_));
         let size = if cuda { 256 * MIB } else { 64 * MIB };
@@ -75,8 +77,12 @@ impl Options {
                 copy_bytes: size,
                 copy_repeat: repeat,
             },
-            gemm_shapes: if cuda { vec![(4096, 4096, 4096), (8192, 3072, 768)] } else { vec![(256, 256, 256)] },
-            gemm_dtypes: if cuda { vec![DType::F32, DType::Bf16] } else { vec![DType::F32] },
+            gemm_shapes: if cuda {
+                vec![(4096, 4096, 4096), (8192, 3072, 768)]
+            } else {
+                vec![(1024, 1024, 1024), (512, 3072, 768)]
+            },
+            gemm_dtypes: if cuda { vec![DType::F32, DType::Bf16] } else { DType::ALL.to_vec() },
         }
     }
 
@@ -137,6 +143,7 @@ impl Options {
 pub fn run(backend: &Backend, opts: &Options, prof: &mut Profiler, mut progress: impl FnMut(&str)) -> Result<Report> {
     opts.validate()?;
     let s = backend.stream();
+    preflight::check_run(&s, opts)?;
     let mut notes = Vec::new();
     let ceilings = ceilings::measure(backend, &s, &opts.ceilings, prof, &mut notes)?;
     for c in &ceilings {
@@ -245,7 +252,7 @@ pub fn run(backend: &Backend, opts: &Options, prof: &mut Profiler, mut progress:
 }
 
 /// The CPU's model name from /proc/cpuinfo, or the architecture where that is unreadable.
-fn host_cpu() -> String {
+pub fn host_cpu() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {

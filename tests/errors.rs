@@ -109,3 +109,23 @@ fn backend_choice_parses_and_reports_unknown_names() {
         assert_eq!(Backend::new(BackendChoice::Auto).unwrap().name(), "cpu");
     }
 }
+
+/// Impossible sizes are `Error::OutOfMemory` with the sizes, at once: no allocation abort, no
+/// swapping, no bare driver error (CPU always; the GPU when there is one).
+#[test]
+fn impossible_sizes_are_out_of_memory_errors() {
+    for b in backends("impossible_sizes_are_out_of_memory_errors") {
+        let s = b.stream();
+        let t = std::time::Instant::now();
+        for len in [usize::MAX / 8, usize::MAX / 2, 1 << 50] {
+            let e = Buffer::<f32>::zeros(&s, len).map(|_| ()).unwrap_err();
+            assert!(matches!(e, Error::OutOfMemory { .. }), "{} zeros({len}): {e}", b.name());
+            assert!(e.to_string().starts_with("out of memory: a buffer"), "{e}");
+            let e = Buffer::<bf16>::zeros(&s, len).map(|_| ()).unwrap_err();
+            assert!(matches!(e, Error::OutOfMemory { requested, available, .. } if requested > available), "{e}");
+        }
+        assert!(t.elapsed().as_secs_f64() < 1.0, "took {:?}", t.elapsed());
+        // What fits still works.
+        assert_eq!(Buffer::<f32>::zeros(&s, 1000).unwrap().len(), 1000);
+    }
+}

@@ -159,6 +159,25 @@ proptest! {
     }
 }
 
+/// The CPU backend widens 16-bit operands one K panel of 256 at a time and splits the output
+/// into bands of rows: K across several panels (and a partial last one), forced bands that
+/// do not divide M, every layout, padded leading dimensions, a batch, and K = 0.
+#[test]
+fn cpu_gemm_k_panels_and_row_bands() {
+    let b = cpu_backend();
+    for (i, (la, lb)) in layouts().into_iter().enumerate() {
+        for (dt, out_f32) in [(DType::F16, false), (DType::Bf16, true), (DType::F32, true), (DType::Bf16, false)] {
+            for (k, rows) in [(600, 8), (257, 5), (0, 3)] {
+                let mut g = Gemm::new(37, 19, k).layouts(la, lb).batched(2).epilogue(epilogue(i + k)).cpu_rows(rows);
+                let r = g.resolved();
+                (g.lda, g.ldb, g.ldc) = (r.lda + 3, r.ldb + 1, r.ldc + 2);
+                let res = dispatch(&b, dt, out_f32, g, 11 + k as u64);
+                assert!(res.is_ok(), "{dt:?} out_f32 {out_f32} k {k} rows {rows}: {}", res.unwrap_err());
+            }
+        }
+    }
+}
+
 #[test]
 fn gemm_reference_check_can_fail() {
     // A result perturbed by 1% in f32 is caught.

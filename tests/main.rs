@@ -6,6 +6,7 @@ mod elementwise;
 mod errors;
 mod gemm;
 mod multigpu;
+mod profile_warnings;
 mod ptx;
 mod runtime;
 mod splitk;

@@ -14,14 +14,14 @@ use ferrotune::{DType, ElemConfig, ElemOp, ElemVariant};
 
 use ferrotune_testkit::cpu_backend;
 
-fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ferrotune-tests-tune-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
-fn entry_for(s: &ferrotune::Stream, op: ElemOp, n: u64, cfg: &ElemConfig) -> Entry {
+pub(crate) fn entry_for(s: &ferrotune::Stream, op: ElemOp, n: u64, cfg: &ElemConfig) -> Entry {
     let (device, build) = fingerprint(s).unwrap();
     Entry {
         op: op.name().into(),
@@ -46,7 +46,7 @@ fn entry_for(s: &ferrotune::Stream, op: ElemOp, n: u64, cfg: &ElemConfig) -> Ent
     }
 }
 
-fn write(dir: &Path, name: &str, p: &Profile) -> PathBuf {
+pub(crate) fn write(dir: &Path, name: &str, p: &Profile) -> PathBuf {
     let path = dir.join(name);
     p.save_atomic(&path).unwrap();
     path
@@ -151,6 +151,14 @@ fn gemm_entry_for(s: &ferrotune::Stream, dtype: &str, layout: &str, mnkb: [u64; 
     }
 }
 
+/// Threads of a CPU backend's pool (the CPU GEMM heuristic bands by them).
+fn threads(b: &ferrotune::Backend) -> usize {
+    match b {
+        ferrotune::Backend::Cpu(c) => c.threads(),
+        _ => unreachable!("cpu_backend() is a CPU backend"),
+    }
+}
+
 #[test]
 fn gemm_calls_use_profile_entries_in_lookup_order_and_say_why() {
     let b = cpu_backend();
@@ -176,7 +184,13 @@ fn gemm_calls_use_profile_entries_in_lookup_order_and_say_why() {
     assert!(matches!(src, Source::Profile { how: Match::NearestBucket { distance: 1, .. }, .. }), "{src}");
     // Another layout, dtype or precision: the heuristic, with the reason.
     let (cfg, src) = gemm_explain_in(&set, &g(600, 2100, 520, Layout::Col), DType::Bf16, &s);
-    assert_eq!(cfg, GemmConfig::heuristic(600, 2100, 520, 1));
+    assert_eq!(
+        cfg,
+        GemmConfig {
+            cpu_rows: GemmConfig::cpu_band_rows(600, 1, threads(&b)),
+            ..GemmConfig::heuristic(600, 2100, 520, 1)
+        }
+    );
     assert!(src.to_string().contains("no entry for gemm bf16 cc"), "{src}");
     let (_, src) = gemm_explain_in(&set, &g(600, 2100, 520, Layout::Row), DType::F32, &s);
     assert!(src.to_string().contains("no entry for gemm tf32 rc"), "{src}");
@@ -189,7 +203,13 @@ fn gemm_calls_use_profile_entries_in_lookup_order_and_say_why() {
     p2.entries[0].config = bad;
     write(&dir, "gemm.toml", &p2);
     let (cfg, src) = gemm_explain_in(&ProfileSet::load(&dir), &g(600, 2100, 520, Layout::Row), DType::Bf16, &s);
-    assert_eq!(cfg, GemmConfig::heuristic(600, 2100, 520, 1));
+    assert_eq!(
+        cfg,
+        GemmConfig {
+            cpu_rows: GemmConfig::cpu_band_rows(600, 1, threads(&b)),
+            ..GemmConfig::heuristic(600, 2100, 520, 1)
+        }
+    );
     assert!(src.to_string().contains("invalid config"), "{src}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -226,7 +246,13 @@ fn gemm_profiles_round_trip_split_k_and_read_old_entries_as_unsplit() {
     bad.entries[0].config.insert("split_k".into(), ferrotune::profile::Param::Int(65));
     write(&dir, "split.toml", &bad);
     let (cfg, src) = gemm_explain_in(&ProfileSet::load(&dir), &g, DType::Bf16, &s);
-    assert_eq!(cfg, GemmConfig::heuristic(300, 300, 70000, 1));
+    assert_eq!(
+        cfg,
+        GemmConfig {
+            cpu_rows: GemmConfig::cpu_band_rows(300, 1, threads(&b)),
+            ..GemmConfig::heuristic(300, 300, 70000, 1)
+        }
+    );
     assert!(src.to_string().contains("invalid config"), "{src}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

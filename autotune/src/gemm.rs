@@ -17,8 +17,11 @@ use ferrotune_kernels::gemm::tc::{TILES, Tile};
 use crate::protocol::{Description, GemmDtype, GemmShape};
 use crate::space::{Constraint, Context, Domain, KernelResources, Limits, Param, Point, Pruned, Space, occupancy};
 
-/// Rows per rayon task tried on the CPU.
-pub const CPU_ROWS: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+/// Rows of output per rayon task tried on the CPU: each task is one packed SGEMM on its band
+/// (B is packed once per band), so the band height trades parallelism against repacking.
+/// Powers of two (bands below the micro-kernel's 8 rows waste part of each tile, but they
+/// still split differently); values past M are pruned (one band).
+pub const CPU_ROWS: [u64; 13] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
 
 /// Split-K factors tried on the GPU.
 pub const SPLIT_K: [u64; 5] = [1, 2, 4, 8, 16];
@@ -277,19 +280,20 @@ fn gpu_time_ms(d: &Description, l: &Limits, shape: &GemmShape, t: &Tile, r: &Ker
     (t_sm.max(t_l2).max(t_dram) + LAUNCH_US * 1e-6) * 1e3
 }
 
-/// The CPU: f32 row kernels spread over the rayon pool in tasks of `cpu_rows` rows; the last
-/// round of tasks leaves threads idle, and every task costs scheduling and an `n`-float scratch.
+/// The CPU: bands of `cpu_rows` output rows spread over the rayon pool, each one packed SGEMM
+/// that packs (and for 16-bit inputs widens) all of B again; the last round of bands leaves
+/// threads idle.
 fn predict_cpu_ms(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
     let threads = d.cpu_threads.max(1) as f64;
-    let tasks = (shape.m as f64 / cfg.cpu_rows.max(1) as f64).ceil().max(1.0);
+    let tasks = (shape.m as f64 / cfg.cpu_rows.max(1) as f64).ceil().max(1.0) * shape.batch.max(1) as f64;
     let rounds = (tasks / threads).ceil();
     let busy = tasks.min(threads);
-    let imbalance = rounds * threads / tasks.max(busy);
-    let flops = 2.0 * (shape.m * shape.n * shape.k) as f64;
-    // About 4 GFLOP/s per thread for the scalar-FMA row loop.
-    let t_work = flops / (threads.min(tasks) * 4e9) * imbalance.min(threads);
-    let t_tasks = tasks * (3e-6 + shape.n as f64 * 1e-9) / busy;
-    (t_work + t_tasks) * shape.batch.max(1) as f64 * 1e3
+    let flops = 2.0 * (shape.m * shape.n * shape.k) as f64 * shape.batch.max(1) as f64;
+    // About 35 GFLOP/s per thread for the packed AVX2 SGEMM, in whole rounds of bands.
+    let t_work = flops / tasks / 35e9 * rounds;
+    // Packing B: k x n floats per band at about 4 GB/s per thread, plus scheduling.
+    let t_pack = tasks * (5e-6 + (shape.k * shape.n) as f64 * 4.0 / 4e9) / busy;
+    (t_work + t_pack) * 1e3
 }
 
 #[cfg(test)]
@@ -456,6 +460,10 @@ pub(crate) mod tests {
         assert_eq!(cands.iter().map(|c| c.cpu_rows).max(), Some(128));
         let t = |rows| predict_ms(&d, &s, &GemmConfig { cpu_rows: rows, ..GemmConfig::DEFAULT });
         assert!(t(16) < t(128), "one task for 100 rows leaves 7 threads idle");
+        // Thin bands repack B for every 8 rows: on a large problem they lose to one per thread.
+        let big = shape(GemmDtype::Bf16, 1024, 1024, 1024);
+        let tb = |rows| predict_ms(&d, &big, &GemmConfig { cpu_rows: rows, ..GemmConfig::DEFAULT });
+        assert!(tb(128) < tb(8) && tb(128) < tb(1024), "{} {} {}", tb(8), tb(128), tb(1024));
     }
 
     proptest! {

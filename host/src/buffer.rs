@@ -48,6 +48,102 @@ pub enum View<'a, T: Scalar> {
     Cpu(&'a [T]),
 }
 
+/// Host memory the kernel says can be had without swapping (`MemAvailable`), when known.
+fn host_available() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// Bytes of `len` elements of `T`, or the out-of-memory error when that overflows.
+fn bytes_of<T>(len: usize, what: &str) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| Error::OutOfMemory {
+        requested: usize::MAX,
+        available: host_available().unwrap_or(0),
+        what: format!("{what} ({len} elements)"),
+    })
+}
+
+/// Host allocations from this size on are checked against the available memory first.
+const LARGE_HOST_BYTES: usize = 64 << 20;
+
+/// An empty host vector with room for `len` elements, allocated fallibly: a size above the
+/// memory available (or one the allocator refuses) is `Error::OutOfMemory`, not an abort and
+/// not minutes of swapping.
+pub(crate) fn try_host_capacity<T>(len: usize, what: &str) -> Result<Vec<T>> {
+    let bytes = bytes_of::<T>(len, what)?;
+    let oom = |available: Option<usize>| Error::OutOfMemory {
+        requested: bytes,
+        available: available.unwrap_or(0),
+        what: format!("{what} ({len} elements on the host)"),
+    };
+    // Large requests are compared with the available memory first (the allocator may accept
+    // them and then swap for minutes); small ones skip reading /proc/meminfo.
+    if bytes >= LARGE_HOST_BYTES {
+        let available = host_available();
+        if available.is_some_and(|a| bytes > a) {
+            return Err(oom(available));
+        }
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| oom(host_available()))?;
+    Ok(v)
+}
+
+/// A host vector of `len` default (zero) elements, allocated fallibly (see
+/// [`try_host_capacity`]).
+pub(crate) fn try_host_vec<T: Default + Clone>(len: usize, what: &str) -> Result<Vec<T>> {
+    let mut v = try_host_capacity(len, what)?;
+    v.resize(len, T::default());
+    Ok(v)
+}
+
+/// Names the buffer in a device out-of-memory error from the pool, so the message says what
+/// the user asked for (`zeros(len)`) and not only the pool segment behind it.
+fn as_buffer_oom(e: Error, len: usize) -> Error {
+    match e {
+        Error::OutOfMemory { requested, available, what } => Error::OutOfMemory {
+            requested,
+            available,
+            what: format!("a buffer ({len} elements on the device; {what})"),
+        },
+        other => other,
+    }
+}
+
+/// What the stream's backend can still allocate, in bytes: the device's free memory (CUDA) or
+/// the host's available memory (CPU); `None` when the host does not say (not Linux).
+pub fn available_memory(stream: &Stream) -> Result<Option<usize>> {
+    match stream {
+        Stream::Cuda { stream, .. } => {
+            let (free, _) = stream.context().mem_get_info().ctx(|| "querying the device's free memory".into())?;
+            Ok(Some(free))
+        }
+        Stream::Cpu(_) => Ok(host_available()),
+    }
+}
+
+/// Checks, before any work starts, that `device_bytes` on the stream's backend plus
+/// `host_bytes` of host copies fit (on the CPU backend both come from host memory):
+/// `Error::OutOfMemory` naming `what` otherwise. Sizes that overflow are `usize::MAX`.
+pub fn ensure_fits(stream: &Stream, device_bytes: usize, host_bytes: usize, what: &str) -> Result<()> {
+    let host = host_available();
+    let too_big = |requested: usize, available: Option<usize>, place: &str| match available {
+        Some(a) if requested > a => {
+            Err(Error::OutOfMemory { requested, available: a, what: format!("{what} ({place})") })
+        }
+        _ => Ok(()),
+    };
+    match stream {
+        Stream::Cpu(_) => too_big(device_bytes.saturating_add(host_bytes), host, "host memory"),
+        Stream::Cuda { .. } => {
+            too_big(device_bytes, available_memory(stream)?, "device memory")?;
+            too_big(host_bytes, host, "host memory for its copies")
+        }
+    }
+}
+
 fn bounds(len: usize, r: impl RangeBounds<usize>) -> Result<(usize, usize)> {
     use std::ops::Bound::*;
     let start = match r.start_bound() {
@@ -68,32 +164,34 @@ fn bounds(len: usize, r: impl RangeBounds<usize>) -> Result<(usize, usize)> {
 
 impl<T: Scalar> Buffer<T> {
     /// Copies `data` to a new buffer on `stream`'s backend.
+    /// A size above the free memory is `Error::OutOfMemory`, checked before anything is copied.
     pub fn from_slice(stream: &Stream, data: &[T]) -> Result<Buffer<T>> {
         match stream {
             Stream::Cuda { stream, gpu } => {
                 crate::stream::refuse_in_capture(gpu, stream, "Buffer::from_slice")?;
-                let mut b = Pooled::uninit(&gpu.pool, stream, data.len())?;
+                let mut b = Pooled::uninit(&gpu.pool, stream, data.len()).map_err(|e| as_buffer_oom(e, data.len()))?;
                 stream.memcpy_htod(data, &mut *b).ctx(|| format!("copying {} elements to the device", data.len()))?;
                 Ok(Buffer::Cuda(b))
             }
             Stream::Cpu(_) => {
-                let mut v = crate::pool::host::take(data.len());
+                let mut v = crate::pool::host::take(data.len(), "a buffer")?;
                 v.extend_from_slice(data);
                 Ok(Buffer::Cpu(v))
             }
         }
     }
 
-    /// A new zero-filled buffer of `len` elements.
+    /// A new zero-filled buffer of `len` elements. A size above the free memory (device) or
+    /// the available memory (host) is `Error::OutOfMemory`, before anything is allocated.
     pub fn zeros(stream: &Stream, len: usize) -> Result<Buffer<T>> {
         match stream {
             Stream::Cuda { stream, gpu } => {
-                let mut b = Pooled::uninit(&gpu.pool, stream, len)?;
+                let mut b = Pooled::uninit(&gpu.pool, stream, len).map_err(|e| as_buffer_oom(e, len))?;
                 stream.memset_zeros(&mut *b).ctx(|| format!("zeroing {len} elements on the device"))?;
                 Ok(Buffer::Cuda(b))
             }
             Stream::Cpu(_) => {
-                let mut v = crate::pool::host::take(len);
+                let mut v = crate::pool::host::take(len, "a buffer")?;
                 v.resize(len, T::default());
                 Ok(Buffer::Cpu(v))
             }

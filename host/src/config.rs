@@ -168,6 +168,14 @@ impl GemmConfig {
         GemmConfig { tile, ..GemmConfig::DEFAULT }
     }
 
+    /// Rows of output per band on the CPU backend when nothing is forced: one band per thread
+    /// of the pool, shared among the batch's matrices, rounded up to the SGEMM micro-kernel's
+    /// 8 rows (each band is one packed SGEMM, which packs B again).
+    pub fn cpu_band_rows(m: usize, batch: usize, threads: usize) -> usize {
+        let bands_per_matrix = threads.max(1).div_ceil(batch.max(1));
+        m.div_ceil(bands_per_matrix).next_multiple_of(8).max(8)
+    }
+
     /// Checks the config against the compiled tiles.
     pub fn validate(&self) -> Result<()> {
         let tiles = ferrotune_kernels::gemm::tc::TILES.len();
@@ -212,6 +220,11 @@ mod gemm_tests {
         assert!(GemmConfig { tile: n - 1, cpu_rows: 1, split_k: 64 }.validate().is_ok());
         assert!(GemmConfig { tile: n, ..GemmConfig::DEFAULT }.validate().is_err());
         assert!(GemmConfig { cpu_rows: 0, ..GemmConfig::DEFAULT }.validate().is_err());
+        // CPU bands: one per thread, whole micro-tiles, one per matrix for a large batch.
+        assert_eq!(GemmConfig::cpu_band_rows(1024, 1, 2), 512);
+        assert_eq!(GemmConfig::cpu_band_rows(100, 1, 2), 56);
+        assert_eq!(GemmConfig::cpu_band_rows(1, 1, 16), 8);
+        assert_eq!(GemmConfig::cpu_band_rows(64, 40, 2), 64);
         for s in [0, 65, usize::MAX] {
             let e = GemmConfig { split_k: s, ..GemmConfig::DEFAULT }.validate().unwrap_err();
             assert!(e.to_string().contains("split_k"), "{e}");

@@ -35,9 +35,12 @@ pub enum Error {
     /// Operands live on different backends (a CPU buffer passed to a CUDA stream...).
     #[error("{op}: operand {what} lives on the {got} backend, the stream on {expected}")]
     BackendMismatch { op: &'static str, what: &'static str, expected: &'static str, got: &'static str },
-    /// The device ran out of memory.
-    #[error("out of device memory ({context})")]
-    OutOfMemory { context: String },
+    /// A size that does not fit: on the host (fallible allocation failed or the size overflows),
+    /// on the device (above its free memory, or the driver said so). `requested` and `available`
+    /// are bytes; `requested == usize::MAX` means it overflows the address space, and both are 0
+    /// when the driver reported the failure without sizes. Checked before any work starts.
+    #[error("{}", oom_message(*requested, *available, what))]
+    OutOfMemory { requested: usize, available: usize, what: String },
     /// A memory pool could not serve a request: its byte limit, or the memory behind it, is
     /// exhausted even after its cache was released. Any backend's pool reports this.
     #[error(
@@ -68,6 +71,27 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Bytes for people: `1.5 GiB`, `512 B`.
+pub fn human_bytes(b: usize) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+/// The one-line message of [`Error::OutOfMemory`].
+fn oom_message(requested: usize, available: usize, what: &str) -> String {
+    match (requested, available) {
+        (usize::MAX, _) => format!("out of memory: {what}: the size overflows the address space"),
+        (0, 0) => format!("out of memory: {what}"),
+        (r, a) => format!("out of memory: {what} needs {}, {} available", human_bytes(r), human_bytes(a)),
+    }
+}
+
 /// Attaches what was being done to a driver error; out-of-memory becomes its own kind.
 pub(crate) trait DriverContext<T> {
     fn ctx(self, context: impl FnOnce() -> String) -> Result<T>;
@@ -77,7 +101,7 @@ impl<T> DriverContext<T> for std::result::Result<T, DriverError> {
     fn ctx(self, context: impl FnOnce() -> String) -> Result<T> {
         self.map_err(|source| {
             if source.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-                Error::OutOfMemory { context: context() }
+                Error::OutOfMemory { requested: 0, available: 0, what: context() }
             } else {
                 Error::Driver { context: context(), source }
             }

@@ -185,11 +185,12 @@ pub fn default_profile_paths() -> Vec<PathBuf> {
     if let Some(c) = config {
         v.push(c.join("ferrotune/profiles"));
     }
-    v.push(PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles")));
+    v.push(shipped_profiles());
     v
 }
 
-/// Loads the profiles at `paths`, logging every file that cannot be used.
+/// Loads the profiles at `paths`; files that cannot be read or parsed are in `problems`
+/// (reported once per process when an op first consults the profiles, see [`check_usable`]).
 pub fn load_profiles(paths: &[PathBuf]) -> ProfileSet {
     let mut all = ProfileSet::default();
     for p in paths {
@@ -197,10 +198,78 @@ pub fn load_profiles(paths: &[PathBuf]) -> ProfileSet {
         all.profiles.extend(s.profiles);
         all.problems.extend(s.problems);
     }
-    for why in &all.problems {
-        log::warn!("tuning profile not used: {why}");
-    }
     all
+}
+
+static STRICT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes a profile that cannot be used an error of the op that consults it, instead of a
+/// warning (also `FERROTUNE_PROFILE_STRICT=1`).
+pub fn set_strict_profiles(strict: bool) {
+    STRICT.store(strict, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether unusable profiles are errors: [`set_strict_profiles`] or `FERROTUNE_PROFILE_STRICT=1`.
+pub fn strict_profiles() -> bool {
+    STRICT.load(std::sync::atomic::Ordering::Relaxed)
+        || std::env::var("FERROTUNE_PROFILE_STRICT").is_ok_and(|v| v != "0" && !v.is_empty())
+}
+
+/// The repository's `profiles/` directory: profiles shipped for known GPUs.
+fn shipped_profiles() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles"))
+}
+
+/// Why profiles in `set` cannot serve the machine behind `s`: unreadable or malformed files,
+/// files tuned for another device (except the shipped ones, which are for known GPUs), files
+/// tuned for another kernel build. One line each, naming the file.
+pub fn unusable_profiles(set: &ProfileSet, s: &Stream) -> Vec<String> {
+    let mut out = set.problems.clone();
+    if let Ok((dev, build)) = fingerprint(s) {
+        out.extend(set.unusable_for(&dev, &build, Some(&shipped_profiles())));
+    }
+    out
+}
+
+/// Prints each problem on stderr (and logs it) the first time this process meets it.
+fn warn_once(problems: &[String]) {
+    static WARNED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
+    for p in problems {
+        if !warned.contains(p) {
+            eprintln!("warning: tuning profile not used: {p}");
+            log::warn!("tuning profile not used: {p}");
+            warned.push(p.clone());
+        }
+    }
+}
+
+/// Reports the profiles that cannot serve this stream's machine: a warning per problem once
+/// per process, or with strict profiles an `InvalidConfig` error. Checked once per machine.
+pub fn check_usable(s: &Stream) -> Result<()> {
+    check_usable_in(&current(), s)
+}
+
+fn check_usable_in(c: &Cache, s: &Stream) -> Result<()> {
+    if c.set.problems.is_empty() && c.set.profiles.is_empty() {
+        return Ok(());
+    }
+    let machine = machine_of(s);
+    let problems = {
+        let mut checked = c.checked.lock().unwrap_or_else(|p| p.into_inner());
+        checked.entry(machine).or_insert_with(|| unusable_profiles(&c.set, s)).clone()
+    };
+    if problems.is_empty() {
+        return Ok(());
+    }
+    if strict_profiles() {
+        return Err(Error::InvalidConfig {
+            op: "tuning profile",
+            why: format!("{} (FERROTUNE_PROFILE_STRICT is set)", problems.join("; ")),
+        });
+    }
+    warn_once(&problems);
+    Ok(())
 }
 
 type MemoKey = (ElemOp, DType, u64, String);
@@ -211,11 +280,13 @@ struct Cache {
     set: Arc<ProfileSet>,
     memo: Mutex<HashMap<MemoKey, (ElemConfig, Source)>>,
     gemm_memo: Mutex<HashMap<GemmMemoKey, (GemmConfig, Source)>>,
+    /// Per machine: why profiles cannot serve it (see `check_usable`).
+    checked: Mutex<HashMap<String, Vec<String>>>,
 }
 
 impl Cache {
     fn new(set: ProfileSet) -> Cache {
-        Cache { set: Arc::new(set), memo: Mutex::default(), gemm_memo: Mutex::default() }
+        Cache { set: Arc::new(set), memo: Mutex::default(), gemm_memo: Mutex::default(), checked: Mutex::default() }
     }
 }
 
@@ -279,21 +350,23 @@ pub fn explain_in(set: &ProfileSet, op: ElemOp, dtype: DType, n: usize, s: &Stre
     }
 }
 
-/// The config `run_default` launches with: the memoised `explain` for this stream's machine.
-pub(crate) fn config_for(s: &Stream, op: ElemOp, dtype: DType, n: usize) -> ElemConfig {
+/// The config `run_default` launches with: the memoised `explain` for this stream's machine
+/// (an error only with strict profiles, see [`check_usable`]).
+pub(crate) fn config_for(s: &Stream, op: ElemOp, dtype: DType, n: usize) -> Result<ElemConfig> {
     let c = current();
+    check_usable_in(&c, s)?;
     if c.set.is_empty() {
-        return ElemConfig::heuristic(op, dtype, s.gpu().map(|g| g.info()));
+        return Ok(ElemConfig::heuristic(op, dtype, s.gpu().map(|g| g.info())));
     }
     let key = (op, dtype, ferrotune_profile::bucket(n as u64), machine_of(s));
     let mut memo = c.memo.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((cfg, _)) = memo.get(&key) {
-        return *cfg;
+        return Ok(*cfg);
     }
     let (cfg, src) = explain_in(&c.set, op, dtype, n, s);
     log::debug!("{} {} n={n}: {cfg:?} from {src}", op.name(), dtype.name());
     memo.insert(key, (cfg, src));
-    cfg
+    Ok(cfg)
 }
 
 fn machine_of(s: &Stream) -> String {
@@ -311,7 +384,7 @@ pub fn gemm_explain(g: &Gemm, dtype: DType, backend: &Backend) -> (GemmConfig, S
 /// `gemm_explain` against an explicit set of profiles (what tests and tools use). The key is
 /// (device, build, op `gemm`, dtype key, layout key, bucket of `[m, n, k, batch]`).
 pub fn gemm_explain_in(set: &ProfileSet, g: &Gemm, dtype: DType, s: &Stream) -> (GemmConfig, Source) {
-    let heuristic = |why: String| (GemmConfig::heuristic(g.m, g.n, g.k, g.batch), Source::Heuristic { why });
+    let heuristic = |why: String| (gemm_heuristic(s, g), Source::Heuristic { why });
     if set.is_empty() {
         return heuristic("no tuning profile loaded (FERROTUNE_PROFILE or ~/.config/ferrotune/profiles)".into());
     }
@@ -333,12 +406,23 @@ pub fn gemm_explain_in(set: &ProfileSet, g: &Gemm, dtype: DType, s: &Stream) -> 
     }
 }
 
+/// The built-in GEMM config on this stream's machine: the GPU heuristic's tile and split, and
+/// on the CPU one band of output rows per thread of the pool.
+fn gemm_heuristic(s: &Stream, g: &Gemm) -> GemmConfig {
+    let mut c = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
+    if let Stream::Cpu(cpu) = s {
+        c.cpu_rows = GemmConfig::cpu_band_rows(g.m, g.batch, cpu.threads());
+    }
+    c
+}
+
 /// The config `ops::gemm` launches with when the call forces none: the memoised
 /// `gemm_explain` for this stream's machine, logged once per bucket at `debug` level.
-pub(crate) fn gemm_config_for(s: &Stream, g: &Gemm, dtype: DType) -> GemmConfig {
+pub(crate) fn gemm_config_for(s: &Stream, g: &Gemm, dtype: DType) -> Result<GemmConfig> {
     let c = current();
+    check_usable_in(&c, s)?;
     if c.set.is_empty() {
-        return GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
+        return Ok(gemm_heuristic(s, g));
     }
     let key = (
         gemm_dtype_name(dtype, g.precision),
@@ -348,12 +432,12 @@ pub(crate) fn gemm_config_for(s: &Stream, g: &Gemm, dtype: DType) -> GemmConfig 
     );
     let mut memo = c.gemm_memo.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((cfg, _)) = memo.get(&key) {
-        return *cfg;
+        return Ok(*cfg);
     }
     let (cfg, src) = gemm_explain_in(&c.set, g, dtype, s);
     log::debug!("gemm {} {} {}x{}x{} batch {}: {cfg:?} from {src}", key.0, key.1, g.m, g.n, g.k, g.batch);
     memo.insert(key, (cfg, src));
-    cfg
+    Ok(cfg)
 }
 
 /// Deliberately launches a kernel that reads and writes an unmapped address, so the context

@@ -36,6 +36,63 @@ impl DType {
     }
 }
 
+/// f16 bits to f32, exactly, by integer and one float operation per path and selects (no
+/// branches, so a loop over lanes vectorises): normals rebias the exponent, subnormals are
+/// normalised by a float subtraction, inf and NaN keep their payload (NaN made quiet).
+#[inline(always)]
+pub fn f16_bits_to_f32(h: u16) -> f32 {
+    let h = h as u32;
+    let sign = (h & 0x8000) << 16;
+    let em = h & 0x7fff;
+    let shifted = em << 13;
+    let exp = shifted & 0x0f80_0000; // the f16 exponent field, in f32 position
+    let normal = shifted + 0x3800_0000; // exponent + (127 - 15)
+    let infnan = (normal + 0x3800_0000) | if em > 0x7c00 { 0x0040_0000 } else { 0 };
+    // 2^-14 (1 + m) - 2^-14 = 2^-14 m: the subnormal's value, exactly.
+    let sub = (f32::from_bits(normal + 0x0080_0000) - f32::from_bits(0x3880_0000)).to_bits();
+    let o = if exp == 0x0f80_0000 {
+        infnan
+    } else if exp == 0 {
+        sub
+    } else {
+        normal
+    };
+    f32::from_bits(o | sign)
+}
+
+/// f32 to f16 bits, round to nearest even, branch-free (see [`f16_bits_to_f32`]): overflow
+/// gives inf, NaN a quiet NaN with the top of its payload, subnormals come from one float
+/// addition that rounds at the subnormal quantum.
+#[inline(always)]
+pub fn f32_to_f16_bits(f: f32) -> u16 {
+    let x = f.to_bits();
+    let sign = x & 0x8000_0000;
+    let a = x ^ sign;
+    let infnan = if a > 0x7f80_0000 { 0x7e00 | ((a >> 13) & 0x3ff) } else { 0x7c00 };
+    // |f| + 0.5 rounds |f| to a multiple of 2^-24 (the subnormal quantum) in one addition.
+    const HALF: u32 = 0x3f00_0000;
+    let sub = (f32::from_bits(a) + f32::from_bits(HALF)).to_bits().wrapping_sub(HALF);
+    // Rebias the exponent, add just under half an ulp plus the kept lsb (ties to even).
+    let norm = a.wrapping_sub(0x3800_0000).wrapping_add(0x0fff + ((a >> 13) & 1)) >> 13;
+    let o = if a >= 0x4780_0000 {
+        infnan
+    } else if a < 0x3880_0000 {
+        sub
+    } else {
+        norm
+    };
+    (o | (sign >> 16)) as u16
+}
+
+/// f32 to bf16 bits, round to nearest even, branch-free; NaN stays a (quiet) NaN.
+#[inline(always)]
+pub fn f32_to_bf16_bits(f: f32) -> u16 {
+    let x = f.to_bits();
+    let rounded = x.wrapping_add(0x7fff + ((x >> 16) & 1)) >> 16;
+    let o = if x & 0x7fff_ffff > 0x7f80_0000 { (x >> 16) | 0x40 } else { rounded };
+    o as u16
+}
+
 /// A storage type: loaded, converted to f32, computed on, converted back.
 pub trait Element: Copy + Send + Sync + 'static {
     const DTYPE: DType;
@@ -106,7 +163,7 @@ impl Element for f16 {
         }
         #[cfg(not(target_arch = "nvptx64"))]
         {
-            f16::to_f32(self)
+            f16_bits_to_f32(self.to_bits())
         }
     }
     #[inline(always)]
@@ -117,7 +174,7 @@ impl Element for f16 {
         }
         #[cfg(not(target_arch = "nvptx64"))]
         {
-            f16::from_f32(v)
+            f16::from_bits(f32_to_f16_bits(v))
         }
     }
     #[inline(always)]
@@ -146,7 +203,7 @@ impl Element for bf16 {
         }
         #[cfg(not(target_arch = "nvptx64"))]
         {
-            bf16::from_f32(v)
+            bf16::from_bits(f32_to_bf16_bits(v))
         }
     }
     #[inline(always)]
@@ -172,6 +229,29 @@ mod tests {
         assert_eq!(bf16::to_words(bf16::from_words(w)), w);
         let f = f32::from_words([1.5f32.to_bits(), 0, 2, 3]);
         assert_eq!(f[0], 1.5);
+    }
+
+    /// The branch-free conversions agree with `half` bit for bit: every f16, and f32 values
+    /// on a walk through all bit patterns plus the rounding edges (NaN: a NaN).
+    #[test]
+    fn bit_conversions_match_half() {
+        for h in 0..=u16::MAX {
+            let (got, want) = (f16_bits_to_f32(h), f16::from_bits(h).to_f32());
+            assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{h:#x}: {got} {want}");
+        }
+        let edges =
+            [65504.0f32, 65519.99, 65520.0, 6.1035156e-5, 6.097555e-5, 5.9604645e-8, 2.9802322e-8, 2.9802326e-8];
+        let walk = (0..u32::MAX / 7919).map(|i| i * 7919).chain(edges.iter().map(|e| e.to_bits()));
+        for bits in walk.flat_map(|b| [b, b ^ 0x8000_0000, b | 0x1fff, b & !0x1fff | 0x1000]) {
+            let f = f32::from_bits(bits);
+            let (h, b) = (f32_to_f16_bits(f), f32_to_bf16_bits(f));
+            if f.is_nan() {
+                assert!(f16::from_bits(h).is_nan() && bf16::from_bits(b).is_nan(), "{bits:#x}");
+            } else {
+                assert_eq!(h, f16::from_f32(f).to_bits(), "f16 of {f:e} ({bits:#x})");
+                assert_eq!(b, bf16::from_f32(f).to_bits(), "bf16 of {f:e} ({bits:#x})");
+            }
+        }
     }
 
     #[test]

@@ -266,19 +266,24 @@ impl ElemVariant {
 }
 
 /// CPU path: `out[i] = op(inputs[0][i], ..)`. All slices have `out.len()` elements (checked by
-/// the caller, asserted here).
-#[inline]
+/// the caller, asserted here). Every input is re-sliced to exactly `out.len()` first, so the
+/// loop has no bounds checks and LLVM turns the (branch-free, see `math`) maths into SIMD over
+/// the elements; the host compiles it once per instruction set it dispatches to.
+#[inline(always)]
 pub fn map_into<T: Element, const K: usize, Op: Map<K>>(op: Op, inputs: [&[T]; K], out: &mut [T]) {
     for x in &inputs {
         assert_eq!(x.len(), out.len(), "map_into: length mismatch");
     }
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = op.apply(inputs.map(|x| x[i]));
+    let n = out.len();
+    let ins: [&[T]; K] = inputs.map(|x| &x[..n]);
+    for i in 0..n {
+        out[i] = op.apply(ins.map(|x| x[i]));
     }
 }
 
-/// CPU path for ops that overwrite their last input (`axpy`): `io[i] = op(.., io[i])`.
-#[inline]
+/// CPU path for ops that overwrite their last input (`axpy`): `io[i] = op(.., io[i])`; the
+/// loop vectorises like [`map_into`]'s.
+#[inline(always)]
 pub fn map_inplace<T: Element, Op: Map<2>>(op: Op, x: &[T], io: &mut [T]) {
     assert_eq!(x.len(), io.len(), "map_inplace: length mismatch");
     for (o, &xi) in io.iter_mut().zip(x) {
@@ -287,13 +292,11 @@ pub fn map_inplace<T: Element, Op: Map<2>>(op: Op, x: &[T], io: &mut [T]) {
 }
 
 /// CPU path of `bias_add_inplace` for whole rows: `rows[r * cols + c] += bias[c]`.
-#[inline]
+#[inline(always)]
 pub fn bias_add_rows<T: Element>(rows: &mut [T], bias: &[T]) {
     assert!(!bias.is_empty() && rows.len().is_multiple_of(bias.len()), "bias_add_rows: partial row");
     for row in rows.chunks_exact_mut(bias.len()) {
-        for (o, &b) in row.iter_mut().zip(bias) {
-            *o = Add.apply([*o, b]);
-        }
+        map_inplace(Add, bias, row);
     }
 }
 

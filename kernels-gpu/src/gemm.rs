@@ -1,8 +1,8 @@
 //! GEMM maths shared by the PTX kernels and the CPU backend: operand layouts, the fused
 //! epilogue (`act(alpha * acc + beta * c + bias)`), its launch-ABI encoding, the compiled
-//! variants, and the CPU row-panel kernel.
+//! variants, and the CPU backend's epilogue pass over rows of f32 accumulators.
 
-use crate::element::{DType, Element};
+use crate::element::DType;
 use crate::elementwise::Activation;
 
 /// How a matrix is stored. `Row`: element (i, j) at `i * ld + j`; `Col`: at `j * ld + i`.
@@ -404,45 +404,18 @@ pub mod ffma {
     pub const PITCH: usize = BM + 4;
 }
 
-/// Operands of the CPU kernel: f32 copies, A row-major `m x k`, B row-major `k x n`.
-pub struct CpuOperands<'a> {
-    pub a: &'a [f32],
-    pub b: &'a [f32],
-    pub m: usize,
-    pub n: usize,
-    pub k: usize,
-}
-
-/// CPU path: rows `row0 .. row0 + out.len() / n` of `act(alpha A B + beta C + bias)`, written
-/// to `out` (row-major, `n` columns) in `O`. `c` holds the same rows of C (ignored unless the
-/// epilogue reads it). Accumulates in f32 like the GPU kernels; `acc` is scratch of `n` floats.
-#[allow(clippy::too_many_arguments)]
-pub fn cpu_rows<O: Element>(
-    ops: &CpuOperands<'_>,
-    row0: usize,
-    epi: &Epilogue,
-    c: &[O],
-    bias: &[O],
-    out: &mut [O],
-    acc: &mut [f32],
-) {
-    let n = ops.n;
+/// CPU path: one row of f32 accumulators becomes `act(alpha * acc + beta * c + bias)` in
+/// place, with the activation as computed for results stored in `out` (the CPU backend then
+/// narrows 16-bit outputs in bulk). `c` and `bias` (f32, the row's part) are only read when
+/// the epilogue uses them and may be empty otherwise.
+#[inline]
+pub fn epilogue_row_in_place(epi: &Epilogue, c: &[f32], bias: &[f32], row: &mut [f32], out: DType) {
     let flags = epi.flags();
-    for (r, out_row) in out.chunks_exact_mut(n).enumerate() {
-        let i = row0 + r;
-        acc.iter_mut().for_each(|v| *v = 0.0);
-        let a_row = &ops.a[i * ops.k..(i + 1) * ops.k];
-        for (kk, &aik) in a_row.iter().enumerate() {
-            let b_row = &ops.b[kk * n..(kk + 1) * n];
-            for (v, &bkj) in acc.iter_mut().zip(b_row) {
-                *v = crate::arch::fmaf(aik, bkj, *v);
-            }
-        }
-        for (j, o) in out_row.iter_mut().enumerate() {
-            let cv = if flags & 8 != 0 { c[r * n + j].to_f32() } else { 0.0 };
-            let bv = if flags & 1 != 0 { bias[j].to_f32() } else { 0.0 };
-            *o = O::from_f32(Epilogue::apply_flags(flags, epi.alpha, epi.beta, acc[j], cv, bv, O::DTYPE));
-        }
+    let (reads_c, adds_bias) = (flags & 8 != 0, flags & 1 != 0);
+    for (j, o) in row.iter_mut().enumerate() {
+        let cv = if reads_c { c[j] } else { 0.0 };
+        let bv = if adds_bias { bias[j] } else { 0.0 };
+        *o = Epilogue::apply_flags(flags, epi.alpha, epi.beta, *o, cv, bv, out);
     }
 }
 
@@ -488,13 +461,15 @@ mod tests {
     }
 
     #[test]
-    fn cpu_rows_multiplies() {
-        // [1 2; 3 4] x [5 6; 7 8] = [19 22; 43 50]
-        let ops = CpuOperands { a: &[1.0, 2.0, 3.0, 4.0], b: &[5.0, 6.0, 7.0, 8.0], m: 2, n: 2, k: 2 };
-        let mut out = [0.0f32; 4];
-        let mut acc = [0.0f32; 2];
-        cpu_rows(&ops, 0, &Epilogue::PLAIN, &[], &[], &mut out, &mut acc);
-        assert_eq!(out, [19.0, 22.0, 43.0, 50.0]);
+    fn epilogue_rows_apply_alpha_beta_bias_and_act() {
+        let e = Epilogue { alpha: 2.0, beta: 0.5, bias: true, act: Activation::Relu };
+        let mut row = [3.0f32, -3.0];
+        epilogue_row_in_place(&e, &[4.0, 4.0], &[-1.0, -1.0], &mut row, DType::F32);
+        assert_eq!(row, [7.0, 0.0]);
+        // beta = 0 and no bias: C and bias are never read (empty here).
+        let mut plain = [1.5f32];
+        epilogue_row_in_place(&Epilogue::PLAIN, &[], &[], &mut plain, DType::Bf16);
+        assert_eq!(plain, [1.5]);
     }
 
     /// A fixed-capacity list of names, since the crate has no allocator.

@@ -103,6 +103,37 @@ impl ProfileSet {
         self.profiles.iter().all(|p| p.entries.is_empty())
     }
 
+    /// Why each loaded profile with entries cannot serve the machine `device` running kernel
+    /// build `build`: every entry is for another architecture or backend (a foreign device), or
+    /// for another kernel build (re-tune after the kernels changed). One line per file, naming it.
+    /// Files under `shipped` (profiles distributed for known devices) are expected to be for
+    /// other devices: only a stale build is reported for them.
+    pub fn unusable_for(&self, device: &Device, build: &str, shipped: Option<&Path>) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in self.profiles.iter().filter(|p| !p.entries.is_empty()) {
+            let is_shipped = shipped.is_some_and(|d| p.source.as_ref().is_some_and(|s| s.starts_with(d)));
+            let name = p.source.as_ref().map_or_else(|| "<in memory>".to_string(), |s| s.display().to_string());
+            let same_arch: Vec<&Entry> = p.entries.iter().filter(|e| e.device.same_arch(device)).collect();
+            let list = |items: Vec<String>| {
+                let mut items = items;
+                items.sort();
+                items.dedup();
+                items.join(", ")
+            };
+            if same_arch.is_empty() {
+                if is_shipped {
+                    continue;
+                }
+                let devices = list(p.entries.iter().map(|e| e.device.to_string()).collect());
+                out.push(format!("{name}: tuned for another device ({devices}), this machine is {device}"));
+            } else if !same_arch.iter().any(|e| e.build == build) {
+                let builds = list(same_arch.iter().map(|e| e.build.clone()).collect());
+                out.push(format!("{name}: tuned for another kernel build ({builds}), this binary is {build}: re-tune"));
+            }
+        }
+        out
+    }
+
     /// The best entry for `q`, trying in order: exact, nearest bucket on the same device,
     /// nearest bucket on the same architecture. Entries of another kernel build never match.
     pub fn lookup(&self, q: &Query<'_>) -> Option<Found> {

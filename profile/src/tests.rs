@@ -275,6 +275,35 @@ fn foreign_devices_and_stale_builds_are_warned_about_by_line() {
     assert_eq!(w.len(), 2, "{w:?}");
 }
 
+/// A file is reported as unusable only when none of its entries can serve this machine:
+/// all for another architecture, or all for another kernel build.
+#[test]
+fn sets_name_files_that_cannot_serve_this_machine() {
+    let a100 = Device { arch: "sm_80".into(), name: "A100".into(), ..h100() };
+    let file = |entries: Vec<Entry>, name: &str| Profile {
+        source: Some(std::path::PathBuf::from(name)),
+        entries,
+        journal: vec![],
+    };
+    let set = ProfileSet {
+        profiles: vec![
+            file(vec![entry(a100.clone(), 1000, 256)], "a100.toml"),
+            file(vec![entry(a100, 1000, 256), entry(h100(), 1000, 256)], "mixed.toml"),
+            file(vec![], "empty.toml"),
+        ],
+        problems: vec![],
+    };
+    let w = set.unusable_for(&h100(), "fnv1a64:1", None);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].starts_with("a100.toml: tuned for another device") && w[0].contains("A100"), "{}", w[0]);
+    // Shipped profiles for other devices are expected: not reported.
+    assert!(set.unusable_for(&h100(), "fnv1a64:1", Some(std::path::Path::new("a100.toml"))).is_empty());
+    let w = set.unusable_for(&h100(), "fnv1a64:new", None);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(w[1].starts_with("mixed.toml: tuned for another kernel build (fnv1a64:1)"), "{}", w[1]);
+    assert!(w[1].contains("this binary is fnv1a64:new"), "{}", w[1]);
+}
+
 #[test]
 fn merge_keeps_the_newer_entry_and_adds_the_rest() {
     let mut a = Profile { source: None, entries: vec![entry(h100(), 1000, 256)], journal: vec![] };

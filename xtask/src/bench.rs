@@ -19,9 +19,11 @@ pub struct Args {
     /// `gemm` runs the GEMM comparison with cuBLAS
     /// (GPU only) over `--shapes` and `--dtypes` (f32, tf32, f16, bf16); `multi-gpu` runs peer
     /// copies, NCCL all-reduce (vs torch.distributed) and the data-parallel step (`--shapes
-    /// BxNxK`, `--sizes` in MiB; needs 2 GPUs). Without it the full
-    /// run also has GEMM rows (4096³ and 8192x3072x768, f32 and bf16, on CUDA; 256³ f32 on
-    /// the CPU; none with --quick); naming elementwise ops leaves them out.
+    /// BxNxK`, `--sizes` in MiB; needs 2 GPUs); `runtime` the host-runtime rows. Without it the
+    /// full run also has GEMM rows (4096³ and 8192x3072x768, f32 and bf16, on CUDA; 1024³ and
+    /// 512x3072x768 in f32, f16 and bf16 on the CPU; none with --quick); naming elementwise ops
+    /// leaves them out. On the CPU (or without a GPU) `gemm` runs our GEMM beside
+    /// `matrixmultiply` (f32, f16, bf16) instead.
     #[arg(long, value_delimiter = ',')]
     ops: Option<Vec<String>>,
     /// Which rows of `--ops clifford`: fwd, fwdbwd, fcgp_fwd (default all), or the sweeps
@@ -85,6 +87,9 @@ pub struct Args {
 /// Opens the backend and says which one runs (and why the CPU, when it is the CPU).
 pub fn open_backend(choice: BackendChoice) -> anyhow::Result<Backend> {
     let backend = Backend::new(choice)?;
+    // Profiles that cannot serve this machine: warned about now (an error when strict), even
+    // though the bench times explicit configs.
+    ferrotune::tuned::check_usable(&backend.stream())?;
     match &backend {
         Backend::Cuda(g) => println!("backend: cuda ({}, {}, PTX {})", g.info().name, g.info().arch(), g.ptx_arch()?),
         Backend::Cpu(c) => {
@@ -109,7 +114,43 @@ pub fn run_report(backend: &Backend, opts: &Options, trace: Option<&Path>) -> an
     Ok(report)
 }
 
+/// Every flag checked before anything is measured (see `validate`).
+fn check(args: &Args) -> anyhow::Result<()> {
+    use crate::validate as v;
+    if let Some(ops) = &args.ops {
+        v::ops(ops, &v::BENCH_FAMILIES)?;
+    }
+    let family = |f: &str| args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == f));
+    if let Some(d) = &args.dtypes {
+        // tf32 is a GEMM input of the CUDA comparison only.
+        v::dtypes(d, if family("gemm") || family("gemm-tiles") { &["tf32", "fp32", "fp16"] } else { &[] })?;
+    }
+    for s in args.shapes.iter().flatten() {
+        if family("clifford") {
+            v::shape(s, &[2], "BxN")?;
+        } else {
+            v::shape(s, &[3, 4], "MxNxK or MxNxKxBATCH")?;
+        }
+    }
+    v::sizes_mib(args.sizes.as_deref().unwrap_or_default())?;
+    v::at_least_one("--iters", args.iters)?;
+    v::at_least_one("--gemm-size", args.gemm_size)?;
+    if let Some(t) = args.threshold {
+        anyhow::ensure!(t.is_finite() && t > 0.0, "--threshold {t} must be a positive fraction (0.10 = 10%)");
+    }
+    for (flag, p) in [("--json", &args.json), ("--markdown", &args.markdown), ("--trace", &args.trace)] {
+        if let Some(p) = p {
+            v::writable(flag, p)?;
+        }
+    }
+    if let Some(p) = &args.compare {
+        anyhow::ensure!(p.is_file(), "--compare {}: no such file", p.display());
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
+    check(&args)?;
     if args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "runtime")) {
         return crate::bench_runtime::run_cmd(args.backend, args.iters, args.json.clone());
     }
@@ -150,7 +191,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         });
     }
     let gemm_tiles = args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm-tiles"));
-    if gemm_tiles || args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm")) {
+    let gemm_ops = args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm"));
+    // Without a GPU, `--ops gemm` runs the CPU rows (ours beside matrixmultiply).
+    let on_cpu = args.backend == BackendChoice::Cpu
+        || (args.backend == BackendChoice::Auto && ferrotune::device_count().map_or(true, |n| n == 0));
+    if gemm_ops && on_cpu {
+        return crate::bench_gemm::run_cpu(crate::bench_gemm::GemmArgs {
+            shapes: args.shapes.clone().unwrap_or_default(),
+            dtypes: args.dtypes.clone().unwrap_or_else(|| ["f32", "f16", "bf16"].map(String::from).to_vec()),
+            warmup: args.warmup.unwrap_or(2),
+            iters: args.iters.unwrap_or(10),
+            json: args.json.clone(),
+        });
+    }
+    if gemm_tiles || gemm_ops {
         let run = if gemm_tiles { crate::bench_gemm::run_tiles } else { crate::bench_gemm::run };
         return run(crate::bench_gemm::GemmArgs {
             shapes: args
@@ -235,7 +289,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// The commit benchmarked: `FERROTUNE_COMMIT`, else `git rev-parse`, else "unknown".
-pub(crate) fn commit() -> String {
+pub fn commit() -> String {
     if let Ok(c) = std::env::var("FERROTUNE_COMMIT") {
         return c;
     }

@@ -54,6 +54,11 @@ pub fn run(args: GemmArgs) -> anyhow::Result<()> {
     let backend =
         Backend::new(BackendChoice::Cuda).context("bench --ops gemm compares with cuBLAS and needs a CUDA device")?;
     let repeat = Repeat { warmup: args.warmup, iters: args.iters };
+    // Every shape must fit before anything is measured.
+    for s in &args.shapes {
+        let g = parse_shape(s)?;
+        ferrotune_bench::preflight::check_gemm(&backend.stream(), (g.m, g.n, g.k), 4, &format!("the GEMM {s}"))?;
+    }
     let mut rows = Vec::new();
     for dt in &args.dtypes {
         let name = match dt.as_str() {
@@ -99,6 +104,61 @@ pub fn run(args: GemmArgs) -> anyhow::Result<()> {
         let doc = serde_json::json!({"schema": "ferrotune-gemm-bench/1", "device": d.name, "driver": d.driver_version,
             "commit": std::env::var("FERROTUNE_COMMIT").unwrap_or_default(), "rows": rows});
         std::fs::write(p, serde_json::to_string_pretty(&doc)?)?;
+    }
+    let bad = rows.iter().filter(|r| !r.correct).count();
+    anyhow::ensure!(bad == 0, "{bad} rows did not match the reference");
+    Ok(())
+}
+
+/// `bench --ops gemm` on the CPU backend: our GEMM (f32, f16, bf16; B row- and column-major)
+/// beside `matrixmultiply` SGEMM on the same shapes (default 1024³ and 512x3072x768) in the same
+/// run; a table and JSON (`benches/gemm_cpu.rs`).
+pub fn run_cpu(args: GemmArgs) -> anyhow::Result<()> {
+    use ferrotune::DType;
+    let shapes: Vec<(usize, usize, usize)> = if args.shapes.is_empty() {
+        ferrotune_bench::gemm_cpu::DEFAULT_SHAPES.to_vec()
+    } else {
+        args.shapes.iter().map(|s| parse_shape(s).map(|g| (g.m, g.n, g.k))).collect::<anyhow::Result<_>>()?
+    };
+    let dtypes: Vec<DType> = args
+        .dtypes
+        .iter()
+        .map(|d| {
+            DType::ALL
+                .into_iter()
+                .find(|t| t.name() == d)
+                .with_context(|| format!("unknown CPU GEMM dtype '{d}' (valid: f32, f16, bf16)"))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    anyhow::ensure!(args.iters > 0, "--iters must be at least 1");
+    let backend = Backend::new(BackendChoice::Cpu)?;
+    ferrotune::tuned::check_usable(&backend.stream())?;
+    if let Backend::Cpu(c) = &backend {
+        println!("backend: cpu, {} threads", c.threads());
+    }
+    let repeat = Repeat { warmup: args.warmup, iters: args.iters };
+    let rows = ferrotune_bench::gemm_cpu::rows(&backend, &shapes, &dtypes, repeat, |r| {
+        println!(
+            "{:<5} {} {:>5}x{:>5}x{:>5} ours {:>8.3} ms {:>6.1} GFLOP/s | matrixmultiply f32 {:>8.3} ms {:>6.1} GFLOP/s | ratio {:.3} {}",
+            r.dtype,
+            r.layout,
+            r.m,
+            r.n,
+            r.k,
+            r.ours.median_ms,
+            r.ours_gflops,
+            r.peer.median_ms,
+            r.peer_gflops,
+            r.ratio,
+            if r.correct { "ok" } else { "MISMATCH" }
+        )
+    })?;
+    if let Some(p) = &args.json {
+        let doc = serde_json::json!({"schema": "ferrotune-gemm-cpu-bench/1", "machine": ferrotune_bench::host_cpu(),
+            "threads": rows.first().map_or(0, |r| r.threads), "date": ferrotune_profile::utc_now(),
+            "commit": crate::bench::commit(), "rows": rows});
+        std::fs::write(p, serde_json::to_string_pretty(&doc)?).with_context(|| format!("writing {}", p.display()))?;
+        println!("wrote {}", p.display());
     }
     let bad = rows.iter().filter(|r| !r.correct).count();
     anyhow::ensure!(bad == 0, "{bad} rows did not match the reference");

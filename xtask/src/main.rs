@@ -14,6 +14,7 @@ mod roofline;
 mod test;
 mod tune;
 mod tune_devices;
+mod validate;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};

@@ -64,8 +64,8 @@ pub fn run(cmd: Cmd) -> anyhow::Result<()> {
             let b = Backend::new(backend)?;
             let paths = profile.map_or_else(ferrotune::tuned::default_profile_paths, |p| vec![p]);
             let set = ferrotune::tuned::load_profiles(&paths);
-            for p in &set.problems {
-                eprintln!("warning: not used: {p}");
+            for p in ferrotune::tuned::unusable_profiles(&set, &b.stream()) {
+                eprintln!("warning: tuning profile not used: {p}");
             }
             if op == "gemm" {
                 return explain_gemm(&set, &dtype, shape.as_deref(), &layout, &b, devices.as_deref());

@@ -163,7 +163,35 @@ fn shapes_of(a: &Args) -> anyhow::Result<Vec<Shape>> {
     Ok(shapes)
 }
 
+/// The flags `shapes_of` does not cover, checked before any worker starts.
+fn check(a: &Args) -> anyhow::Result<()> {
+    use crate::validate as v;
+    v::ops(&a.ops, &["gemm"])?;
+    v::dtypes(&a.dtypes, &["tf32"])?;
+    anyhow::ensure!(
+        ["auto", "cuda", "cpu"].contains(&a.backend.as_str()),
+        "unknown backend '{}' (valid: auto, cuda, cpu)",
+        a.backend
+    );
+    v::at_least_one("--iters", Some(a.iters))?;
+    v::at_least_one("--confirm-iters", Some(a.confirm_iters))?;
+    v::at_least_one("--budget", a.budget)?;
+    v::at_least_one("--patience", a.patience)?;
+    v::seconds("--time-limit", a.time_limit)?;
+    v::seconds("--candidate-timeout", Some(a.candidate_timeout))?;
+    anyhow::ensure!(
+        a.compare_model.is_none() || a.strategy == Strategy::Exhaustive,
+        "--compare-model replays the model over exhaustive measurements: use it with --strategy exhaustive"
+    );
+    v::writable("--profile", &a.profile)?;
+    if let Some(p) = &a.json {
+        v::writable("--json", p)?;
+    }
+    Ok(())
+}
+
 pub fn run(a: Args) -> anyhow::Result<()> {
+    check(&a)?;
     let mut shapes = shapes_of(&a)?;
     if let Some(sh) = a.shard {
         let total = shapes.len();

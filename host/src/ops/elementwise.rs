@@ -4,10 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
-use ferrotune_kernels::elementwise::{
-    self as k, Add, AddMulAct, Axpy, CopyBits, ElemOp, ElemVariant, GeluErf, GeluTanh, Map, Relu, Scale,
-};
-use rayon::prelude::*;
+use ferrotune_kernels::elementwise::{ElemOp, ElemVariant};
 
 pub use ferrotune_kernels::elementwise::Activation;
 
@@ -102,7 +99,7 @@ fn run_default<T: Scalar>(
     alpha: f32,
 ) -> Result<()> {
     // A tuned profile entry for this machine and size when there is one, else the heuristic.
-    let cfg = crate::tuned::config_for(s, op, T::DTYPE, out.len());
+    let cfg = crate::tuned::config_for(s, op, T::DTYPE, out.len())?;
     run_elementwise(s, op, &cfg, inputs, out, alpha)
 }
 
@@ -188,14 +185,6 @@ fn cpu_slices<'a, T: Scalar>(inputs: &'a [&View<'_, T>]) -> Vec<&'a [T]> {
         .collect()
 }
 
-/// Splits `out` into rayon tasks of `chunk` elements; each task maps its part of the inputs.
-fn par_map<T: Scalar, const K: usize, Op: Map<K>>(op: Op, ins: [&[T]; K], out: &mut [T], chunk: usize) {
-    out.par_chunks_mut(chunk).enumerate().for_each(|(i, o)| {
-        let start = i * chunk;
-        k::map_into(op, ins.map(|x| &x[start..start + o.len()]), o);
-    });
-}
-
 fn run_cpu<T: Scalar>(
     cpu: &Cpu,
     op: ElemOp,
@@ -207,26 +196,7 @@ fn run_cpu<T: Scalar>(
     let ViewMut::Cpu(out) = out else {
         unreachable!("check() matched the output's backend to the stream's");
     };
-    let ins = cpu_slices(inputs);
-    let chunk = cfg.cpu_chunk;
-    cpu.pool.install(|| match op {
-        ElemOp::Copy => par_map(CopyBits, [ins[0]], out, chunk),
-        ElemOp::Scale => par_map(Scale { alpha }, [ins[0]], out, chunk),
-        ElemOp::Relu => par_map(Relu, [ins[0]], out, chunk),
-        ElemOp::GeluErf => par_map(GeluErf, [ins[0]], out, chunk),
-        ElemOp::GeluTanh => par_map(GeluTanh, [ins[0]], out, chunk),
-        ElemOp::Add => par_map(Add, [ins[0], ins[1]], out, chunk),
-        ElemOp::Chain(act) => par_map(AddMulAct { act }, [ins[0], ins[1], ins[2]], out, chunk),
-        ElemOp::Axpy => out
-            .par_chunks_mut(chunk)
-            .zip(ins[0].par_chunks(chunk))
-            .for_each(|(y, x)| k::map_inplace(Axpy { alpha }, x, y)),
-        ElemOp::BiasAdd => {
-            let bias = ins[0];
-            let rows_per_task = (chunk / bias.len()).max(1);
-            out.par_chunks_mut(rows_per_task * bias.len()).for_each(|rows| k::bias_add_rows(rows, bias));
-        }
-    });
+    super::elementwise_cpu::run(cpu, op, cfg.cpu_chunk, &cpu_slices(inputs), out, alpha);
     Ok(())
 }
 

@@ -6,9 +6,8 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, SyncOnDrop};
-use ferrotune_kernels::gemm::{self as kg, CpuOperands, GemmVariant};
+use ferrotune_kernels::gemm::{self as kg, GemmVariant};
 use ferrotune_kernels::splitk::{REDUCE_THREADS, reduce_entry};
-use rayon::prelude::*;
 
 pub use ferrotune_kernels::gemm::{Epilogue, Layout};
 pub use ferrotune_kernels::splitk::SplitPlan;
@@ -302,7 +301,7 @@ pub fn gemm<T: Scalar, O: Scalar>(
         return Ok(());
     }
     // A tuned profile's config for this device and shape, else the built-in heuristic.
-    let cfg = crate::tuned::gemm_config_for(s, &g, T::DTYPE);
+    let cfg = crate::tuned::gemm_config_for(s, &g, T::DTYPE)?;
     match s {
         // The CPU backend does not split K: the result is the same up to rounding.
         Stream::Cpu(cpu) => run_cpu(cpu, &g, cfg, a, b, c, bias, d),
@@ -572,7 +571,9 @@ pub fn split_launches(
         Layout::Col => plan.kc,
     };
     let mn = g.m.checked_mul(g.n).ok_or_else(|| Error::OutOfMemory {
-        context: format!("the split-K workspace of {} x {} floats overflows the address space", g.m, g.n),
+        requested: usize::MAX,
+        available: 0,
+        what: format!("the split-K workspace of {} x {} floats", g.m, g.n),
     })?;
     let part = Gemm {
         k: plan.kc,
@@ -626,7 +627,9 @@ unsafe fn launch_split(
         split_launches(g, dtype, plan, pa, pb, cfg)?;
     let mn = part.stride_c;
     let ws_len = plan.workspace_elems_checked(m, n).ok_or_else(|| Error::OutOfMemory {
-        context: format!("the split-K workspace of {} x {m} x {n} floats overflows the address space", plan.slices),
+        requested: usize::MAX,
+        available: 0,
+        what: format!("the split-K workspace of {} x {m} x {n} floats", plan.slices),
     })?;
     let rest = (plan.slices - 1) as u64;
     let reduce = gpu.kernels()?.function(reduce_entry(out))?;
@@ -769,7 +772,7 @@ pub fn gemm_ptr_array<T: Scalar, O: Scalar>(
     if batch > 65_535 {
         return Err(Error::InvalidConfig { op: OP, why: format!("batch {batch} above 65535") });
     }
-    let cfg = crate::tuned::gemm_config_for(s, &Gemm { batch, ..g }, T::DTYPE);
+    let cfg = crate::tuned::gemm_config_for(s, &Gemm { batch, ..g }, T::DTYPE)?;
     match s {
         Stream::Cpu(cpu) => {
             for ((x, y), z) in a.iter().zip(b).zip(d.iter_mut()) {
@@ -836,17 +839,6 @@ fn host_slice<'a, T: Scalar>(v: &'a View<'_, T>) -> Result<&'a [T]> {
     }
 }
 
-/// f32 copy of one matrix of `rows x cols`, row-major and tight.
-fn to_rows_f32<T: Scalar>(src: &[T], layout: Layout, rows: usize, cols: usize, ld: usize) -> Vec<f32> {
-    let mut v = vec![0.0f32; rows * cols];
-    for i in 0..rows {
-        for j in 0..cols {
-            v[i * cols + j] = src[layout.index(i, j, ld)].to_f32();
-        }
-    }
-    v
-}
-
 #[allow(clippy::too_many_arguments)]
 fn run_cpu<T: Scalar, O: Scalar>(
     cpu: &Cpu,
@@ -864,31 +856,7 @@ fn run_cpu<T: Scalar, O: Scalar>(
     let ViewMut::Cpu(d) = d else {
         return Err(Error::BackendMismatch { op: OP, what: "D", expected: "cpu", got: "cuda" });
     };
-    let rows_per_task = g.cpu_rows.unwrap_or(cfg.cpu_rows).max(1);
-    cpu.install(|| {
-        for z in 0..g.batch {
-            let af = to_rows_f32(&a[z * g.stride_a..], g.a_layout, g.m, g.k, g.lda);
-            let bf = to_rows_f32(&b[z * g.stride_b..], g.b_layout, g.k, g.n, g.ldb);
-            let ops = CpuOperands { a: &af, b: &bf, m: g.m, n: g.n, k: g.k };
-            // Tight rows of this batch's D, computed in parallel, then copied out (ldc may be
-            // wider than n).
-            let mut out = vec![O::default(); g.m * g.n];
-            let cz: Vec<O> = if g.epilogue.beta != 0.0 {
-                (0..g.m).flat_map(|i| c[z * g.stride_c + i * g.ldc..][..g.n].iter().copied()).collect()
-            } else {
-                Vec::new()
-            };
-            out.par_chunks_mut(rows_per_task * g.n).enumerate().for_each(|(t, chunk)| {
-                let row0 = t * rows_per_task;
-                let cr = if cz.is_empty() { &[][..] } else { &cz[row0 * g.n..row0 * g.n + chunk.len()] };
-                let mut acc = vec![0.0f32; g.n];
-                kg::cpu_rows(&ops, row0, &g.epilogue, cr, bias, chunk, &mut acc);
-            });
-            for i in 0..g.m {
-                let dst = z * g.stride_c + i * g.ldc;
-                d[dst..dst + g.n].copy_from_slice(&out[i * g.n..(i + 1) * g.n]);
-            }
-        }
-    });
-    Ok(())
+    // Rows of output per rayon task (each task one packed SGEMM on its band).
+    let band_rows = g.cpu_rows.unwrap_or(cfg.cpu_rows);
+    super::gemm_cpu::run(cpu, g, band_rows, a, b, c, bias, d)
 }

@@ -3,7 +3,9 @@
 
 pub mod clifford;
 pub mod elementwise;
+pub(crate) mod elementwise_cpu;
 pub mod gemm;
+pub(crate) mod gemm_cpu;
 pub mod reduce;
 
 pub use clifford::{

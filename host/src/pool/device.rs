@@ -42,12 +42,12 @@ pub(crate) struct CaptureRelease {
 }
 
 /// The typed out-of-memory error, counted in the statistics.
-fn oom(st: &mut State, requested: usize, size: usize, limit: Option<usize>, by_limit: bool) -> Error {
+fn oom(st: &mut State, requested: usize, size: usize, limit: Option<usize>) -> Error {
     st.arena.count_oom();
     let s = st.arena.stats();
     let detail = match limit {
-        Some(l) if by_limit => format!("a new {size}-byte segment would pass the pool limit of {l} bytes"),
-        _ => format!("the device has no memory left for a new {size}-byte segment"),
+        Some(l) => format!("a new {size}-byte segment would pass the pool limit of {l} bytes"),
+        None => format!("the device has no memory left for a new {size}-byte segment"),
     };
     Error::PoolExhausted { requested, allocated: s.allocated_bytes, reserved: s.reserved_bytes, limit, detail }
 }
@@ -70,12 +70,10 @@ fn arena_error(op: &'static str, e: ArenaError) -> Error {
         ArenaError::UnknownBlock(addr) => {
             Error::InvalidConfig { op, why: format!("no pool block is handed out at {addr:#x}") }
         }
-        ArenaError::TooLarge(bytes) => Error::PoolExhausted {
+        ArenaError::TooLarge(bytes) => Error::OutOfMemory {
             requested: bytes,
-            allocated: 0,
-            reserved: 0,
-            limit: None,
-            detail: "request too large".into(),
+            available: 0,
+            what: format!("{op}: a request larger than any pool segment can be"),
         },
     }
 }
@@ -158,7 +156,7 @@ impl DevicePool {
                             self.release_cached(&mut st)?;
                             continue;
                         }
-                        return Err(oom(&mut st, bytes, size, limit, true));
+                        return Err(oom(&mut st, bytes, size, limit));
                     }
                     self.ctx.bind_to_thread().ctx(|| "binding the context".into())?;
                     // SAFETY: cuMemAlloc returns a fresh allocation of `size` bytes or an error;
@@ -176,7 +174,19 @@ impl DevicePool {
                     return match got {
                         Ok(base) => Ok(st.arena.take_new_segment(owner, base, size, bytes)),
                         Err(e) if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                            Err(oom(&mut st, bytes, size, limit, false))
+                            // The device itself is full (no pool limit involved): the sizes
+                            // a user can act on are the request and the device's free memory.
+                            st.arena.count_oom();
+                            let s = st.arena.stats();
+                            let free = self.ctx.mem_get_info().map(|(f, _)| f).unwrap_or(0);
+                            Err(Error::OutOfMemory {
+                                requested: bytes,
+                                available: free,
+                                what: format!(
+                                    "a {size}-byte pool segment ({} bytes allocated, {} reserved by the pool)",
+                                    s.allocated_bytes, s.reserved_bytes
+                                ),
+                            })
                         }
                         Err(e) => Err(e).ctx(|| format!("allocating a {size}-byte pool segment")),
                     };

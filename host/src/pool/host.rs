@@ -38,8 +38,9 @@ fn cache() -> MutexGuard<'static, Cache> {
         .unwrap_or_else(|p| p.into_inner())
 }
 
-/// An empty `Vec` with room for exactly `len` elements: a kept one, else a new one.
-pub(crate) fn take<T: Send + 'static>(len: usize) -> Vec<T> {
+/// An empty `Vec` with room for exactly `len` elements: a kept one, else a new one allocated
+/// fallibly (`Error::OutOfMemory` naming `what` when the host cannot hold it).
+pub(crate) fn take<T: Send + 'static>(len: usize, what: &str) -> crate::Result<Vec<T>> {
     let mut c = cache();
     // Keyed by the type's id, so the downcast always succeeds.
     if let Some(b) = c.free.get_mut(&(TypeId::of::<T>(), len)).and_then(Vec::pop)
@@ -49,11 +50,11 @@ pub(crate) fn take<T: Send + 'static>(len: usize) -> Vec<T> {
         c.stats.cached_bytes -= len * size_of::<T>();
         let mut v = *v;
         v.clear();
-        return v;
+        return Ok(v);
     }
     c.stats.misses += 1;
     drop(c);
-    Vec::with_capacity(len)
+    crate::buffer::try_host_capacity(len, what)
 }
 
 /// Keeps `v` for a later `take` of its capacity, while the cache is under its limit.
@@ -99,13 +100,13 @@ mod tests {
     fn vecs_come_back_by_type_and_length() {
         // A length no other test uses, so parallel tests do not interfere.
         let n = 12_345;
-        let mut v: Vec<f32> = take(n);
+        let mut v: Vec<f32> = take(n, "test").unwrap();
         v.resize(n, 1.0);
         let p = v.as_ptr();
         give(v);
-        let w: Vec<u16> = take(n);
+        let w: Vec<u16> = take(n, "test").unwrap();
         assert_ne!(w.as_ptr() as usize, p as usize, "another type never gets it");
-        let v2: Vec<f32> = take(n);
+        let v2: Vec<f32> = take(n, "test").unwrap();
         assert_eq!((v2.as_ptr(), v2.len(), v2.capacity()), (p, 0, n), "the same memory, emptied");
         give(Vec::<f32>::new());
         assert!(stats().hits >= 1 && stats().misses >= 2);

@@ -23,12 +23,10 @@ pub struct Pooled<T> {
 impl<T: DeviceRepr> Pooled<T> {
     /// `len` uninitialised elements for work on `stream`.
     pub fn uninit(pool: &Arc<DevicePool>, stream: &Arc<CudaStream>, len: usize) -> Result<Pooled<T>> {
-        let bytes = len.checked_mul(size_of::<T>()).ok_or_else(|| crate::Error::PoolExhausted {
+        let bytes = len.checked_mul(size_of::<T>()).ok_or_else(|| crate::Error::OutOfMemory {
             requested: usize::MAX,
-            allocated: 0,
-            reserved: 0,
-            limit: None,
-            detail: format!("{len} elements of {} bytes overflow the address space", size_of::<T>()),
+            available: 0,
+            what: format!("{len} elements of {} bytes (overflows the address space)", size_of::<T>()),
         })?;
         let g = pool.allocate(stream, bytes)?;
         // SAFETY: the block at `g.addr` holds at least `bytes` bytes, is handed out to this

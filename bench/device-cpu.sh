@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Issue 16 on the GPU machine: impossible sizes fail fast with an out-of-memory message (no
+# backtrace, non-zero exit, well under 10 s), the library test of the same, and the profile
+# warnings. Run from an unpacked carry: `xtask` and `ferrotune_tests` in $BIN (default: the
+# directory of this script). Results: $OUT/oom-*.txt and a summary table on stdout.
+set -uo pipefail
+BIN=${BIN:-$(cd "$(dirname "$0")" && pwd)}
+OUT=${OUT:-/tmp}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0 FERROTUNE_REQUIRE_GPU=1
+fail=0
+# name, then the command: must exit non-zero in < 10 s, say "out of memory", print no backtrace.
+oom() {
+    local name=$1
+    shift
+    local t0 t1 rc ms
+    t0=$(date +%s%N)
+    timeout 60 "$@" >"$OUT/oom-$name.txt" 2>&1
+    rc=$?
+    t1=$(date +%s%N)
+    ms=$(((t1 - t0) / 1000000))
+    local verdict=ok
+    if [ "$rc" -eq 0 ] || ! grep -q "out of memory" "$OUT/oom-$name.txt" || grep -qi "backtrace\|panicked" "$OUT/oom-$name.txt" \
+        || [ "$ms" -gt 10000 ]; then
+        verdict=FAIL
+        fail=1
+    fi
+    printf '%-24s rc %-3s %6d ms  %s  %s\n' "$name" "$rc" "$ms" "$verdict" "$(grep -m1 'out of memory' "$OUT/oom-$name.txt")"
+}
+oom bench-sizes-200000 "$BIN/xtask" bench --sizes 200000
+oom gemm-300000 "$BIN/xtask" bench --ops gemm --shapes 300000x300000x300000 --dtypes bf16
+oom cpu-bench-sizes-100000 "$BIN/xtask" bench --backend cpu --sizes 100000
+"$BIN/ferrotune_tests" impossible_sizes_are_out_of_memory_errors profile_warnings 2>&1 | tail -3 | tee "$OUT/oom-tests.txt"
+grep -q "test result: ok" "$OUT/oom-tests.txt" || fail=1
+exit $fail

@@ -1,0 +1,300 @@
+//! The CPU backend of GEMM: `matrixmultiply`'s packed, cache-blocked SGEMM on bands of output
+//! rows spread over the backend's rayon pool (every layout through strides), f16/bf16 operands
+//! widened to f32 one K panel at a time with a bulk (vectorised) conversion, and the shared
+//! epilogue (`kernels-gpu`'s `Epilogue`) in one pass over each finished band.
+
+use std::any::TypeId;
+
+use ferrotune_kernels::gemm::{self as kg, Epilogue, Layout};
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+use crate::backend::Cpu;
+use crate::buffer::{Scalar, try_host_vec};
+use crate::error::Result;
+use crate::ops::gemm::Gemm;
+
+/// K elements of a 16-bit operand widened per step: `matrixmultiply`'s own K block for f32,
+/// so each panel is one of its packing steps and the band's accumulators are revisited no
+/// more often than it revisits them anyway.
+const KC: usize = 256;
+
+/// The slice as f32 when `T` is f32.
+fn as_f32<T: 'static>(s: &[T]) -> Option<&[f32]> {
+    // SAFETY: `T` is `f32` (same TypeId), so the cast reinterprets nothing.
+    (TypeId::of::<T>() == TypeId::of::<f32>())
+        .then(|| unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), s.len()) })
+}
+
+/// The mutable slice as f32 when `T` is f32.
+fn as_f32_mut<T: 'static>(s: &mut [T]) -> Option<&mut [f32]> {
+    // SAFETY: `T` is `f32` (same TypeId); the borrow of `s` is moved into the result.
+    (TypeId::of::<T>() == TypeId::of::<f32>())
+        .then(|| unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), s.len()) })
+}
+
+/// `dst = src` widened to f32: `half`'s slice conversions (F16C on x86 when present, bit
+/// shifts for bf16), one call per contiguous run, never an element at a time.
+fn widen<T: Scalar>(src: &[T], dst: &mut [f32]) {
+    let id = TypeId::of::<T>();
+    if id == TypeId::of::<f16>() {
+        // SAFETY: `T` is `f16` (same TypeId).
+        let s: &[f16] = unsafe { std::slice::from_raw_parts(src.as_ptr().cast(), src.len()) };
+        s.convert_to_f32_slice(dst);
+    } else if id == TypeId::of::<bf16>() {
+        // SAFETY: `T` is `bf16` (same TypeId).
+        let s: &[bf16] = unsafe { std::slice::from_raw_parts(src.as_ptr().cast(), src.len()) };
+        s.convert_to_f32_slice(dst);
+    } else {
+        dst.iter_mut().zip(src).for_each(|(d, s)| *d = s.to_f32());
+    }
+}
+
+/// `dst = src` rounded to `T` (nearest even): `half`'s slice conversions (F16C on x86 when
+/// present), one call per row.
+fn narrow<T: Scalar>(src: &[f32], dst: &mut [T]) {
+    let id = TypeId::of::<T>();
+    if id == TypeId::of::<f16>() {
+        // SAFETY: `T` is `f16` (same TypeId); the borrow of `dst` is reborrowed for the call.
+        let d: &mut [f16] = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast(), dst.len()) };
+        d.convert_from_f32_slice(src);
+    } else if id == TypeId::of::<bf16>() {
+        // SAFETY: `T` is `bf16` (same TypeId).
+        let d: &mut [bf16] = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast(), dst.len()) };
+        d.convert_from_f32_slice(src);
+    } else {
+        dst.iter_mut().zip(src).for_each(|(d, s)| *d = T::from_f32(*s));
+    }
+}
+
+/// A strided f32 matrix: base slice (starting at element (0, 0)), row and column strides.
+#[derive(Clone, Copy)]
+struct Mat<'a> {
+    data: &'a [f32],
+    rs: usize,
+    cs: usize,
+}
+
+/// Element strides of a matrix in `layout` with leading dimension `ld`.
+fn strides(layout: Layout, ld: usize) -> (usize, usize) {
+    match layout {
+        Layout::Row => (ld, 1),
+        Layout::Col => (1, ld),
+    }
+}
+
+/// `acc (rows x n, pitch ldo) = a (rows x k) b (k x n) + beta acc` with `matrixmultiply`.
+#[allow(clippy::too_many_arguments)]
+fn sgemm(rows: usize, k: usize, n: usize, a: Mat<'_>, b: Mat<'_>, beta: f32, acc: &mut [f32], ldo: usize) {
+    let last = |m: &Mat<'_>, r: usize, c: usize| (r - 1) * m.rs + (c - 1) * m.cs;
+    assert!(rows > 0 && n > 0 && k > 0, "sgemm: empty product");
+    assert!(last(&a, rows, k) < a.data.len() && last(&b, k, n) < b.data.len(), "sgemm: operand out of range");
+    assert!((rows - 1) * ldo + n <= acc.len() && n <= ldo, "sgemm: output out of range");
+    // SAFETY: the asserts above prove every element the strides reach lies inside its slice;
+    // `acc` is borrowed mutably and the inputs immutably, so nothing aliases.
+    unsafe {
+        matrixmultiply::sgemm(
+            rows,
+            k,
+            n,
+            1.0,
+            a.data.as_ptr(),
+            a.rs as isize,
+            a.cs as isize,
+            b.data.as_ptr(),
+            b.rs as isize,
+            b.cs as isize,
+            beta,
+            acc.as_mut_ptr(),
+            ldo as isize,
+            1,
+        )
+    }
+}
+
+/// What one band of output rows reads: the operands of its matrix and the band's first row.
+struct Band<'a, T, O> {
+    g: &'a Gemm,
+    a: &'a [T],
+    b: &'a [T],
+    /// C of this matrix (from its first row; empty when the epilogue does not read it).
+    c: &'a [O],
+    bias: &'a [O],
+    i0: usize,
+    rows: usize,
+}
+
+impl<T: Scalar, O: Scalar> Band<'_, T, O> {
+    /// The band's f32 products into `acc` (`rows x n`, pitch `ldo`): straight from the
+    /// operands for f32, else panel by panel of K widened to f32.
+    fn product(&self, acc: &mut [f32], ldo: usize) -> Result<()> {
+        let g = self.g;
+        let (n, k, rows, i0) = (g.n, g.k, self.rows, self.i0);
+        if k == 0 {
+            for r in 0..rows {
+                acc[r * ldo..r * ldo + n].fill(0.0);
+            }
+            return Ok(());
+        }
+        let (ars, acs) = strides(g.a_layout, g.lda);
+        let (brs, bcs) = strides(g.b_layout, g.ldb);
+        if let (Some(a), Some(b)) = (as_f32(self.a), as_f32(self.b)) {
+            let a = Mat { data: &a[i0 * ars..], rs: ars, cs: acs };
+            sgemm(rows, k, n, a, Mat { data: b, rs: brs, cs: bcs }, 0.0, acc, ldo);
+            return Ok(());
+        }
+        let kc = KC.min(k);
+        let mut pa = try_host_vec::<f32>(rows * kc, "GEMM A panel")?;
+        let mut pb = try_host_vec::<f32>(kc * n, "GEMM B panel")?;
+        for k0 in (0..k).step_by(kc) {
+            let kp = kc.min(k - k0);
+            // A panel (rows x kp) and B panel (kp x n), each kept in its operand's orientation
+            // so that every conversion is one contiguous run.
+            let a = match g.a_layout {
+                Layout::Row => {
+                    for r in 0..rows {
+                        widen(&self.a[(i0 + r) * g.lda + k0..][..kp], &mut pa[r * kp..(r + 1) * kp]);
+                    }
+                    Mat { data: &pa, rs: kp, cs: 1 }
+                }
+                Layout::Col => {
+                    for kk in 0..kp {
+                        widen(&self.a[(k0 + kk) * g.lda + i0..][..rows], &mut pa[kk * rows..(kk + 1) * rows]);
+                    }
+                    Mat { data: &pa, rs: 1, cs: rows }
+                }
+            };
+            let b = match g.b_layout {
+                Layout::Row => {
+                    widen_rows(self.b, k0, kp, n, g.ldb, &mut pb);
+                    Mat { data: &pb, rs: n, cs: 1 }
+                }
+                Layout::Col => {
+                    // Column j of B holds its K run contiguously: the panel's part of it.
+                    for j in 0..n {
+                        widen(&self.b[j * g.ldb + k0..][..kp], &mut pb[j * kp..(j + 1) * kp]);
+                    }
+                    Mat { data: &pb, rs: 1, cs: kp }
+                }
+            };
+            sgemm(rows, kp, n, a, b, if k0 == 0 { 0.0 } else { 1.0 }, acc, ldo);
+        }
+        Ok(())
+    }
+}
+
+/// Widens `count` rows of `len` elements, row `r0 + i` starting at `(r0 + i) * ld`, into
+/// `dst` (tight).
+fn widen_rows<T: Scalar>(src: &[T], r0: usize, count: usize, len: usize, ld: usize, dst: &mut [f32]) {
+    for i in 0..count {
+        widen(&src[(r0 + i) * ld..][..len], &mut dst[i * len..(i + 1) * len]);
+    }
+}
+
+/// Whether the epilogue changes the products at all.
+fn is_plain(e: &Epilogue) -> bool {
+    e.alpha == 1.0 && e.flags() == 0
+}
+
+/// Runs the resolved, checked GEMM `g` on the CPU pool: bands of `band_rows` output rows of
+/// every matrix of the batch are the rayon tasks. `d` spans at least each matrix's extent.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run<T: Scalar, O: Scalar>(
+    cpu: &Cpu,
+    g: &Gemm,
+    band_rows: usize,
+    a: &[T],
+    b: &[T],
+    c: &[O],
+    bias: &[O],
+    d: &mut [O],
+) -> Result<()> {
+    let band_rows = band_rows.max(1);
+    let extent = (g.m - 1) * g.ldc + g.n;
+    let epi = g.epilogue;
+    let reads_c = epi.beta != 0.0;
+    // Batch z's D starts at z * stride_c; a batch of one may have any stride.
+    let stride_c = if g.batch == 1 { d.len().max(1) } else { g.stride_c };
+    cpu.install(|| {
+        d.par_chunks_mut(stride_c).take(g.batch).enumerate().try_for_each(|(z, dz)| {
+            dz[..extent].par_chunks_mut(band_rows * g.ldc).enumerate().try_for_each(|(t, out)| {
+                let i0 = t * band_rows;
+                let rows = out.len().div_ceil(g.ldc);
+                // Empty operands (k = 0) may be shorter than the batch strides.
+                let from = |len: usize, at: usize| at.min(len);
+                let band = Band {
+                    g,
+                    a: &a[from(a.len(), z * g.stride_a)..],
+                    b: &b[from(b.len(), z * g.stride_b)..],
+                    c: if reads_c { &c[z * g.stride_c + i0 * g.ldc..] } else { &[] },
+                    bias,
+                    i0,
+                    rows,
+                };
+                band.finish(out)
+            })
+        })
+    })
+}
+
+impl<T: Scalar, O: Scalar> Band<'_, T, O> {
+    /// Products, then the epilogue, into the band `out` of D (rows of pitch `ldc`): in place
+    /// for f32 outputs, else in f32 rows that are then narrowed in bulk.
+    fn finish(&self, out: &mut [O]) -> Result<()> {
+        let (n, ldc, epi) = (self.g.n, self.g.ldc, &self.g.epilogue);
+        let plain = is_plain(epi);
+        if let Some(out) = as_f32_mut(out) {
+            self.product(out, ldc)?;
+            if !plain {
+                let (c, bias) = (as_f32(self.c).unwrap_or(&[]), as_f32(self.bias).unwrap_or(&[]));
+                let bias = if bias.is_empty() { bias } else { &bias[..n] };
+                for r in 0..self.rows {
+                    let cr = if c.is_empty() { c } else { &c[r * ldc..r * ldc + n] };
+                    kg::epilogue_row_in_place(epi, cr, bias, &mut out[r * ldc..r * ldc + n], O::DTYPE);
+                }
+            }
+            return Ok(());
+        }
+        let mut acc = try_host_vec::<f32>(self.rows * n, "GEMM accumulators")?;
+        self.product(&mut acc, n)?;
+        let mut bias = Vec::new();
+        if epi.bias {
+            bias = try_host_vec::<f32>(n, "GEMM bias row")?;
+            widen(&self.bias[..n], &mut bias);
+        }
+        let mut c = try_host_vec::<f32>(if self.c.is_empty() { 0 } else { n }, "GEMM C row")?;
+        for r in 0..self.rows {
+            let row = &mut acc[r * n..(r + 1) * n];
+            if !plain {
+                if !c.is_empty() {
+                    widen(&self.c[r * ldc..r * ldc + n], &mut c);
+                }
+                kg::epilogue_row_in_place(epi, &c, &bias, row, O::DTYPE);
+            }
+            narrow(row, &mut out[r * ldc..r * ldc + n]);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widening_matches_the_element_conversion() {
+        let xs: Vec<f32> = (0..37).map(|i| (i as f32 - 18.0) * 0.37).collect();
+        let h: Vec<f16> = xs.iter().map(|&x| f16::from_f32(x)).collect();
+        let b: Vec<bf16> = xs.iter().map(|&x| bf16::from_f32(x)).collect();
+        let (mut wh, mut wb) = (vec![0.0; 37], vec![0.0; 37]);
+        widen(&h, &mut wh);
+        widen(&b, &mut wb);
+        assert!(wh.iter().zip(&h).all(|(w, h)| *w == h.to_f32()));
+        assert!(wb.iter().zip(&b).all(|(w, b)| *w == b.to_f32()));
+        let (mut nh, mut nb) = (vec![f16::ZERO; 37], vec![bf16::ZERO; 37]);
+        narrow(&xs, &mut nh);
+        narrow(&xs, &mut nb);
+        assert_eq!((nh, nb), (h, b));
+    }
+}
