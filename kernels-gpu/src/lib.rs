@@ -9,6 +9,7 @@ pub mod clifford;
 pub mod element;
 pub mod elementwise;
 pub mod gemm;
+pub mod gemv;
 pub mod math;
 pub mod reduce;
 pub mod splitk;

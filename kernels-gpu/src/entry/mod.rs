@@ -5,5 +5,6 @@
 mod clifford;
 mod elementwise;
 mod gemm;
+mod gemv;
 mod reduce;
 mod splitk;
