@@ -27,6 +27,7 @@ pub mod pinned;
 pub mod profiler;
 pub mod stream;
 pub mod tuned;
+pub mod workspace;
 
 pub use backend::{Backend, BackendChoice, Cpu, Gpu};
 pub use buffer::{Buffer, Scalar, View, ViewMut};

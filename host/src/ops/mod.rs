@@ -4,6 +4,7 @@
 pub mod clifford;
 pub mod elementwise;
 pub mod gemm;
+pub mod gemv;
 pub mod reduce;
 
 pub use clifford::{
