@@ -10,6 +10,7 @@ pub mod elementwise;
 pub mod error;
 pub mod gemm;
 pub mod gemm_rows;
+pub mod gemm_suite;
 pub mod gemm_tiles;
 pub mod report;
 pub mod roofline;

@@ -26,6 +26,11 @@ pub struct Args {
     /// for `--ops clifford`, BxN.
     #[arg(long, value_delimiter = ',')]
     shapes: Option<Vec<String>>,
+    /// With `--ops gemm`: a named shape suite instead of `--shapes` (`irregular`: odd, small-M,
+    /// tiny- and long-K shapes against cuBLAS, with a copy-bandwidth ceiling; bf16 and f16
+    /// unless `--dtypes` says otherwise).
+    #[arg(long)]
+    shape_suite: Option<String>,
     /// Dtypes: f32, f16, bf16 (comma-separated) or `all`; GEMM rows keep those listed.
     #[arg(long, value_delimiter = ',')]
     dtypes: Option<Vec<String>>,
@@ -115,6 +120,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             json: args.json.clone(),
         });
     }
+    if let Some(suite) = &args.shape_suite {
+        return crate::bench_gemm_suite::run(crate::bench_gemm_suite::SuiteArgs {
+            suite: suite.clone(),
+            dtypes: args.dtypes.clone().unwrap_or_else(|| ["bf16", "f16"].map(String::from).to_vec()),
+            warmup: args.warmup.unwrap_or(3),
+            iters: args.iters.unwrap_or(20),
+            json: args.json.clone(),
+        });
+    }
     let gemm_tiles = args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm-tiles"));
     if gemm_tiles || args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm")) {
         let run = if gemm_tiles { crate::bench_gemm::run_tiles } else { crate::bench_gemm::run };
@@ -201,7 +215,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// The commit benchmarked: `FERROTUNE_COMMIT`, else `git rev-parse`, else "unknown".
-fn commit() -> String {
+pub(crate) fn commit() -> String {
     if let Ok(c) = std::env::var("FERROTUNE_COMMIT") {
         return c;
     }

@@ -3,6 +3,7 @@
 mod bench;
 mod bench_clifford;
 mod bench_gemm;
+mod bench_gemm_suite;
 mod info;
 mod profile;
 mod ptx;
