@@ -116,6 +116,8 @@ fn explain_gemm(set: &ProfileSet, dtype: &str, shape: Option<&str>, layout: &str
         ));
     }
     println!("  split-K: {note}");
+    let (family, why) = ferrotune::tuned::gemm_family(&g, dt.dtype(), &b.stream());
+    println!("  family: {family} ({why})");
     Ok(())
 }
 
