@@ -17,11 +17,11 @@ OUT=${OUT:-/tmp/irregular-out}; mkdir -p $OUT
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 if [[ $PARTS == *tests* ]]; then
   echo "=== GPU tests (small-M, GEMM, split-K)"
-  timeout 100 $C/ferrotune_tests --test-threads=1 gemv:: gpu_gemm gpu_split_k > $OUT/irregular-tests.txt 2>&1
+  timeout ${TESTS_TIMEOUT:-100} $C/ferrotune_tests --test-threads=1 gemv:: gpu_gemm gpu_split_k > $OUT/irregular-tests.txt 2>&1
   echo "tests exit $?"; grep -E "test result|cases|panicked|FAILED" $OUT/irregular-tests.txt | head -20
   echo "=== compute-sanitizer on the small-M kernels"
   for tool in memcheck racecheck; do
-    timeout 45 compute-sanitizer --tool $tool --error-exitcode 9 $C/ferrotune_tests --test-threads=1 \
+    timeout ${SAN_TIMEOUT:-45} compute-sanitizer --tool $tool --error-exitcode 9 $C/ferrotune_tests --test-threads=1 \
       gpu_small_m_split_k gpu_small_m_odd_view > $OUT/irregular-sanitizer-$tool.txt 2>&1
     echo "$tool: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/irregular-sanitizer-$tool.txt | tail -1)"
   done
