@@ -6,6 +6,7 @@ mod elementwise;
 mod errors;
 mod gemm;
 mod gemv;
+mod pack;
 mod ptx;
 mod splitk;
 mod tidy;

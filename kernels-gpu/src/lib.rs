@@ -11,6 +11,7 @@ pub mod elementwise;
 pub mod gemm;
 pub mod gemv;
 pub mod math;
+pub mod pack;
 pub mod reduce;
 pub mod splitk;
 

@@ -308,6 +308,12 @@ pub fn gemm<T: Scalar, O: Scalar>(
         log::debug!("gemm {}x{}x{}: {why}", g.m, g.n, g.k);
         return super::gemv::run(stream, gpu, &g, a, b, c, bias, d);
     }
+    if let Stream::Cuda { stream, gpu } = s
+        && let Some(why) = super::pack::pack_applies(&g, T::DTYPE, [device_ptr(a, stream)?.0, device_ptr(b, stream)?.0])
+    {
+        log::debug!("gemm {}x{}x{}: {why}", g.m, g.n, g.k);
+        return super::pack::run(s, stream, gpu, &g, a, b, c, bias, d);
+    }
     // A tuned profile's config for this device and shape, else the built-in heuristic.
     let cfg = crate::tuned::gemm_config_for(s, &g, T::DTYPE);
     match s {

@@ -107,7 +107,11 @@ unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, dtype: DType, out: D
         context: format!("the small-M split workspace of {}x{}x{} overflows", g.m, g.n, plan.ksplit),
     })?;
     // Without a split the workspace is never touched: D stands in for its address.
-    let ws = if ws_bytes > 0 { crate::workspace::stream_workspace(cs, ws_bytes)? } else { pd };
+    let ws = if ws_bytes > 0 {
+        crate::workspace::stream_workspace(cs, crate::workspace::Slot::SmallMSplit, ws_bytes)?
+    } else {
+        pd
+    };
     let kernel = gpu.kernels()?.function(name)?;
     if kv::THREADS > kernel.max_threads {
         return Err(Error::InvalidConfig {

@@ -5,6 +5,7 @@ pub mod clifford;
 pub mod elementwise;
 pub mod gemm;
 pub mod gemv;
+pub mod pack;
 pub mod reduce;
 
 pub use clifford::{

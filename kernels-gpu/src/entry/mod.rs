@@ -6,5 +6,6 @@ mod clifford;
 mod elementwise;
 mod gemm;
 mod gemv;
+mod pack;
 mod reduce;
 mod splitk;
