@@ -105,10 +105,17 @@ pub fn family(backend: &Backend, g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> Stri
             return format!("small-M {name} ksplit {} ({why})", plan.ksplit);
         }
     }
+    let packed = ferrotune::ops::pack::pack_applies(&r, dtype, ptrs).is_some();
+    let r = if packed {
+        let ldp = ferrotune_kernels::pack::packed_ld(r.k);
+        Gemm { lda: ldp, ldb: ldp, a_layout: Layout::Row, b_layout: Layout::Col, ..r }
+    } else {
+        r
+    };
     let cfg = ferrotune::config::gemm_explain(&r, dtype, backend).0;
     let split = SplitPlan::new(r.k, cfg.split_k).slices;
     match variant_chosen(&r, dtype, dtype, ptrs[0], ptrs[1], cfg) {
-        Ok(v) => format!("tiles {} split {split}", v.entry_name().as_str()),
+        Ok(v) => format!("{}tiles {} split {split}", if packed { "pack + " } else { "" }, v.entry_name().as_str()),
         Err(e) => format!("tiles (no variant: {e})"),
     }
 }

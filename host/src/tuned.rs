@@ -349,6 +349,9 @@ pub fn gemm_family(g: &Gemm, dtype: DType, s: &Stream) -> (&'static str, String)
             ("small-M", format!("{why}; {detail}"))
         }
         (Stream::Cpu(_), _) => ("cpu", "the CPU backend's row panels".into()),
+        (_, None) if crate::ops::pack::pack_applies(&r, dtype, [0, 0]).is_some() => {
+            ("pack + tiles", crate::ops::pack::pack_applies(&r, dtype, [0, 0]).unwrap_or_default().to_string())
+        }
         (_, None) => (
             "tiles",
             if dtype == DType::F32 || r.m > ferrotune_kernels::gemv::MAX_M {
