@@ -100,10 +100,10 @@ pub fn copy_ceiling(backend: &Backend, repeat: Repeat) -> Result<(f64, Stats)> {
 pub fn family(backend: &Backend, g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> String {
     let r = g.resolved();
     let sms = backend.stream().gpu().map_or(132, |x| x.info().sm_count as usize);
-    if let Some(why) = small_m_applies(&r, dtype) {
-        if let Some((name, plan)) = describe(&r, dtype, dtype, ptrs, sms) {
-            return format!("small-M {name} ksplit {} ({why})", plan.ksplit);
-        }
+    if let Some(why) = small_m_applies(&r, dtype)
+        && let Some((name, plan)) = describe(&r, dtype, dtype, ptrs, sms)
+    {
+        return format!("small-M {name} ksplit {} ({why})", plan.ksplit);
     }
     let packed = ferrotune::ops::pack::pack_applies(&r, dtype, ptrs).is_some();
     let r = if packed {
