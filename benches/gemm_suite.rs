@@ -59,6 +59,13 @@ pub struct SuiteRow {
     pub weight_bytes_per_s: f64,
     /// `weight_bytes_per_s` over the copy ceiling of this run (small-M rows; null otherwise).
     pub copy_fraction: Option<f64>,
+    /// Rows under 0.2 ms: the median per call of [`QUEUE`] calls queued between two events (the
+    /// GPU's time per call once launches overlap; `ours` times each call alone, host launch
+    /// cost included), ours and cuBLAS alike.
+    pub ours_queued_ms: Option<f64>,
+    pub cublas_queued_ms: Option<f64>,
+    /// `copy_fraction` from `ours_queued_ms`.
+    pub copy_fraction_queued: Option<f64>,
     pub cublas: Option<Stats>,
     pub cublas_tflops: Option<f64>,
     /// ours / cuBLAS throughput (> 1: we are faster).
@@ -85,6 +92,9 @@ pub struct SuiteReport {
 }
 
 const MIB: usize = 1 << 20;
+
+/// Calls per sample of the queued timing.
+pub const QUEUE: usize = 10;
 
 /// Copy bandwidth: `ops::copy` of 256 MiB (bytes read plus bytes written over the median).
 pub fn copy_ceiling(backend: &Backend, repeat: Repeat) -> Result<(f64, Stats)> {
@@ -197,6 +207,13 @@ fn row<T: Scalar>(
     let d = ops_[0].2.to_vec(&s)?;
     let mismatch = ferrotune_testkit::gemm_check_samples(&g, &ha, &hb, &d, None, 256, 99).err();
     let ours = time_on_stream(&s, repeat, |i| run(i, &mut ops_))?;
+    let queued = ours.median_ms < 0.2;
+    let ours_queued_ms = if queued {
+        let st = time_on_stream(&s, repeat, |i| (0..QUEUE).try_for_each(|j| run(i * QUEUE + j, &mut ops_)))?;
+        Some(st.median_ms / QUEUE as f64)
+    } else {
+        None
+    };
     drop(ops_);
     let secs = ours.median_ms * 1e-3;
     let flops = g.flops();
@@ -215,6 +232,7 @@ fn row<T: Scalar>(
         }
     }
     let mut cublas = None;
+    let mut cublas_queued_ms = None;
     if peers.len() == copies {
         match peers[0].verify(64) {
             Err(e) => note = Some(format!("cuBLAS failed its check: {e}")),
@@ -225,6 +243,16 @@ fn row<T: Scalar>(
                         .map_err(|e| ferrotune::Error::InvalidConfig { op: "cublas", why: e.to_string() })
                 })?;
                 cublas = Some(st);
+                if queued {
+                    let st = time_on_stream(&s, repeat, |i| {
+                        (0..QUEUE).try_for_each(|j| {
+                            peers[(i * QUEUE + j) % copies]
+                                .launch()
+                                .map_err(|e| ferrotune::Error::InvalidConfig { op: "cublas", why: e.to_string() })
+                        })
+                    })?;
+                    cublas_queued_ms = Some(st.median_ms / QUEUE as f64);
+                }
             }
         }
     }
@@ -241,6 +269,9 @@ fn row<T: Scalar>(
         ours_tflops,
         weight_bytes_per_s: weight_bps,
         copy_fraction: small.then_some(weight_bps / copy_bps),
+        ours_queued_ms,
+        cublas_queued_ms,
+        copy_fraction_queued: ours_queued_ms.filter(|_| small).map(|ms| (k * n * es) as f64 / (ms * 1e-3) / copy_bps),
         cublas,
         cublas_tflops,
         ratio: cublas_tflops.map(|p| ours_tflops / p),

@@ -143,8 +143,30 @@ pub const fn b_fragment(x: [u32; 4], j: usize) -> [u32; 2] {
     [x[2 * j], x[2 * j + 1]]
 }
 
-/// Entry name of a small-M variant: `ft_gemv_<in>_<out>_g<groups>_<v|s>` (`v`: 16-byte loads
-/// of a K-contiguous weight and x; `s`: element loads in any layout).
+/// The 8 16-bit elements starting `s` elements (0..8) into the 32 bytes `lo ++ hi`: how a row
+/// whose elements are not 16-byte aligned is read with two aligned 16-byte loads. Constant
+/// indices and selects only (stays in registers on the GPU).
+#[inline(always)]
+pub fn funnel(lo: [u32; 4], hi: [u32; 4], s: usize) -> [u32; 4] {
+    let w = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
+    let (q, odd) = (s / 2, s % 2 == 1);
+    let pick = |i: usize| match q {
+        0 => w[i],
+        1 => w[i + 1],
+        2 => w[i + 2],
+        _ => w[i + 3],
+    };
+    let mut out = [0u32; 4];
+    for (j, o) in out.iter_mut().enumerate() {
+        let (a, b) = (pick(j), pick(j + 1));
+        *o = if odd { (a >> 16) | (b << 16) } else { a };
+    }
+    out
+}
+
+/// Entry name of a small-M variant: `ft_gemv_<in>_<out>_g<groups>_<v|s>` (`v`: K-contiguous
+/// weight and x (A row-major, B column-major), 16-byte loads, two and a funnel shift where a
+/// row is not 16-byte aligned; `s`: element loads in any layout).
 pub fn entry_name(dtype: DType, out: DType, groups: usize, vec: bool) -> &'static str {
     let names = &NAMES;
     let gi = match groups {
@@ -276,6 +298,20 @@ mod tests {
             for (n, &v) in row.iter().enumerate() {
                 let want: i64 = (0..CHUNK).map(|k| w(i, k) as i64 * x(n, k) as i64).sum();
                 assert_eq!(v, want, "row {i} col {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn funnel_extracts_any_8_element_window() {
+        let elems: Vec<u16> = (0..16).map(|i| 100 + i as u16).collect();
+        let word = |i: usize| elems[2 * i] as u32 | (elems[2 * i + 1] as u32) << 16;
+        let (lo, hi) = ([word(0), word(1), word(2), word(3)], [word(4), word(5), word(6), word(7)]);
+        for s in 0..8 {
+            let got = funnel(lo, hi, s);
+            for e in 0..8 {
+                let v = (got[e / 2] >> (16 * (e % 2))) as u16;
+                assert_eq!(v, elems[s + e], "s {s} element {e}");
             }
         }
     }

@@ -19,7 +19,7 @@ pub struct SuiteArgs {
 
 fn print(r: &SuiteRow) {
     println!(
-        "{:<5} {:>5}x{:>6}x{:>6} ours {:>8.4} ms {:>7.1} TF/s {:>7.0} GB/s{} | cuBLAS {:>7} TF/s | ratio {:>6} {} | {}",
+        "{:<5} {:>5}x{:>6}x{:>6} ours {:>8.4} ms {:>7.1} TF/s {:>7.0} GB/s{} | cuBLAS {:>7} TF/s | ratio {:>6} {} | queued {}/{} ms{} | {}",
         r.dtype,
         r.m,
         r.n,
@@ -31,6 +31,9 @@ fn print(r: &SuiteRow) {
         r.cublas_tflops.map_or("-".into(), |t| format!("{t:.1}")),
         r.ratio.map_or("-".into(), |x| format!("{x:.3}")),
         if r.correct { "ok" } else { "MISMATCH" },
+        r.ours_queued_ms.map_or("-".into(), |t| format!("{t:.4}")),
+        r.cublas_queued_ms.map_or("-".into(), |t| format!("{t:.4}")),
+        r.copy_fraction_queued.map_or(String::new(), |f| format!(" ({:.0}% of copy)", 100.0 * f)),
         r.family
     );
 }

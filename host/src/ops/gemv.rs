@@ -27,21 +27,18 @@ pub fn small_m_applies(g: &Gemm, dtype: DType) -> Option<&'static str> {
         return None;
     }
     Some(if vector_loads(g, [0, 0]) {
-        "M <= 64: streams the weight once over all SMs (small-M family, 16-byte loads when aligned)"
+        "M <= 64: streams the weight once over all SMs (small-M family, K-contiguous 16-byte loads)"
     } else {
         "M <= 64: streams the weight once over all SMs (small-M family, element loads: A not \
          row-major or B not column-major)"
     })
 }
 
-/// Whether the 16-byte variant serves `g` at these A and B addresses: A row-major and B
-/// column-major (K contiguous), rows and batch strides 16-byte aligned.
-pub fn vector_loads(g: &Gemm, [pa, pb]: [u64; 2]) -> bool {
-    let dims = [g.lda, g.ldb, if g.batch > 1 { g.stride_a } else { 0 }, if g.batch > 1 { g.stride_b } else { 0 }];
-    g.a_layout == Layout::Row
-        && g.b_layout == Layout::Col
-        && (pa | pb).is_multiple_of(16)
-        && dims.iter().all(|d| d.is_multiple_of(8))
+/// Whether the 16-byte variant serves `g`: A row-major and B column-major (K contiguous). Rows
+/// that are not 16-byte aligned are read with two aligned loads and a funnel shift, so the
+/// addresses do not matter (kept in the signature for the callers that know them).
+pub fn vector_loads(g: &Gemm, _ptrs: [u64; 2]) -> bool {
+    g.a_layout == Layout::Row && g.b_layout == Layout::Col
 }
 
 /// The entry name and plan a call would launch with on a device of `sms` SMs (for `explain`
@@ -145,7 +142,7 @@ unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, dtype: DType, out: D
     }
     // SAFETY: the arguments match `gemv_entry!` in kernels-gpu/src/entry/gemv.rs (6 pointers,
     // 6 u32, 3 u64, 2 f32, 4 u32); the caller vouches for the operands; `describe` picked the
-    // 16-byte variant only where `vector_loads` holds for these pointers and strides; the
+    // 16-byte variant only for K-contiguous A and B (`vector_loads`); the
     // workspace holds `plan.workspace_bytes` with its counters at zero (the kernel leaves them
     // so); the block size and shared memory are the ones the kernel is written for.
     unsafe { lb.launch(cfg) }

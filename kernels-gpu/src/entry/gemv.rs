@@ -11,7 +11,7 @@ use crate::arch::nvptx::{
 };
 use crate::element::Element;
 use crate::gemm::Epilogue;
-use crate::gemv::{A_COL, B_ROW, CHUNK, SLAB, SmallMPlan, WARPS, a_fragment, b_fragment, unroll};
+use crate::gemv::{A_COL, B_ROW, CHUNK, SLAB, SmallMPlan, WARPS, a_fragment, b_fragment, funnel, unroll};
 use half::{bf16, f16};
 
 /// A 16-bit input type the kernel multiplies with tensor cores.
@@ -66,13 +66,15 @@ struct Args {
     kslice: usize,
 }
 
-/// 8 consecutive k of one row (`row` of `rows`) of an operand, from `kk`, as 16-bit pairs;
-/// zero past `kend` or past the last row. `VEC`: the row is K-contiguous and 16-byte aligned
-/// at every multiple of 8 (host-checked), so a whole group is one 16-byte load; otherwise each
-/// element is loaded at `kcol ? k * ld + row : row * ld + k`.
+/// 8 consecutive k of one row (`row` of `rows`) of an operand, from `kk` (a multiple of 8), as
+/// 16-bit pairs; zero past `kend` or past the last row. `VEC`: the row is K-contiguous; a group
+/// is one 16-byte load where the row is 16-byte aligned, else two aligned loads around it and a
+/// funnel shift (when both lie inside the row's `klen` elements), else element loads at the
+/// edges. Without `VEC` each element is loaded at `kcol ? k * ld + row : row * ld + k`.
 ///
 /// # Safety
-/// `p` covers the operand (`rows` rows, K up to `kend`) at leading dimension `ld`.
+/// `p` covers the operand (`rows` rows of `klen` K) at leading dimension `ld`, 2-byte aligned.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn load8<E: MmaElem, const VEC: bool>(
     p: *const E,
@@ -80,6 +82,7 @@ unsafe fn load8<E: MmaElem, const VEC: bool>(
     rows: usize,
     kk: usize,
     kend: usize,
+    klen: usize,
     ld: usize,
     kcol: bool,
 ) -> [u32; 4] {
@@ -88,9 +91,21 @@ unsafe fn load8<E: MmaElem, const VEC: bool>(
         return w;
     }
     if VEC && kk + 8 <= kend {
-        // SAFETY: the 8 elements exist (kk + 8 <= kend), 16-byte aligned (caller); operands are
-        // never written by this kernel.
-        return unsafe { ld_global_nc_v4(p.add(row * ld + kk) as *const u32) };
+        let at = p.wrapping_add(row * ld + kk) as usize;
+        // Misalignment in elements; the same for every group of this row (kk % 8 == 0).
+        let s = (at % 16) / 2;
+        if s == 0 {
+            // SAFETY: the 8 elements exist (kk + 8 <= kend), 16-byte aligned; operands are
+            // never written by this kernel.
+            return unsafe { ld_global_nc_v4(at as *const u32) };
+        }
+        if kk >= s && kk + 16 - s <= klen {
+            let base = (at - 2 * s) as *const u32;
+            // SAFETY: the two aligned vectors hold elements kk - s .. kk + 16 - s of this row,
+            // all inside it (kk >= s, kk + 16 - s <= klen).
+            let (lo, hi) = unsafe { (ld_global_nc_v4(base), ld_global_nc_v4(base.wrapping_add(4))) };
+            return funnel(lo, hi, s);
+        }
     }
     for (e, wd) in w.iter_mut().enumerate() {
         for h in 0..2 {
@@ -110,7 +125,7 @@ unsafe fn load8<E: MmaElem, const VEC: bool>(
 ///
 /// # Safety
 /// Host-validated: the operands cover `batch` matrices as `q` describes; with `VEC`, A is
-/// row-major and B column-major with 16-byte aligned rows; `ws` holds the split's workspace
+/// row-major and B column-major; `ws` holds the split's workspace
 /// (`SmallMPlan::workspace_bytes`, counters zero) when `q.ksplit > 1`; the block has
 /// `gemv::smem_bytes(G)` bytes of dynamic shared memory and `gemv::THREADS` threads.
 #[allow(clippy::too_many_arguments)]
@@ -149,10 +164,10 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
                 let kk = kb0 + cc * CHUNK + 8 * t;
                 // SAFETY: rows and k are predicated inside the operands (load8).
                 unsafe {
-                    wv[u][0] = load8::<E, VEC>(b, n0 + gid, q.n, kk, kb1, q.ldb, b_row);
-                    wv[u][1] = load8::<E, VEC>(b, n0 + gid + 8, q.n, kk, kb1, q.ldb, b_row);
+                    wv[u][0] = load8::<E, VEC>(b, n0 + gid, q.n, kk, kb1, q.k, q.ldb, b_row);
+                    wv[u][1] = load8::<E, VEC>(b, n0 + gid + 8, q.n, kk, kb1, q.k, q.ldb, b_row);
                     for (g, x) in xv[u].iter_mut().enumerate() {
-                        *x = load8::<E, VEC>(a, 8 * g + gid, q.m, kk, kb1, q.lda, a_col);
+                        *x = load8::<E, VEC>(a, 8 * g + gid, q.m, kk, kb1, q.k, q.lda, a_col);
                     }
                 }
             }
