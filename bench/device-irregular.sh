@@ -42,6 +42,6 @@ fi
 if [[ $PARTS == *torch* ]] && [ -f benches/torch_gemm.py ]; then
   echo "=== torch x @ w.T on the suite"
   timeout ${TORCH_TIMEOUT:-60} python3 benches/torch_gemm.py --shapes $SHAPES --dtypes bf16,f16 --rotate --warmup 3 --iters 20 \
-    --json $OUT/torch-gemm-irregular.json > $OUT/torch-gemm-irregular.txt 2>&1
-  echo "torch exit $?"; tail -5 $OUT/torch-gemm-irregular.txt | cut -c1-150
+    --json $OUT/torch-gemm-irregular.json > /tmp/torch-gemm-irregular.txt 2>&1
+  echo "torch exit $?"; tail -5 /tmp/torch-gemm-irregular.txt | cut -c1-150
 fi
