@@ -15,6 +15,10 @@ export FERROTUNE_COMMIT=$(cat $C/commit 2>/dev/null || echo unknown) FERROTUNE_R
 PARTS=${PARTS:-tests,suite,torch}
 OUT=${OUT:-/tmp/irregular-out}; mkdir -p $OUT
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+# The driver JIT-compiles the whole PTX module on first load (about 85 s on the H100 for this
+# module size) and caches it: load it once, alone, before anything with a timeout runs (a
+# process killed mid-JIT caches nothing, and the next one starts over).
+t0=$(date +%s); timeout ${JIT_TIMEOUT:-300} $C/xtask info > /dev/null 2>&1; echo "JIT warm-up exit $? after $(( $(date +%s) - t0 )) s"
 if [[ $PARTS == *tests* ]]; then
   # The sanitizers (correctness only) run beside the tests; timings come after, alone.
   for tool in memcheck racecheck; do
