@@ -2,8 +2,8 @@
 # Issue 12 (irregular GEMM shapes) on the device, from the binaries `bench/prepare-carry.sh`
 # packed into .carry/ (run from the repository root: `bash .carry/device-irregular.sh` with
 # this script copied into the carry folder, or `bash bench/device-irregular.sh`):
-#   tests   the small-M GPU tests and the GEMM/split-K GPU tests (a skip fails), then
-#           compute-sanitizer memcheck and racecheck on the small-M kernels
+#   tests   the small-M, pack, GEMM and split-K GPU tests (a skip fails), with
+#           compute-sanitizer memcheck and racecheck on the small-M kernels beside them
 #   suite   `bench --ops gemm --shape-suite irregular` (bf16, f16) against cuBLAS, JSON
 #   torch   benches/torch_gemm.py on the suite's shapes (when the file exists), JSON
 # PARTS picks (default all). Results land in $OUT/ (at most 8 files).
@@ -45,7 +45,7 @@ if [[ $PARTS == *suite* ]]; then
 fi
 if [[ $PARTS == *torch* ]] && [ -f benches/torch_gemm.py ]; then
   echo "=== torch x @ w.T on the suite"
-  timeout ${TORCH_TIMEOUT:-60} python3 benches/torch_gemm.py --shapes $SHAPES --dtypes bf16,f16 --rotate --warmup 3 --iters 20 \
+  timeout ${TORCH_TIMEOUT:-180} python3 benches/torch_gemm.py --shapes $SHAPES --dtypes bf16,f16 --rotate --warmup 3 --iters 20 \
     --json $OUT/torch-gemm-irregular.json > /tmp/torch-gemm-irregular.txt 2>&1
   echo "torch exit $?"; tail -5 /tmp/torch-gemm-irregular.txt | cut -c1-150
 fi
