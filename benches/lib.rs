@@ -12,6 +12,7 @@ pub mod error;
 pub mod gemm;
 pub mod gemm_cpu;
 pub mod gemm_rows;
+pub mod gemm_suite;
 pub mod gemm_tiles;
 pub mod multigpu;
 pub mod preflight;

@@ -37,6 +37,7 @@ pub mod split;
 pub mod staging;
 pub mod stream;
 pub mod tuned;
+pub mod workspace;
 
 pub use backend::{Backend, BackendChoice, Cpu, Gpu};
 pub use buffer::{Buffer, Scalar, View, ViewMut};

@@ -9,7 +9,9 @@ pub mod clifford;
 pub mod element;
 pub mod elementwise;
 pub mod gemm;
+pub mod gemv;
 pub mod math;
+pub mod pack;
 pub mod reduce;
 pub mod splitk;
 

@@ -157,7 +157,9 @@ pub fn build(opts: &BuildOptions) -> Result<Vec<PtxArtifact>, PtxBuildError> {
         }
         let asm = target_dir.join("nvptx64-nvidia-cuda").join("ptx").join("deps").join("ferrotune_kernels.s");
         let text = std::fs::read_to_string(&asm).map_err(|e| PtxBuildError::Io(format!("{}: {e}", asm.display())))?;
-        let text = add_launch_bounds(&text, ferrotune_kernels::gemm::launch_bounds);
+        let text = add_launch_bounds(&text, |e| {
+            ferrotune_kernels::gemm::launch_bounds(e).or_else(|| ferrotune_kernels::gemv::launch_bounds(e))
+        });
         let path = opts.out_dir.join(format!("ferrotune_kernels.{arch}.ptx"));
         write_if_changed(&path, &text)?;
         out.push(PtxArtifact { arch: arch.clone(), path, entries: entries(&text) });

@@ -34,6 +34,11 @@ pub struct Args {
     /// for `--ops clifford`, BxN.
     #[arg(long, value_delimiter = ',')]
     shapes: Option<Vec<String>>,
+    /// With `--ops gemm`: a named shape suite instead of `--shapes` (`irregular`: odd, small-M,
+    /// tiny- and long-K shapes against cuBLAS, with a copy-bandwidth ceiling; bf16 and f16
+    /// unless `--dtypes` says otherwise).
+    #[arg(long)]
+    shape_suite: Option<String>,
     /// Dtypes: f32, f16, bf16 (comma-separated) or `all`; GEMM rows keep those listed.
     #[arg(long, value_delimiter = ',')]
     dtypes: Option<Vec<String>>,
@@ -188,6 +193,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             iters: args.iters,
             json: args.json.clone(),
             dp_shape,
+        });
+    }
+    if let Some(suite) = &args.shape_suite {
+        return crate::bench_gemm_suite::run(crate::bench_gemm_suite::SuiteArgs {
+            suite: suite.clone(),
+            dtypes: args.dtypes.clone().unwrap_or_else(|| ["bf16", "f16"].map(String::from).to_vec()),
+            warmup: args.warmup.unwrap_or(3),
+            iters: args.iters.unwrap_or(20),
+            json: args.json.clone(),
         });
     }
     let gemm_tiles = args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "gemm-tiles"));

@@ -3,6 +3,7 @@
 mod bench;
 mod bench_clifford;
 mod bench_gemm;
+mod bench_gemm_suite;
 mod bench_multigpu;
 mod bench_runtime;
 mod explain_split;

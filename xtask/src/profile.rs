@@ -169,6 +169,8 @@ fn explain_gemm(
         ));
     }
     println!("  split-K: {note}");
+    let (family, why) = ferrotune::tuned::gemm_family(&g, dt.dtype(), &b.stream());
+    println!("  family: {family} ({why})");
     if let Some(spec) = devices {
         crate::explain_split::run(spec, dt, (batch, m, n, k))?;
     }

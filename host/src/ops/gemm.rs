@@ -300,6 +300,19 @@ pub fn gemm<T: Scalar, O: Scalar>(
     if g.m == 0 || g.n == 0 || g.batch == 0 {
         return Ok(());
     }
+    // Kernel families with their own conditions decide first (see `ops::gemv`).
+    if let Stream::Cuda { stream, gpu } = s
+        && let Some(why) = super::gemv::small_m_applies(&g, T::DTYPE)
+    {
+        log::debug!("gemm {}x{}x{}: {why}", g.m, g.n, g.k);
+        return super::gemv::run(stream, gpu, &g, a, b, c, bias, d);
+    }
+    if let Stream::Cuda { stream, gpu } = s
+        && let Some(why) = super::pack::pack_applies(&g, T::DTYPE, [device_ptr(a, stream)?.0, device_ptr(b, stream)?.0])
+    {
+        log::debug!("gemm {}x{}x{}: {why}", g.m, g.n, g.k);
+        return super::pack::run(s, stream, gpu, &g, a, b, c, bias, d);
+    }
     // A tuned profile's config for this device and shape, else the built-in heuristic.
     let cfg = crate::tuned::gemm_config_for(s, &g, T::DTYPE)?;
     match s {
@@ -824,7 +837,7 @@ pub fn gemm_ptr_array<T: Scalar, O: Scalar>(
 }
 
 /// The device pointer of a CUDA view, with the guard that records its use on the stream.
-fn device_ptr<'a, T: Scalar>(v: &'a View<'_, T>, cs: &'a CudaStream) -> Result<(u64, SyncOnDrop<'a>)> {
+pub(crate) fn device_ptr<'a, T: Scalar>(v: &'a View<'_, T>, cs: &'a CudaStream) -> Result<(u64, SyncOnDrop<'a>)> {
     match v {
         View::Cuda(v) => Ok(v.device_ptr(cs)),
         View::Cpu(_) => Err(Error::BackendMismatch { op: OP, what: "input", expected: "cuda", got: "cpu" }),

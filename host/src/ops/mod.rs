@@ -6,6 +6,8 @@ pub mod elementwise;
 pub(crate) mod elementwise_cpu;
 pub mod gemm;
 pub(crate) mod gemm_cpu;
+pub mod gemv;
+pub mod pack;
 pub mod reduce;
 
 pub use clifford::{

@@ -469,3 +469,55 @@ pub unsafe fn red_global_add_f32(p: *mut f32, v: f32) {
     // SAFETY: the caller guarantees the address is valid global memory.
     unsafe { asm!("red.global.add.f32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)) };
 }
+
+/// Atomic `*p += v` in global memory, returning the old value (`atom.global.add.u32`).
+///
+/// # Safety
+/// `p` must point to a 4-byte aligned, writable u32 of global memory.
+#[inline(always)]
+pub unsafe fn atom_add_global_u32(p: *mut u32, v: u32) -> u32 {
+    let old: u32;
+    // SAFETY: the caller guarantees the address.
+    unsafe {
+        asm!("atom.global.add.u32 {o}, [{p}], {v};", o = out(reg32) old, p = in(reg64) p, v = in(reg32) v,
+             options(nostack))
+    };
+    old
+}
+
+/// Memory fence at GPU scope (`membar.gl`): this thread's earlier writes are seen by every
+/// thread of the grid before its later ones.
+#[inline(always)]
+pub fn fence_gpu() {
+    // SAFETY: a fence has no operands and no preconditions.
+    unsafe { asm!("membar.gl;", options(nostack)) };
+}
+
+/// f32 global load cached in L2 only (`ld.global.cg.f32`): sees other blocks' fenced writes
+/// even where this SM's L1 holds an older copy.
+///
+/// # Safety
+/// `p` must point to a readable, 4-byte aligned f32 of global memory.
+#[inline(always)]
+pub unsafe fn ld_global_cg_f32(p: *const f32) -> f32 {
+    let v: f32;
+    // SAFETY: the caller guarantees the address.
+    unsafe { asm!("ld.global.cg.f32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(readonly, nostack)) };
+    v
+}
+
+/// 16-byte global load through the read-only (non-coherent) path (`ld.global.nc.v4.b32`).
+///
+/// # Safety
+/// `p` must point to 16 readable, 16-byte aligned bytes that no thread writes during the kernel.
+#[inline(always)]
+pub unsafe fn ld_global_nc_v4(p: *const u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller guarantees alignment, validity and that the data is read-only.
+    unsafe {
+        asm!("ld.global.nc.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];",
+             p = in(reg64) p, a = out(reg32) a, b = out(reg32) b, c = out(reg32) c,
+             d = out(reg32) d, options(readonly, nostack))
+    };
+    [a, b, c, d]
+}

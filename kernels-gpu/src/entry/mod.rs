@@ -8,5 +8,7 @@ mod clifford_fwd;
 mod clifford_io;
 mod elementwise;
 mod gemm;
+mod gemv;
+mod pack;
 mod reduce;
 mod splitk;

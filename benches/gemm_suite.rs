@@ -1,0 +1,308 @@
+//! The irregular-shape GEMM suite (`cargo xtask bench --ops gemm --shape-suite irregular`):
+//! odd M/N/K, small M (the decode shape), tiny and long K, LLM layer shapes, each against
+//! cuBLAS in the same process, every row naming the kernel family and config that ran and
+//! checked against the float64 reference (sampled elements, D poisoned first) before timing.
+//! Operands rotate over several copies so the working set exceeds twice the L2 (memory-bound
+//! rows are not served from cache), and a copy-bandwidth ceiling measured in the same run gives
+//! the small-M rows their fraction of copy bandwidth on the weight's bytes.
+
+use ferrotune::ops::gemm::{Gemm, Layout, Precision, SplitPlan, gemm, variant_chosen};
+use ferrotune::ops::gemv::{describe, small_m_applies};
+use ferrotune::peer::{CublasGemm, GemmMath, GemmShape};
+use ferrotune::{Backend, Buffer, DType, Result, Scalar, bf16, f16, ops};
+use ferrotune_autotune::measure::{Repeat, Stats, time_on_stream};
+use ferrotune_testkit::Rng;
+use serde::{Deserialize, Serialize};
+
+/// The suite's shapes (m, n, k): A row-major, B column-major (`x wᵀ`).
+pub const IRREGULAR: [(usize, usize, usize); 26] = [
+    (1, 4096, 4096),
+    (8, 4096, 4096),
+    (16, 11008, 4096),
+    (1, 14336, 4096),
+    (1, 4096, 14336),
+    (33, 8191, 4099),
+    (64, 4096, 4096),
+    (1, 8193, 4099),
+    (8, 3000, 64),
+    (33, 1023, 777),
+    (1, 4097, 777),
+    (8, 12288, 4099),
+    (33, 4096, 64),
+    (4097, 1023, 777),
+    (8191, 8193, 64),
+    (128, 8192, 1024),
+    (256, 256, 65536),
+    (512, 512, 32768),
+    (1024, 1024, 16384),
+    (1000, 3000, 700),
+    (2047, 2049, 1025),
+    (3, 5, 7),
+    (1, 1, 4099),
+    (17, 33, 9000),
+    (4096, 4096, 4096),
+    (8192, 3072, 768),
+];
+
+/// One (shape, dtype) row.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SuiteRow {
+    pub dtype: String,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    /// Kernel family and config our call ran (`small-M <entry> ksplit S` or `tiles <entry> split S`).
+    pub family: String,
+    pub ours: Stats,
+    pub ours_tflops: f64,
+    /// Bytes of the weight (B) per second of our median: the small-M rows' figure of merit.
+    pub weight_bytes_per_s: f64,
+    /// `weight_bytes_per_s` over the copy ceiling of this run (small-M rows; null otherwise).
+    pub copy_fraction: Option<f64>,
+    /// Rows under 0.2 ms: the median per call of [`QUEUE`] calls queued between two events (the
+    /// GPU's time per call once launches overlap; `ours` times each call alone, host launch
+    /// cost included), ours and cuBLAS alike.
+    pub ours_queued_ms: Option<f64>,
+    pub cublas_queued_ms: Option<f64>,
+    /// `copy_fraction` from `ours_queued_ms`.
+    pub copy_fraction_queued: Option<f64>,
+    pub cublas: Option<Stats>,
+    pub cublas_tflops: Option<f64>,
+    /// ours / cuBLAS throughput (> 1: we are faster).
+    pub ratio: Option<f64>,
+    /// Operand copies rotated over in the timed loop (both ours and cuBLAS).
+    pub copies: usize,
+    pub correct: bool,
+    pub mismatch: Option<String>,
+    pub peer_note: Option<String>,
+}
+
+/// The whole suite, with the copy ceiling it was judged against.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SuiteReport {
+    pub suite: String,
+    pub device: String,
+    pub driver: String,
+    pub date: String,
+    pub commit: String,
+    /// Our copy kernel on 256 MiB: (read + written bytes) per second.
+    pub copy_bytes_per_s: f64,
+    pub copy: Stats,
+    pub rows: Vec<SuiteRow>,
+}
+
+const MIB: usize = 1 << 20;
+
+/// Calls per sample of the queued timing.
+pub const QUEUE: usize = 10;
+
+/// Copy bandwidth: `ops::copy` of 256 MiB (bytes read plus bytes written over the median).
+pub fn copy_ceiling(backend: &Backend, repeat: Repeat) -> Result<(f64, Stats)> {
+    let s = backend.stream();
+    let n = 64 * MIB; // f32 elements
+    let x = Buffer::<f32>::zeros(&s, n)?;
+    let mut y = Buffer::<f32>::zeros(&s, n)?;
+    let st = time_on_stream(&s, repeat, |_| ops::copy(&s, &x.all(), &mut y.all_mut()))?;
+    Ok((2.0 * 4.0 * n as f64 / (st.median_ms * 1e-3), st))
+}
+
+/// What our call runs for `g` (resolved) with operands at `pa`, `pb`.
+pub fn family(backend: &Backend, g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> String {
+    let r = g.resolved();
+    let sms = backend.stream().gpu().map_or(132, |x| x.info().sm_count as usize);
+    if let Some(why) = small_m_applies(&r, dtype)
+        && let Some((name, plan)) = describe(&r, dtype, dtype, ptrs, sms)
+    {
+        return format!("small-M {name} ksplit {} ({why})", plan.ksplit);
+    }
+    let packed = ferrotune::ops::pack::pack_applies(&r, dtype, ptrs).is_some();
+    let r = if packed {
+        let ldp = ferrotune_kernels::pack::packed_ld(r.k);
+        Gemm { lda: ldp, ldb: ldp, a_layout: Layout::Row, b_layout: Layout::Col, ..r }
+    } else {
+        r
+    };
+    let cfg = ferrotune::config::gemm_explain(&r, dtype, backend).0;
+    let split = SplitPlan::new(r.k, cfg.split_k).slices;
+    match variant_chosen(&r, dtype, dtype, ptrs[0], ptrs[1], cfg) {
+        Ok(v) => format!("{}tiles {} split {split}", if packed { "pack + " } else { "" }, v.entry_name().as_str()),
+        Err(e) => format!("tiles (no variant: {e})"),
+    }
+}
+
+/// Runs the suite's `shapes` in `maths` (bf16, f16, tf32).
+pub fn run_suite(
+    backend: &Backend,
+    shapes: &[(usize, usize, usize)],
+    maths: &[GemmMath],
+    repeat: Repeat,
+    mut progress: impl FnMut(&SuiteRow),
+) -> Result<SuiteReport> {
+    let (copy_bps, copy) = copy_ceiling(backend, repeat)?;
+    let (device, driver, l2) = match backend {
+        Backend::Cuda(g) => {
+            let d = g.info();
+            (
+                d.name.clone(),
+                format!("CUDA {}.{}", d.driver_version / 1000, d.driver_version % 1000 / 10),
+                d.l2_bytes as usize,
+            )
+        }
+        Backend::Cpu(_) => ("cpu".into(), String::new(), 0),
+    };
+    let mut rows = Vec::new();
+    for &math in maths {
+        for &(m, n, k) in shapes {
+            let row = match math {
+                GemmMath::Bf16 => row::<bf16>(backend, math, (m, n, k), repeat, copy_bps, l2)?,
+                GemmMath::F16 => row::<f16>(backend, math, (m, n, k), repeat, copy_bps, l2)?,
+                GemmMath::F32 | GemmMath::Tf32 => row::<f32>(backend, math, (m, n, k), repeat, copy_bps, l2)?,
+            };
+            progress(&row);
+            rows.push(row);
+        }
+    }
+    Ok(SuiteReport {
+        suite: "irregular".into(),
+        device,
+        driver,
+        date: String::new(),
+        commit: String::new(),
+        copy_bytes_per_s: copy_bps,
+        copy,
+        rows,
+    })
+}
+
+fn row<T: Scalar>(
+    backend: &Backend,
+    math: GemmMath,
+    (m, n, k): (usize, usize, usize),
+    repeat: Repeat,
+    copy_bps: f64,
+    l2: usize,
+) -> Result<SuiteRow> {
+    let s = backend.stream();
+    let precision = if math == GemmMath::F32 { Precision::Strict } else { Precision::AllowTf32 };
+    let g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).precision(precision);
+    let es = T::DTYPE.size_bytes();
+    let per_copy = (m * k + k * n + m * n) * es;
+    // Working set above twice the L2 (at most 8 copies).
+    let copies = (2 * l2.max(MIB)).div_ceil(per_copy.max(1)).clamp(1, 8);
+    let mut rng = Rng::new((m * 31 + n * 7 + k) as u64);
+    let ha: Vec<T> = rng.vec(m * k, -1.0, 1.0);
+    let hb: Vec<T> = rng.vec(k * n, -1.0, 1.0);
+    let nan = vec![T::from_f32(f32::NAN); m * n];
+    let mut ops_ = Vec::with_capacity(copies);
+    for _ in 0..copies {
+        ops_.push((Buffer::from_slice(&s, &ha)?, Buffer::from_slice(&s, &hb)?, Buffer::from_slice(&s, &nan)?));
+    }
+    let ptrs = [0u64, 0u64]; // cudaMalloc'd buffers: 256-byte aligned, as 0 is
+    let fam = family(backend, &g, T::DTYPE, ptrs);
+    let run = |i: usize, o: &mut [(Buffer<T>, Buffer<T>, Buffer<T>)]| {
+        let (a, b, d) = &mut o[i % copies];
+        gemm::<T, T>(&s, &g, &a.all(), &b.all(), None, None, &mut d.all_mut())
+    };
+    run(0, &mut ops_)?;
+    let d = ops_[0].2.to_vec(&s)?;
+    let mismatch = ferrotune_testkit::gemm_check_samples(&g, &ha, &hb, &d, None, 256, 99).err();
+    let ours = time_on_stream(&s, repeat, |i| run(i, &mut ops_))?;
+    let queued = ours.median_ms < 0.2;
+    let ours_queued_ms = if queued {
+        let st = time_on_stream(&s, repeat, |i| (0..QUEUE).try_for_each(|j| run(i * QUEUE + j, &mut ops_)))?;
+        Some(st.median_ms / QUEUE as f64)
+    } else {
+        None
+    };
+    drop(ops_);
+    let secs = ours.median_ms * 1e-3;
+    let flops = g.flops();
+    let weight_bps = (k * n * es) as f64 / secs;
+    let small = fam.starts_with("small-M");
+    let shape = GemmShape { m, n, k };
+    let mut peers = Vec::new();
+    let mut note = None;
+    for _ in 0..copies {
+        match CublasGemm::new(&s, math, shape) {
+            Ok(p) => peers.push(p),
+            Err(e) => {
+                note = Some(format!("cuBLAS unavailable: {e}"));
+                break;
+            }
+        }
+    }
+    let mut cublas = None;
+    let mut cublas_queued_ms = None;
+    if peers.len() == copies {
+        match peers[0].verify(64) {
+            Err(e) => note = Some(format!("cuBLAS failed its check: {e}")),
+            Ok(_) => {
+                let st = time_on_stream(&s, repeat, |i| {
+                    peers[i % copies]
+                        .launch()
+                        .map_err(|e| ferrotune::Error::InvalidConfig { op: "cublas", why: e.to_string() })
+                })?;
+                cublas = Some(st);
+                if queued {
+                    let st = time_on_stream(&s, repeat, |i| {
+                        (0..QUEUE).try_for_each(|j| {
+                            peers[(i * QUEUE + j) % copies]
+                                .launch()
+                                .map_err(|e| ferrotune::Error::InvalidConfig { op: "cublas", why: e.to_string() })
+                        })
+                    })?;
+                    cublas_queued_ms = Some(st.median_ms / QUEUE as f64);
+                }
+            }
+        }
+    }
+    let tf = |st: &Stats| flops / (st.median_ms * 1e-3) / 1e12;
+    let ours_tflops = flops / secs / 1e12;
+    let cublas_tflops = cublas.as_ref().map(tf);
+    Ok(SuiteRow {
+        dtype: math.name().into(),
+        m,
+        n,
+        k,
+        family: fam,
+        ours,
+        ours_tflops,
+        weight_bytes_per_s: weight_bps,
+        copy_fraction: small.then_some(weight_bps / copy_bps),
+        ours_queued_ms,
+        cublas_queued_ms,
+        copy_fraction_queued: ours_queued_ms.filter(|_| small).map(|ms| (k * n * es) as f64 / (ms * 1e-3) / copy_bps),
+        cublas,
+        cublas_tflops,
+        ratio: cublas_tflops.map(|p| ours_tflops / p),
+        copies,
+        correct: mismatch.is_none(),
+        mismatch,
+        peer_note: note,
+    })
+}
+
+/// Parses `irregular` (the only suite) into its shapes.
+pub fn suite_shapes(name: &str) -> Option<Vec<(usize, usize, usize)>> {
+    (name == "irregular").then(|| IRREGULAR.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn irregular_suite_covers_the_shape_classes() {
+        let s = suite_shapes("irregular").unwrap();
+        assert!(s.len() >= 20);
+        for m in [1, 8, 33] {
+            assert!(s.iter().any(|&(x, _, _)| x == m), "M = {m}");
+        }
+        for k in [64, 777, 4099] {
+            assert!(s.iter().any(|&(_, _, x)| x == k), "K = {k}");
+        }
+        assert!(s.iter().any(|&(m, n, k)| k >= 16 * m.max(n)), "long K");
+        assert!(s.iter().any(|&(m, n, k)| m % 2 == 1 && n % 2 == 1 && k % 2 == 1 && m > 64), "odd M, N, K");
+        assert!(suite_shapes("nope").is_none());
+    }
+}

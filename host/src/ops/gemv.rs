@@ -1,0 +1,153 @@
+//! Small-M GEMM on the GPU (the gemv family, `kernels-gpu/src/gemv.rs`): whether a call takes
+//! it and why, and its launch. M = 1..=64 rows of 16-bit inputs against any weight: every block
+//! streams a 16-column slab of the weight once, with a K split over blocks (fixed up by the
+//! last block, deterministic) when the slabs alone leave SMs idle.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
+use ferrotune_kernels::gemv::{self as kv, SmallMPlan};
+
+use super::gemm::{Gemm, Layout, device_ptr};
+use crate::DType;
+use crate::backend::Gpu;
+use crate::buffer::{Scalar, View, ViewMut};
+use crate::error::{DriverContext, Error, Result};
+
+const OP: &str = "gemm";
+
+/// Why the small-M family serves `g` (resolved) with `dtype` inputs, or `None` when it does
+/// not: 16-bit inputs, 1 <= M <= 64, no tile or split forced by the call, and not switched off
+/// with `FERROTUNE_SMALL_M=0`.
+pub fn small_m_applies(g: &Gemm, dtype: DType) -> Option<&'static str> {
+    if std::env::var("FERROTUNE_SMALL_M").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    if dtype == DType::F32 || g.m == 0 || g.m > kv::MAX_M || g.tile.is_some() || g.split_k.is_some_and(|s| s > 1) {
+        return None;
+    }
+    Some(if vector_loads(g, [0, 0]) {
+        "M <= 64: streams the weight once over all SMs (small-M family, K-contiguous 16-byte loads)"
+    } else {
+        "M <= 64: streams the weight once over all SMs (small-M family, element loads: A not \
+         row-major or B not column-major)"
+    })
+}
+
+/// Whether the 16-byte variant serves `g`: A row-major and B column-major (K contiguous). Rows
+/// that are not 16-byte aligned are read with two aligned loads and a funnel shift, so the
+/// addresses do not matter (kept in the signature for the callers that know them).
+pub fn vector_loads(g: &Gemm, _ptrs: [u64; 2]) -> bool {
+    g.a_layout == Layout::Row && g.b_layout == Layout::Col
+}
+
+/// The entry name and plan a call would launch with on a device of `sms` SMs (for `explain`
+/// and the bench).
+pub fn describe(g: &Gemm, dtype: DType, out: DType, ptrs: [u64; 2], sms: usize) -> Option<(&'static str, SmallMPlan)> {
+    let groups = kv::m_groups_for(g.m)?;
+    let name = kv::entry_name(dtype, out, groups, vector_loads(g, ptrs));
+    Some((name, SmallMPlan::new(g.n, g.k, SmallMPlan::heuristic_ksplit(g.n, g.k, sms))))
+}
+
+/// Runs the resolved, checked GEMM `g` (for which `small_m_applies` said yes) on the stream.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run<T: Scalar, O: Scalar>(
+    cs: &Arc<CudaStream>,
+    gpu: &Gpu,
+    g: &Gemm,
+    a: &View<'_, T>,
+    b: &View<'_, T>,
+    c: Option<&View<'_, O>>,
+    bias: Option<&View<'_, O>>,
+    d: &mut ViewMut<'_, O>,
+) -> Result<()> {
+    let (pa, ga) = device_ptr(a, cs)?;
+    let (pb, gb) = device_ptr(b, cs)?;
+    let ViewMut::Cuda(dv) = d else {
+        return Err(Error::BackendMismatch { op: OP, what: "D", expected: "cuda", got: "cpu" });
+    };
+    let (pd, gd) = dv.device_ptr_mut(cs);
+    // Unused pointers are never dereferenced; D is a valid address to pass in their place.
+    let (pc, gc) = match c {
+        Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
+        None => (pd, None),
+    };
+    let (pbias, gbias) = match bias {
+        Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
+        None => (pd, None),
+    };
+    // SAFETY: `check` (ops/gemm.rs) proved every operand covers its batch of matrices at the
+    // call's strides and leading dimensions; the guards keep them alive for the launch.
+    unsafe { launch(cs, gpu, g, T::DTYPE, O::DTYPE, [pa, pb, pc, pd, pbias]) }?;
+    drop((ga, gb, gd, gc, gbias));
+    Ok(())
+}
+
+/// Launches the small-M kernel on `ptrs` = (a, b, c, d, bias).
+///
+/// # Safety
+/// The pointers cover their matrices as `g` (resolved, 1 <= m <= 64, 16-bit `dtype`) describes
+/// them, and stay alive until the launch completes.
+unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, dtype: DType, out: DType, ptrs: [u64; 5]) -> Result<()> {
+    let [pa, pb, pc, pd, pbias] = ptrs;
+    if dtype == DType::F32 || (out != dtype && out != DType::F32) {
+        return Err(Error::UnsupportedDtype { op: OP, dtype: dtype.name() });
+    }
+    let Some((name, plan)) = describe(g, dtype, out, [pa, pb], gpu.info.sm_count.max(1) as usize) else {
+        return Err(Error::InvalidConfig {
+            op: OP,
+            why: format!("the small-M kernels take 1..={} rows, not {}", kv::MAX_M, g.m),
+        });
+    };
+    let groups = kv::m_groups_for(g.m).unwrap_or(kv::M_GROUPS[3]);
+    let ws_bytes = plan.workspace_bytes(g.m, g.n, g.batch).ok_or_else(|| Error::OutOfMemory {
+        requested: usize::MAX,
+        available: 0,
+        what: format!("the small-M split workspace of {}x{}x{} (overflows)", g.m, g.n, plan.ksplit),
+    })?;
+    // Without a split the workspace is never touched: D stands in for its address.
+    let ws = if ws_bytes > 0 {
+        crate::workspace::stream_workspace(cs, crate::workspace::Slot::SmallMSplit, ws_bytes)?
+    } else {
+        pd
+    };
+    let kernel = gpu.kernels()?.function(name)?;
+    if kv::THREADS > kernel.max_threads {
+        return Err(Error::InvalidConfig {
+            op: OP,
+            why: format!("{name} allows {} threads per block, needs {}", kernel.max_threads, kv::THREADS),
+        });
+    }
+    let grid = (plan.slabs as u32, plan.ksplit as u32, g.batch as u32);
+    let smem = kv::smem_bytes(groups) as u32;
+    let cfg = LaunchConfig { grid_dim: grid, block_dim: (kv::THREADS, 1, 1), shared_mem_bytes: smem };
+    let dims = [g.m, g.n, g.k, g.lda, g.ldb, g.ldc].map(|x| x as u32);
+    let strides = [g.stride_a, g.stride_b, g.stride_c].map(|x| x as u64);
+    let e = g.epilogue;
+    let flags = e.flags();
+    let layout = (if g.a_layout == Layout::Col { kv::A_COL } else { 0 })
+        | (if g.b_layout == Layout::Row { kv::B_ROW } else { 0 });
+    let split = [plan.ksplit as u32, plan.kslice as u32];
+    let mut lb = cs.launch_builder(&kernel.func);
+    for p in [&pa, &pb, &pc, &pd, &pbias, &ws] {
+        lb.arg(p);
+    }
+    for x in &dims {
+        lb.arg(x);
+    }
+    for x in &strides {
+        lb.arg(x);
+    }
+    lb.arg(&e.alpha).arg(&e.beta).arg(&flags).arg(&layout);
+    for x in &split {
+        lb.arg(x);
+    }
+    // SAFETY: the arguments match `gemv_entry!` in kernels-gpu/src/entry/gemv.rs (6 pointers,
+    // 6 u32, 3 u64, 2 f32, 4 u32); the caller vouches for the operands; `describe` picked the
+    // 16-byte variant only for K-contiguous A and B (`vector_loads`); the
+    // workspace holds `plan.workspace_bytes` with its counters at zero (the kernel leaves them
+    // so); the block size and shared memory are the ones the kernel is written for.
+    unsafe { lb.launch(cfg) }
+        .ctx(|| format!("launching {name} ({}x{}x{}, batch {}, {} K slices)", g.m, g.n, g.k, g.batch, plan.ksplit))?;
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! Unaligned operands on the fast tiles: a 16-bit operand whose rows are not 16-byte aligned
+//! (odd K or leading dimension, a view at an odd offset) would run the tile kernel with 2-byte
+//! loads; instead it is packed (one kernel, `kernels-gpu/src/pack.rs`) into an aligned,
+//! zero-padded K-contiguous copy in the stream's workspace and the GEMM runs its 16-byte tiles
+//! on that. The pack's time is part of the call.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use ferrotune_kernels::pack::{self as kp, b_offset, packed_ld};
+
+use super::gemm::{Gemm, Layout, device_ptr, gemm};
+use crate::DType;
+use crate::backend::Gpu;
+use crate::buffer::{Scalar, View, ViewMut};
+use crate::error::{DriverContext, Error, Result};
+use crate::stream::Stream;
+use crate::workspace::{Slot, with_stream_workspace};
+
+const OP: &str = "gemm";
+
+/// Multiply-adds below which packing does not pay for its launch.
+pub const MIN_MACS: usize = 1 << 25;
+
+/// Whether an operand at `p` with leading dimension `ld` (elements of 2 bytes) has 16-byte
+/// aligned rows.
+fn aligned(p: u64, ld: usize) -> bool {
+    p.is_multiple_of(16) && ld.is_multiple_of(8)
+}
+
+/// Why `g` (resolved) with 16-bit inputs at `pa`, `pb` is packed first, or `None`: a single
+/// matrix, no forced tile or split, at least one operand without 16-byte rows, and enough work
+/// (`MIN_MACS`) to pay for the pack.
+pub fn pack_applies(g: &Gemm, dtype: DType, [pa, pb]: [u64; 2]) -> Option<&'static str> {
+    if std::env::var("FERROTUNE_PACK").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    if dtype == DType::F32 || g.batch != 1 || g.tile.is_some() || g.split_k.is_some_and(|s| s > 1) {
+        return None;
+    }
+    if aligned(pa, g.lda) && aligned(pb, g.ldb) {
+        return None;
+    }
+    if g.m.saturating_mul(g.n).saturating_mul(g.k.max(1)) < MIN_MACS {
+        return None;
+    }
+    Some("operand rows not 16-byte aligned: packed into an aligned, zero-padded copy, then the 16-byte tiles")
+}
+
+/// Packs the unaligned operands of `g` (for which `pack_applies` said yes) into the stream's
+/// workspace and runs the GEMM on the packed copies.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run<T: Scalar, O: Scalar>(
+    s: &Stream,
+    cs: &Arc<CudaStream>,
+    gpu: &Gpu,
+    g: &Gemm,
+    a: &View<'_, T>,
+    b: &View<'_, T>,
+    c: Option<&View<'_, O>>,
+    bias: Option<&View<'_, O>>,
+    d: &mut ViewMut<'_, O>,
+) -> Result<()> {
+    let (pa, ga) = device_ptr(a, cs)?;
+    let (pb, gb) = device_ptr(b, cs)?;
+    let (pack_a, pack_b) = (!aligned(pa, g.lda), !aligned(pb, g.ldb));
+    let ldp = packed_ld(g.k);
+    let off_b = b_offset(g.m, g.k);
+    let elems = off_b + g.n * ldp;
+    let bytes = elems * T::DTYPE.size_bytes();
+    let gemm_packed = |ws: &CudaSlice<u8>| -> Result<()> {
+        // SAFETY: the workspace holds `bytes` = `elems` 16-bit elements (asked for below) and
+        // any bit pattern is a valid T; the views cover disjoint ranges.
+        let all = unsafe { ws.transmute::<T>(elems) }
+            .ok_or_else(|| Error::InvalidConfig { op: OP, why: "the pack workspace is smaller than asked".into() })?;
+        let (wa, wb) = (all.slice(0..g.m * ldp), all.slice(off_b..off_b + g.n * ldp));
+        let (wa, wb) = (View::Cuda(wa), View::Cuda(wb));
+        let (dst_a, _g1) = device_ptr(&wa, cs)?;
+        let (dst_b, _g2) = device_ptr(&wb, cs)?;
+        let mut g2 = *g;
+        if pack_a {
+            // SAFETY: `check` proved A covers m x k at lda in its layout; the destination holds
+            // m * ldp elements, 16-byte aligned (workspace start).
+            unsafe { launch_pack(cs, gpu, T::DTYPE, pa, dst_a, g.m, g.k, g.lda, g.a_layout == Layout::Col)? };
+            g2.a_layout = Layout::Row;
+            g2.lda = ldp;
+            g2.stride_a = g.m * ldp;
+        }
+        if pack_b {
+            // SAFETY: as for A: B seen as n x k (K-contiguous when column-major); the
+            // destination starts at a 256-byte multiple and holds n * ldp elements.
+            unsafe { launch_pack(cs, gpu, T::DTYPE, pb, dst_b, g.n, g.k, g.ldb, g.b_layout == Layout::Row)? };
+            g2.b_layout = Layout::Col;
+            g2.ldb = ldp;
+            g2.stride_b = g.n * ldp;
+        }
+        let av = if pack_a { &wa } else { a };
+        let bv = if pack_b { &wb } else { b };
+        gemm::<T, O>(s, &g2, av, bv, c, bias, d)
+    };
+    let r = with_stream_workspace(cs, Slot::Pack, bytes, gemm_packed);
+    drop((ga, gb));
+    r
+}
+
+/// One pack launch: `rows x k` of the operand at `src` (`kcol`: element (row, kk) at
+/// `kk * ld + row`) into `rows x packed_ld(k)` at `dst`.
+///
+/// # Safety
+/// `src` covers the operand as described; `dst` is 16-byte aligned with room for
+/// `rows * packed_ld(k)` elements; both stay alive until the launch completes.
+#[allow(clippy::too_many_arguments)]
+unsafe fn launch_pack(
+    cs: &Arc<CudaStream>,
+    gpu: &Gpu,
+    dtype: DType,
+    src: u64,
+    dst: u64,
+    rows: usize,
+    k: usize,
+    ld: usize,
+    kcol: bool,
+) -> Result<()> {
+    let name = match dtype {
+        DType::Bf16 => "ft_pack_k_bf16",
+        DType::F16 => "ft_pack_k_f16",
+        DType::F32 => return Err(Error::UnsupportedDtype { op: OP, dtype: dtype.name() }),
+    };
+    let kernel = gpu.kernels()?.function(name)?;
+    let groups = rows * packed_ld(k) / kp::K_ALIGN;
+    let blocks = groups.div_ceil(kp::THREADS as usize).clamp(1, 32 * gpu.info.sm_count.max(1) as usize) as u32;
+    let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (kp::THREADS, 1, 1), shared_mem_bytes: 0 };
+    let dims = [rows as u32, k as u32, ld as u32, kcol as u32];
+    let mut lb = cs.launch_builder(&kernel.func);
+    lb.arg(&src).arg(&dst);
+    for x in &dims {
+        lb.arg(x);
+    }
+    // SAFETY: matches `pack_entry!` in kernels-gpu/src/entry/pack.rs (2 pointers, 4 u32); the
+    // caller vouches for the source and destination.
+    unsafe { lb.launch(cfg) }.ctx(|| format!("launching {name} ({rows} x {k})"))?;
+    Ok(())
+}

@@ -1,0 +1,361 @@
+//! Small-M GEMM entry points (`ft_gemv_<in>_<out>_g<groups>_<v|s>`, see `gemv.rs`): each block
+//! streams a slab of 16 weight rows over its K slice once, its 8 warps splitting the slice by
+//! 32-k chunks (several 16-byte loads in flight per thread), `mma.m16n8k16` on fragments built
+//! from those loads, a fixed-order reduction of the warps in shared memory, then either the
+//! fused epilogue or, when K is split over blocks, the partials to a workspace and a fix-up by
+//! the block that arrives last (slices added in order: deterministic).
+
+use crate::arch::nvptx::{
+    atom_add_global_u32, block_idx_x, block_idx_y, block_idx_z, dyn_smem_addr, fence_gpu, ld_global_cg_f32,
+    ld_global_nc_v4, ld_shared_f32, mma_m16n8k16_bf16, mma_m16n8k16_f16, st_shared_f32, sync_threads, thread_idx_x,
+};
+use crate::element::Element;
+use crate::gemm::Epilogue;
+use crate::gemv::{A_COL, B_ROW, CHUNK, SLAB, SmallMPlan, WARPS, a_fragment, b_fragment, funnel, unroll};
+use half::{bf16, f16};
+
+/// A 16-bit input type the kernel multiplies with tensor cores.
+trait MmaElem: Element {
+    fn bits(self) -> u16;
+    /// # Safety
+    /// Whole-warp convergence.
+    unsafe fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4];
+}
+
+impl MmaElem for bf16 {
+    #[inline(always)]
+    fn bits(self) -> u16 {
+        self.to_bits()
+    }
+    #[inline(always)]
+    unsafe fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+        // SAFETY: forwarded.
+        unsafe { mma_m16n8k16_bf16(a, b, c) }
+    }
+}
+
+impl MmaElem for f16 {
+    #[inline(always)]
+    fn bits(self) -> u16 {
+        self.to_bits()
+    }
+    #[inline(always)]
+    unsafe fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+        // SAFETY: forwarded.
+        unsafe { mma_m16n8k16_f16(a, b, c) }
+    }
+}
+
+/// What every small-M entry receives (passed field by field in the ABI).
+#[derive(Clone, Copy)]
+struct Args {
+    m: usize,
+    n: usize,
+    k: usize,
+    lda: usize,
+    ldb: usize,
+    ldc: usize,
+    stride_a: usize,
+    stride_b: usize,
+    stride_c: usize,
+    alpha: f32,
+    beta: f32,
+    flags: u32,
+    layout: u32,
+    ksplit: usize,
+    kslice: usize,
+}
+
+/// 8 consecutive k of one row (`row` of `rows`) of an operand, from `kk` (a multiple of 8), as
+/// 16-bit pairs; zero past `kend` or past the last row. `VEC`: the row is K-contiguous; a group
+/// is one 16-byte load where the row is 16-byte aligned, else two aligned loads around it and a
+/// funnel shift (when both lie inside the row's `klen` elements), else element loads at the
+/// edges. Without `VEC` each element is loaded at `kcol ? k * ld + row : row * ld + k`.
+///
+/// # Safety
+/// `p` covers the operand (`rows` rows of `klen` K) at leading dimension `ld`, 2-byte aligned.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn load8<E: MmaElem, const VEC: bool>(
+    p: *const E,
+    row: usize,
+    rows: usize,
+    kk: usize,
+    kend: usize,
+    klen: usize,
+    ld: usize,
+    kcol: bool,
+) -> [u32; 4] {
+    let mut w = [0u32; 4];
+    if row >= rows || kk >= kend {
+        return w;
+    }
+    if VEC && kk + 8 <= kend {
+        let at = p.wrapping_add(row * ld + kk) as usize;
+        // Misalignment in elements; the same for every group of this row (kk % 8 == 0).
+        let s = (at % 16) / 2;
+        if s == 0 {
+            // SAFETY: the 8 elements exist (kk + 8 <= kend), 16-byte aligned; operands are
+            // never written by this kernel.
+            return unsafe { ld_global_nc_v4(at as *const u32) };
+        }
+        if kk >= s && kk + 16 - s <= klen {
+            let base = (at - 2 * s) as *const u32;
+            // SAFETY: the two aligned vectors hold elements kk - s .. kk + 16 - s of this row,
+            // all inside it (kk >= s, kk + 16 - s <= klen).
+            let (lo, hi) = unsafe { (ld_global_nc_v4(base), ld_global_nc_v4(base.wrapping_add(4))) };
+            return funnel(lo, hi, s);
+        }
+    }
+    for (e, wd) in w.iter_mut().enumerate() {
+        for h in 0..2 {
+            let kx = kk + 2 * e + h;
+            if kx < kend {
+                let idx = if kcol && !VEC { kx * ld + row } else { row * ld + kx };
+                // SAFETY: (row, kx) lies inside the operand.
+                let v = unsafe { *p.add(idx) }.bits() as u32;
+                *wd |= v << (16 * h);
+            }
+        }
+    }
+    w
+}
+
+/// One block: slab `blockIdx.x`, K slice `blockIdx.y`, matrix `blockIdx.z`.
+///
+/// # Safety
+/// Host-validated: the operands cover `batch` matrices as `q` describes; with `VEC`, A is
+/// row-major and B column-major; `ws` holds the split's workspace
+/// (`SmallMPlan::workspace_bytes`, counters zero) when `q.ksplit > 1`; the block has
+/// `gemv::smem_bytes(G)` bytes of dynamic shared memory and `gemv::THREADS` threads.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
+    a: *const E,
+    b: *const E,
+    c: *const O,
+    d: *mut O,
+    bias: *const O,
+    ws: *mut u8,
+    q: Args,
+) {
+    let tid = thread_idx_x() as usize;
+    let (warp, lane) = (tid / 32, tid % 32);
+    let (gid, t) = (lane / 4, lane % 4);
+    let (slab, ks, z) = (block_idx_x() as usize, block_idx_y() as usize, block_idx_z() as usize);
+    let n0 = slab * SLAB;
+    // SAFETY (pointer offsets): matrix z of each operand, inside it (host-checked strides).
+    let (a, b) = unsafe { (a.add(z * q.stride_a), b.add(z * q.stride_b)) };
+    let kb0 = ks * q.kslice;
+    let kb1 = if kb0 + q.kslice < q.k { kb0 + q.kslice } else { q.k };
+    let chunks = (kb1 - kb0).div_ceil(CHUNK);
+    let (a_col, b_row) = (q.layout & A_COL != 0, q.layout & B_ROW != 0);
+
+    // Accumulators: group g holds (slab rows gid, gid + 8) x (x rows 8g + 2t, + 1).
+    let mut acc = [[0.0f32; 4]; G];
+    let step = WARPS * unroll(G);
+    let mut c0 = warp;
+    while c0 < chunks {
+        let mut wv = [[[0u32; 4]; 2]; 4];
+        let mut xv = [[[0u32; 4]; G]; 4];
+        for u in 0..unroll(G) {
+            let cc = c0 + u * WARPS;
+            if cc < chunks {
+                let kk = kb0 + cc * CHUNK + 8 * t;
+                // SAFETY: rows and k are predicated inside the operands (load8).
+                unsafe {
+                    wv[u][0] = load8::<E, VEC>(b, n0 + gid, q.n, kk, kb1, q.k, q.ldb, b_row);
+                    wv[u][1] = load8::<E, VEC>(b, n0 + gid + 8, q.n, kk, kb1, q.k, q.ldb, b_row);
+                    for (g, x) in xv[u].iter_mut().enumerate() {
+                        *x = load8::<E, VEC>(a, 8 * g + gid, q.m, kk, kb1, q.k, q.lda, a_col);
+                    }
+                }
+            }
+        }
+        for u in 0..unroll(G) {
+            for (g, ag) in acc.iter_mut().enumerate() {
+                for j in 0..2 {
+                    // SAFETY: the loop bounds are warp-uniform, so the whole warp is here.
+                    *ag = unsafe { E::mma(a_fragment(wv[u][0], wv[u][1], j), b_fragment(xv[u][g], j), *ag) };
+                }
+            }
+        }
+        c0 += step;
+    }
+
+    // Cross-warp reduction: red[warp][x row][slab column] in shared memory.
+    let rows = 8 * G;
+    let smem = dyn_smem_addr();
+    let slot = |w: usize, mi: usize, nl: usize| smem + (((w * rows + mi) * SLAB + nl) * 4) as u32;
+    for (g, ag) in acc.iter().enumerate() {
+        for (r, &v) in ag.iter().enumerate() {
+            let (nl, mi) = (gid + 8 * (r / 2), 8 * g + 2 * t + r % 2);
+            // SAFETY: inside the block's `smem_bytes(G)` buffer.
+            unsafe { st_shared_f32(slot(warp, mi, nl), v) };
+        }
+    }
+    // SAFETY: every thread of the block reaches the barrier.
+    unsafe { sync_threads() };
+    let mrows = if q.m < rows { q.m } else { rows };
+    let outs = mrows * SLAB;
+    let finish = |v: f32, mi: usize, n: usize| {
+        let idx = z * q.stride_c + mi * q.ldc + n;
+        // SAFETY: (mi, n) is an output of matrix z; C and bias are read only when enabled.
+        let cv = if q.flags & 8 != 0 { unsafe { (*c.add(idx)).to_f32() } } else { 0.0 };
+        let bv = if q.flags & 1 != 0 { unsafe { (*bias.add(n)).to_f32() } } else { 0.0 };
+        let o = Epilogue::apply_flags(q.flags, q.alpha, q.beta, v, cv, bv, O::DTYPE);
+        // SAFETY: as above.
+        unsafe { *d.add(idx) = O::from_f32(o) };
+    };
+    let plan = SmallMPlan { slabs: q.n.div_ceil(SLAB), ksplit: q.ksplit, kslice: q.kslice };
+    let batch_z = z;
+    // Partials of the split: [matrix][slice][m][n] after the counters.
+    let parts = ws.wrapping_add(plan.counter_bytes(block_idx_z_count())) as *mut f32;
+    let part = |s: usize, mi: usize, n: usize| parts.wrapping_add(((batch_z * q.ksplit + s) * q.m + mi) * q.n + n);
+    let mut i = tid;
+    while i < outs {
+        let (mi, nl) = (i / SLAB, i % SLAB);
+        let n = n0 + nl;
+        if n < q.n {
+            let mut v = 0.0f32;
+            for w in 0..WARPS {
+                // SAFETY: inside the buffer (written above, before the barrier).
+                v += unsafe { ld_shared_f32(slot(w, mi, nl)) };
+            }
+            if q.ksplit <= 1 {
+                finish(v, mi, n);
+            } else {
+                // SAFETY: the workspace holds every (matrix, slice, row, column) (host-sized).
+                unsafe { *part(ks, mi, n) = v };
+            }
+        }
+        i += WARPS * 32;
+    }
+    if q.ksplit <= 1 {
+        return;
+    }
+    // Split: publish the partials, count the arrival; the last block of the slab adds the
+    // slices in order 0, 1, ... and applies the epilogue.
+    fence_gpu();
+    // SAFETY: every thread of the block reaches the barrier.
+    unsafe { sync_threads() };
+    let flag = smem + (WARPS * rows * SLAB * 4) as u32;
+    if tid == 0 {
+        let counter = (ws as *mut u32).wrapping_add(z * plan.slabs + slab);
+        // SAFETY: the counters precede the partials in the workspace (host-sized, zeroed).
+        let old = unsafe { atom_add_global_u32(counter, 1) };
+        let last = old as usize == q.ksplit - 1;
+        if last {
+            // Leave the counter at zero for the next call on this workspace.
+            // SAFETY: as above; no other block of this call touches it any more.
+            unsafe { core::ptr::write_volatile(counter, 0) };
+        }
+        fence_gpu();
+        // SAFETY: the flag word lies after the reduction buffer, inside `smem_bytes(G)`.
+        unsafe { st_shared_f32(flag, if last { 1.0 } else { 0.0 }) };
+    }
+    // SAFETY: every thread of the block reaches the barrier.
+    unsafe { sync_threads() };
+    // SAFETY: written by thread 0 before the barrier.
+    if unsafe { ld_shared_f32(flag) } == 0.0 {
+        return;
+    }
+    fence_gpu();
+    let mut i = tid;
+    while i < outs {
+        let (mi, nl) = (i / SLAB, i % SLAB);
+        let n = n0 + nl;
+        if n < q.n {
+            let mut v = 0.0f32;
+            for s in 0..q.ksplit {
+                // SAFETY: every slice's block published this element before its arrival.
+                v += unsafe { ld_global_cg_f32(part(s, mi, n)) };
+            }
+            finish(v, mi, n);
+        }
+        i += WARPS * 32;
+    }
+}
+
+/// Matrices in the launch (`gridDim.z`).
+#[inline(always)]
+fn block_idx_z_count() -> usize {
+    let v: u32;
+    // SAFETY: reads a special register.
+    unsafe { core::arch::asm!("mov.u32 {v}, %nctaid.z;", v = out(reg32) v) };
+    v as usize
+}
+
+// ABI: (a, b, c, d, bias, ws, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, alpha,
+// beta, flags, layout, ksplit, kslice); dims u32, strides u64, flags as `Epilogue::flags`,
+// layout bits `gemv::A_COL | gemv::B_ROW`.
+macro_rules! gemv_entry {
+    ($name:expr, $E:ty, $O:ty, $G:literal, $V:literal) => {
+        const _: () = {
+            #[unsafe(export_name = $name)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe extern "ptx-kernel" fn entry(
+                a: *const $E,
+                b: *const $E,
+                c: *const $O,
+                d: *mut $O,
+                bias: *const $O,
+                ws: *mut u8,
+                m: u32,
+                n: u32,
+                k: u32,
+                lda: u32,
+                ldb: u32,
+                ldc: u32,
+                stride_a: u64,
+                stride_b: u64,
+                stride_c: u64,
+                alpha: f32,
+                beta: f32,
+                flags: u32,
+                layout: u32,
+                ksplit: u32,
+                kslice: u32,
+            ) {
+                let q = Args {
+                    m: m as usize,
+                    n: n as usize,
+                    k: k as usize,
+                    lda: lda as usize,
+                    ldb: ldb as usize,
+                    ldc: ldc as usize,
+                    stride_a: stride_a as usize,
+                    stride_b: stride_b as usize,
+                    stride_c: stride_c as usize,
+                    alpha,
+                    beta,
+                    flags,
+                    layout,
+                    ksplit: ksplit as usize,
+                    kslice: kslice as usize,
+                };
+                // SAFETY: the host validated the operands, alignment, workspace and launch
+                // shape for this variant (see `small_m`).
+                unsafe { small_m::<$E, $O, $G, $V>(a, b, c, d, bias, ws, q) }
+            }
+        };
+    };
+}
+
+macro_rules! gemv_groups {
+    ($p:literal, $E:ty, $O:ty) => {
+        gemv_entry!(concat!($p, "_g1_v"), $E, $O, 1, true);
+        gemv_entry!(concat!($p, "_g1_s"), $E, $O, 1, false);
+        gemv_entry!(concat!($p, "_g2_v"), $E, $O, 2, true);
+        gemv_entry!(concat!($p, "_g2_s"), $E, $O, 2, false);
+        gemv_entry!(concat!($p, "_g4_v"), $E, $O, 4, true);
+        gemv_entry!(concat!($p, "_g4_s"), $E, $O, 4, false);
+        gemv_entry!(concat!($p, "_g8_v"), $E, $O, 8, true);
+        gemv_entry!(concat!($p, "_g8_s"), $E, $O, 8, false);
+    };
+}
+
+gemv_groups!("ft_gemv_bf16_bf16", bf16, bf16);
+gemv_groups!("ft_gemv_bf16_f32", bf16, f32);
+gemv_groups!("ft_gemv_f16_f16", f16, f16);
+gemv_groups!("ft_gemv_f16_f32", f16, f32);

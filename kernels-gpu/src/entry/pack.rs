@@ -1,0 +1,70 @@
+//! Pack entry points (`ft_pack_k_<dtype>`, see `pack.rs`): a grid-stride loop over groups of 8
+//! packed elements, each read element by element from the source layout (zero past K) and
+//! written as one 16-byte store.
+
+use crate::arch::nvptx::{block_dim_x, block_idx_x, grid_dim_x, st_global_v4, thread_idx_x};
+use crate::pack::{K_ALIGN, packed_ld, source_index};
+use half::{bf16, f16};
+
+/// # Safety
+/// `src` covers `rows x k` at `ld` (`kcol` as in `pack::source_index`); `dst` is 16-byte
+/// aligned and holds `rows * packed_ld(k)` elements.
+#[inline(always)]
+unsafe fn pack<T: Copy + Into<u16Bits>>(src: *const T, dst: *mut u16, rows: usize, k: usize, ld: usize, kcol: bool) {
+    let ldp = packed_ld(k);
+    let groups = ldp / K_ALIGN;
+    let total = rows * groups;
+    let step = grid_dim_x() as usize * block_dim_x() as usize;
+    let mut q = block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize;
+    while q < total {
+        let (row, k0) = (q / groups, (q % groups) * K_ALIGN);
+        let mut w = [0u32; 4];
+        for (e, wd) in w.iter_mut().enumerate() {
+            for h in 0..2 {
+                let kk = k0 + 2 * e + h;
+                if kk < k {
+                    // SAFETY: (row, kk) lies inside the source.
+                    let v: u16Bits = unsafe { *src.add(source_index(row, kk, ld, kcol)) }.into();
+                    *wd |= (v.0 as u32) << (16 * h);
+                }
+            }
+        }
+        // SAFETY: the group lies inside `dst` (row < rows, k0 + 8 <= ldp), 16-byte aligned.
+        unsafe { st_global_v4(dst.add(row * ldp + k0) as *mut u32, w) };
+        q += step;
+    }
+}
+
+/// Bits of a 16-bit element.
+#[allow(non_camel_case_types)]
+struct u16Bits(u16);
+
+impl From<bf16> for u16Bits {
+    #[inline(always)]
+    fn from(v: bf16) -> u16Bits {
+        u16Bits(v.to_bits())
+    }
+}
+
+impl From<f16> for u16Bits {
+    #[inline(always)]
+    fn from(v: f16) -> u16Bits {
+        u16Bits(v.to_bits())
+    }
+}
+
+// ABI: (src, dst, rows, k, ld, kcol).
+macro_rules! pack_entry {
+    ($name:literal, $T:ty) => {
+        const _: () = {
+            #[unsafe(export_name = $name)]
+            unsafe extern "ptx-kernel" fn entry(src: *const $T, dst: *mut u16, rows: u32, k: u32, ld: u32, kcol: u32) {
+                // SAFETY: the host sized and aligned the workspace and checked the source.
+                unsafe { pack::<$T>(src, dst, rows as usize, k as usize, ld as usize, kcol != 0) }
+            }
+        };
+    };
+}
+
+pack_entry!("ft_pack_k_bf16", bf16);
+pack_entry!("ft_pack_k_f16", f16);

@@ -1,0 +1,365 @@
+//! Small-M GEMM (the "GEMV family": M = 1..=64 rows against a large weight, the decode shape of
+//! every LLM layer): launch geometry, the K permutation that lets each thread feed
+//! `mma.m16n8k16` straight from 16-byte loads, the split-K workspace layout and the entry
+//! names. Shared by the kernel (`entry/gemv.rs`), the host's planning and the tests.
+//!
+//! The product is computed transposed, `Dᵀ = W · xᵀ`: a slab of [`SLAB`] output columns (rows
+//! of the weight, the `mma`'s M dimension) against up to 8 rows of x per `mma` (its N). Because
+//! a dot product does not care in which order K is summed, the thread with `t = lane % 4` loads
+//! 8 consecutive k (one 16-byte vector) of each of its two weight rows and of its x row, and the
+//! fragment registers are filled from those words ([`a_fragment`], [`b_fragment`]): two `mma`s
+//! per 32-k chunk, no shared memory, no shuffles.
+
+use crate::element::DType;
+
+/// Largest M the family serves (8 groups of 8 rows).
+pub const MAX_M: usize = 64;
+/// Output columns (weight rows) per block: the `mma`'s M dimension.
+pub const SLAB: usize = 16;
+/// Warps per block; they share the block's slab and split its K range.
+pub const WARPS: usize = 8;
+/// Threads per block.
+pub const THREADS: u32 = (WARPS * 32) as u32;
+/// K per warp step: 4 threads x 8 elements (two `m16n8k16`).
+pub const CHUNK: usize = 32;
+/// Largest split of K over blocks.
+pub const MAX_KSPLIT: usize = 64;
+/// Compiled row-group counts (rows of x = 8 x groups).
+pub const M_GROUPS: [usize; 4] = [1, 2, 4, 8];
+
+/// The compiled row-group count for `m` rows (1..=64), `None` above [`MAX_M`] or at 0.
+pub const fn m_groups_for(m: usize) -> Option<usize> {
+    match m {
+        1..=8 => Some(1),
+        9..=16 => Some(2),
+        17..=32 => Some(4),
+        33..=64 => Some(8),
+        _ => None,
+    }
+}
+
+/// Chunks a warp loads before it multiplies (more bytes in flight where registers allow).
+pub const fn unroll(groups: usize) -> usize {
+    match groups {
+        0..=2 => 4,
+        3..=4 => 2,
+        _ => 1,
+    }
+}
+
+/// Dynamic shared memory of a block: one f32 per (warp, row of x, slab column) for the
+/// cross-warp reduction, plus 16 bytes for the "last block" flag of the split.
+pub const fn smem_bytes(groups: usize) -> usize {
+    WARPS * groups * 8 * SLAB * 4 + 16
+}
+
+/// How one call is cut: `slabs` blocks along N, `ksplit` blocks along K of `kslice` elements
+/// (a multiple of [`CHUNK`]; the last slice is shorter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SmallMPlan {
+    pub slabs: usize,
+    pub ksplit: usize,
+    pub kslice: usize,
+}
+
+impl SmallMPlan {
+    /// The plan for `requested` K slices (clamped to 1..=[`MAX_KSPLIT`]; fewer when K is too
+    /// short for that many whole chunks).
+    pub const fn new(n: usize, k: usize, requested: usize) -> SmallMPlan {
+        let slabs = n.div_ceil(SLAB);
+        let req = if requested < 1 {
+            1
+        } else if requested > MAX_KSPLIT {
+            MAX_KSPLIT
+        } else {
+            requested
+        };
+        let chunks = if k == 0 { 1 } else { k.div_ceil(CHUNK) };
+        let per = chunks.div_ceil(req);
+        let kslice = per * CHUNK;
+        let ksplit = chunks.div_ceil(per);
+        SmallMPlan { slabs, ksplit, kslice }
+    }
+
+    /// The built-in split: none when the slabs alone give every SM at least one block;
+    /// otherwise enough slices for about two blocks per SM, each at least 16 chunks long
+    /// (two per warp) so the fix-up stays small next to the streaming.
+    pub const fn heuristic_ksplit(n: usize, k: usize, sms: usize) -> usize {
+        let slabs = n.div_ceil(SLAB);
+        if slabs >= sms {
+            return 1;
+        }
+        let want = (2 * sms).div_ceil(slabs);
+        let most = k.div_ceil(CHUNK) / (2 * WARPS);
+        let s = if want < most { want } else { most };
+        if s < 1 {
+            1
+        } else if s > MAX_KSPLIT {
+            MAX_KSPLIT
+        } else {
+            s
+        }
+    }
+
+    /// Bytes of the split's arrival counters (one u32 per slab and matrix), rounded up to 256 so
+    /// the partial products after them stay aligned.
+    pub const fn counter_bytes(&self, batch: usize) -> usize {
+        (self.slabs * batch * 4).div_ceil(256) * 256
+    }
+
+    /// Workspace bytes of a split call: counters, then `[batch][ksplit][m][n]` f32 partials.
+    /// 0 without a split. `None` on overflow.
+    pub const fn workspace_bytes(&self, m: usize, n: usize, batch: usize) -> Option<usize> {
+        if self.ksplit <= 1 {
+            return Some(0);
+        }
+        let Some(mn) = m.checked_mul(n) else { return None };
+        let Some(x) = mn.checked_mul(self.ksplit) else { return None };
+        let Some(x) = x.checked_mul(batch) else { return None };
+        let Some(x) = x.checked_mul(4) else { return None };
+        x.checked_add(self.counter_bytes(batch))
+    }
+}
+
+/// The k (offset inside a 32-k chunk) that thread `t = lane % 4` feeds to `mma` `j` (0 or 1)
+/// in the k-slot pair `2t + 8 hi + h` (`hi`, `h` in 0..2): `8t + 4j + 2hi + h`, i.e. word
+/// `2j + hi` of the thread's 16-byte vector at `8t`. A bijection of the 32 (t, j, hi, h) onto
+/// 0..32 (tested), so the two `mma`s add up exactly the chunk's products.
+pub const fn chunk_k(t: usize, j: usize, hi: usize, h: usize) -> usize {
+    8 * t + 4 * j + 2 * hi + h
+}
+
+/// A fragment of `mma` `j` from the thread's two weight vectors (rows `l/4` and `l/4 + 8` of
+/// the slab, 8 consecutive k each, as 16-bit pairs): registers in the ISA's order (row lo,
+/// slots 2t; row hi, slots 2t; row lo, slots 2t+8; row hi, slots 2t+8).
+#[inline(always)]
+pub const fn a_fragment(lo: [u32; 4], hi: [u32; 4], j: usize) -> [u32; 4] {
+    [lo[2 * j], hi[2 * j], lo[2 * j + 1], hi[2 * j + 1]]
+}
+
+/// B fragment of `mma` `j` from the thread's x vector (row `l/4` of the group, same 8 k).
+#[inline(always)]
+pub const fn b_fragment(x: [u32; 4], j: usize) -> [u32; 2] {
+    [x[2 * j], x[2 * j + 1]]
+}
+
+/// The 8 16-bit elements starting `s` elements (0..8) into the 32 bytes `lo ++ hi`: how a row
+/// whose elements are not 16-byte aligned is read with two aligned 16-byte loads. Constant
+/// indices and selects only (stays in registers on the GPU).
+#[inline(always)]
+pub fn funnel(lo: [u32; 4], hi: [u32; 4], s: usize) -> [u32; 4] {
+    let w = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
+    let (q, odd) = (s / 2, s % 2 == 1);
+    let pick = |i: usize| match q {
+        0 => w[i],
+        1 => w[i + 1],
+        2 => w[i + 2],
+        _ => w[i + 3],
+    };
+    let mut out = [0u32; 4];
+    for (j, o) in out.iter_mut().enumerate() {
+        let (a, b) = (pick(j), pick(j + 1));
+        *o = if odd { (a >> 16) | (b << 16) } else { a };
+    }
+    out
+}
+
+/// Entry name of a small-M variant: `ft_gemv_<in>_<out>_g<groups>_<v|s>` (`v`: K-contiguous
+/// weight and x (A row-major, B column-major), 16-byte loads, two and a funnel shift where a
+/// row is not 16-byte aligned; `s`: element loads in any layout).
+pub fn entry_name(dtype: DType, out: DType, groups: usize, vec: bool) -> &'static str {
+    let names = &NAMES;
+    let gi = match groups {
+        1 => 0,
+        2 => 1,
+        4 => 2,
+        _ => 3,
+    };
+    let di = if dtype == DType::Bf16 { 0 } else { 1 };
+    let oi = if out == DType::F32 { 1 } else { 0 };
+    names[((di * 2 + oi) * 4 + gi) * 2 + (!vec) as usize]
+}
+
+/// Every compiled entry, in [`entry_name`]'s order.
+pub const NAMES: [&str; 32] = [
+    "ft_gemv_bf16_bf16_g1_v",
+    "ft_gemv_bf16_bf16_g1_s",
+    "ft_gemv_bf16_bf16_g2_v",
+    "ft_gemv_bf16_bf16_g2_s",
+    "ft_gemv_bf16_bf16_g4_v",
+    "ft_gemv_bf16_bf16_g4_s",
+    "ft_gemv_bf16_bf16_g8_v",
+    "ft_gemv_bf16_bf16_g8_s",
+    "ft_gemv_bf16_f32_g1_v",
+    "ft_gemv_bf16_f32_g1_s",
+    "ft_gemv_bf16_f32_g2_v",
+    "ft_gemv_bf16_f32_g2_s",
+    "ft_gemv_bf16_f32_g4_v",
+    "ft_gemv_bf16_f32_g4_s",
+    "ft_gemv_bf16_f32_g8_v",
+    "ft_gemv_bf16_f32_g8_s",
+    "ft_gemv_f16_f16_g1_v",
+    "ft_gemv_f16_f16_g1_s",
+    "ft_gemv_f16_f16_g2_v",
+    "ft_gemv_f16_f16_g2_s",
+    "ft_gemv_f16_f16_g4_v",
+    "ft_gemv_f16_f16_g4_s",
+    "ft_gemv_f16_f16_g8_v",
+    "ft_gemv_f16_f16_g8_s",
+    "ft_gemv_f16_f32_g1_v",
+    "ft_gemv_f16_f32_g1_s",
+    "ft_gemv_f16_f32_g2_v",
+    "ft_gemv_f16_f32_g2_s",
+    "ft_gemv_f16_f32_g4_v",
+    "ft_gemv_f16_f32_g4_s",
+    "ft_gemv_f16_f32_g8_v",
+    "ft_gemv_f16_f32_g8_s",
+];
+
+/// Launch bounds of a small-M entry (threads, blocks per SM) for the PTX build; `None` for
+/// other names.
+pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
+    entry.starts_with("ft_gemv_").then_some((THREADS, 2))
+}
+
+/// Bit of the kernel's `layout` argument: A (x) is column-major.
+pub const A_COL: u32 = 1;
+/// Bit of the kernel's `layout` argument: B (the weight) is row-major (N contiguous).
+pub const B_ROW: u32 = 2;
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    #[test]
+    fn chunk_k_is_a_bijection_onto_the_chunk() {
+        let mut seen = [false; CHUNK];
+        for t in 0..4 {
+            for j in 0..2 {
+                for hi in 0..2 {
+                    for h in 0..2 {
+                        let k = chunk_k(t, j, hi, h);
+                        assert!(!seen[k], "k {k} fed twice");
+                        seen[k] = true;
+                    }
+                }
+            }
+        }
+        assert!(seen.iter().all(|&s| s));
+    }
+
+    /// Emulates `mma.m16n8k16` from the PTX ISA's fragment layout (independently of
+    /// `a_fragment`/`b_fragment`) on the fragments the kernel builds from 16-byte vectors, and
+    /// checks the two `mma`s of a chunk give the exact 16 x 8 product over its 32 k.
+    #[test]
+    fn fragments_from_vectors_give_the_chunk_product() {
+        // Small integers: exact in 16 bits (as f16 bit patterns are not needed, store as u16
+        // "values" directly) and in f64 sums.
+        let w = |r: usize, k: usize| ((r * 7 + k * 3) % 11) as u16;
+        let x = |m: usize, k: usize| ((m * 5 + k * 13) % 9) as u16;
+        let pair = |lo: u16, hi: u16| lo as u32 | (hi as u32) << 16;
+        let vec8 = |f: &dyn Fn(usize) -> u16, k0: usize| [0, 1, 2, 3].map(|i| pair(f(k0 + 2 * i), f(k0 + 2 * i + 1)));
+        let mut c = [[0i64; 8]; 16];
+        for j in 0..2 {
+            let mut a = [[0i64; 16]; 16];
+            let mut b = [[0i64; 8]; 16];
+            for l in 0..32 {
+                let (g, t) = (l / 4, l % 4);
+                let lo = vec8(&|k| w(g, k), 8 * t);
+                let hi = vec8(&|k| w(g + 8, k), 8 * t);
+                let xv = vec8(&|k| x(g, k), 8 * t);
+                let fa = a_fragment(lo, hi, j);
+                let fb = b_fragment(xv, j);
+                let halves = |v: u32| [(v & 0xffff) as i64, (v >> 16) as i64];
+                // ISA: a0 (g, 2t..), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..).
+                for (r, (row, col)) in
+                    [(g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8)].into_iter().enumerate()
+                {
+                    let [p, q] = halves(fa[r]);
+                    a[row][col] = p;
+                    a[row][col + 1] = q;
+                }
+                // ISA: b0 (k 2t.., n g), b1 (k 2t+8.., n g).
+                for (r, k) in [2 * t, 2 * t + 8].into_iter().enumerate() {
+                    let [p, q] = halves(fb[r]);
+                    b[k][g] = p;
+                    b[k + 1][g] = q;
+                }
+            }
+            for (i, row) in c.iter_mut().enumerate() {
+                for (n, v) in row.iter_mut().enumerate() {
+                    *v += (0..16).map(|s| a[i][s] * b[s][n]).sum::<i64>();
+                }
+            }
+        }
+        for (i, row) in c.iter().enumerate() {
+            for (n, &v) in row.iter().enumerate() {
+                let want: i64 = (0..CHUNK).map(|k| w(i, k) as i64 * x(n, k) as i64).sum();
+                assert_eq!(v, want, "row {i} col {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn funnel_extracts_any_8_element_window() {
+        let elems: Vec<u16> = (0..16).map(|i| 100 + i as u16).collect();
+        let word = |i: usize| elems[2 * i] as u32 | (elems[2 * i + 1] as u32) << 16;
+        let (lo, hi) = ([word(0), word(1), word(2), word(3)], [word(4), word(5), word(6), word(7)]);
+        for s in 0..8 {
+            let got = funnel(lo, hi, s);
+            for e in 0..8 {
+                let v = (got[e / 2] >> (16 * (e % 2))) as u16;
+                assert_eq!(v, elems[s + e], "s {s} element {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn plans_cover_k_with_whole_chunks() {
+        for k in [0, 1, 7, 31, 32, 33, 64, 777, 4096, 4099, 65536] {
+            for req in [0, 1, 2, 3, 7, 64, 100] {
+                let p = SmallMPlan::new(100, k, req);
+                assert!(p.kslice.is_multiple_of(CHUNK) && p.kslice > 0);
+                assert!(p.ksplit >= 1 && p.ksplit <= MAX_KSPLIT.max(1));
+                assert!(p.ksplit * p.kslice >= k, "k {k} req {req}: {p:?}");
+                assert!((p.ksplit - 1) * p.kslice < k.max(1), "empty last slice: k {k} req {req}: {p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn heuristic_splits_only_when_slabs_are_few() {
+        assert_eq!(SmallMPlan::heuristic_ksplit(4096, 4096, 132), 1);
+        let s = SmallMPlan::heuristic_ksplit(1024, 4096, 132);
+        assert!(s > 1 && 64 * s >= 2 * 132, "{s}");
+        assert_eq!(SmallMPlan::heuristic_ksplit(16, 64, 132), 1, "K too short to split");
+    }
+
+    #[test]
+    fn names_match_their_variant() {
+        let mut all = Vec::new();
+        for d in [DType::Bf16, DType::F16] {
+            for o in [d, DType::F32] {
+                for g in M_GROUPS {
+                    for v in [true, false] {
+                        let n = entry_name(d, o, g, v);
+                        let want = std::format!("ft_gemv_{}_{}_g{g}_{}", d.name(), o.name(), if v { "v" } else { "s" });
+                        assert_eq!(n, want);
+                        all.push(n);
+                    }
+                }
+            }
+        }
+        assert_eq!(all.len(), NAMES.len());
+    }
+
+    #[test]
+    fn workspace_counts_counters_and_partials() {
+        let p = SmallMPlan::new(1000, 4096, 4);
+        assert_eq!(p.workspace_bytes(3, 1000, 2), Some(p.counter_bytes(2) + 4 * 3 * 1000 * 2 * p.ksplit));
+        assert_eq!(SmallMPlan::new(1000, 4096, 1).workspace_bytes(3, 1000, 1), Some(0));
+        assert_eq!(p.workspace_bytes(usize::MAX, 2, 1), None);
+    }
+}

@@ -1,0 +1,155 @@
+//! Small-M GEMM (the gemv family, M = 1..=64): on the GPU against the float64 reference over
+//! edge shapes (M in {1, 2, 7, 8, 9, 16, 17, 33, 64}, K in {0, 1, 7, 8, 33, 777, 4099}), every
+//! layout (16-byte and element-load variants), padded leading dimensions, views at odd offsets,
+//! batches, epilogues, f16/bf16 with f32 and same-type outputs, outputs poisoned first; long K
+//! with few columns (the split with its last-block fix-up), called repeatedly on one stream;
+//! random shapes. On the CPU: which calls the family takes.
+
+use ferrotune::ops::gemm::{Gemm, Layout, gemm};
+use ferrotune::ops::gemv::{describe, small_m_applies, vector_loads};
+use ferrotune::{Buffer, DType, bf16};
+use ferrotune_testkit::{Rng, cuda_backend, poison};
+
+use crate::gemm::{Case, check, dispatch, epilogue, layouts, make_case};
+
+const DTYPES: [DType; 2] = [DType::Bf16, DType::F16];
+
+#[test]
+fn gpu_small_m_edge_shapes_match_f64_reference() {
+    let Some(gpu) = cuda_backend("gpu_small_m_edge_shapes_match_f64_reference") else { return };
+    let mut cases = 0u64;
+    for (mi, m) in [1usize, 2, 7, 8, 9, 16, 17, 33, 64].into_iter().enumerate() {
+        for (ki, k) in [0usize, 1, 7, 8, 33, 777, 4099].into_iter().enumerate() {
+            for (l, (la, lb)) in layouts().into_iter().enumerate() {
+                let i = mi + ki + l;
+                let n = [1usize, 15, 17, 100, 1023][i % 5];
+                let mut g = Gemm::new(m, n, k).layouts(la, lb).epilogue(epilogue(i)).batched(1 + (i % 7 == 0) as usize);
+                if i % 3 == 1 {
+                    let r = g.resolved();
+                    g.lda = r.lda + 8; // still 16-byte rows
+                    g.ldb = r.ldb + 8;
+                    g.ldc = r.ldc + 3;
+                } else if i % 3 == 2 {
+                    let r = g.resolved();
+                    g.lda = r.lda + 1; // element loads
+                    g.ldb = r.ldb + 1;
+                }
+                let dt = DTYPES[i % 2];
+                let out_f32 = (i / 2) % 2 == 1;
+                assert!(small_m_applies(&g.resolved(), dt).is_some(), "{g:?} should take the small-M family");
+                if let Err(e) = dispatch(&gpu, dt, out_f32, g, cases) {
+                    panic!("{dt:?} out_f32 {out_f32}: {e}");
+                }
+                cases += 1;
+            }
+        }
+    }
+    println!("gpu_small_m_edge_shapes_match_f64_reference: {cases} cases");
+}
+
+/// Few columns, long K: the split over blocks with its fix-up by the last block; repeated on
+/// the same stream (the counters must be back at zero after each call).
+#[test]
+fn gpu_small_m_split_k_fix_up_is_exact_and_repeatable() {
+    let Some(gpu) = cuda_backend("gpu_small_m_split_k_fix_up_is_exact_and_repeatable") else { return };
+    let sms = gpu.stream().gpu().map_or(132, |g| g.info().sm_count as usize);
+    for (i, (m, n, k)) in [(1usize, 16usize, 20000usize), (8, 64, 9000), (33, 100, 4099), (64, 17, 30000), (5, 1, 777)]
+        .into_iter()
+        .enumerate()
+    {
+        let g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i)).batched(1 + i % 2);
+        let (_, plan) = describe(&g.resolved(), DType::Bf16, DType::Bf16, [0, 0], sms).expect("m <= 64");
+        if k >= 9000 {
+            assert!(plan.ksplit > 1, "{m}x{n}x{k} should split K: {plan:?}");
+        }
+        for rep in 0..3 {
+            for dt in DTYPES {
+                if let Err(e) = dispatch(&gpu, dt, rep % 2 == 1, g, 7 * i as u64 + rep) {
+                    panic!("{dt:?} rep {rep} {plan:?}: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// Seeded random shapes, layouts, paddings, batches and epilogues.
+#[test]
+fn gpu_small_m_random_shapes() {
+    let Some(gpu) = cuda_backend("gpu_small_m_random_shapes") else { return };
+    let mut rng = Rng::new(0x6e3f);
+    let mut pick = |n: usize| (rng.next_u64() % n as u64) as usize;
+    for case in 0..120u64 {
+        let (m, n) = (1 + pick(64), 1 + pick(700));
+        let k = if case % 3 == 0 { pick(9000) } else { pick(300) };
+        let (la, lb) = layouts()[pick(4)];
+        let mut g = Gemm::new(m, n, k).layouts(la, lb).epilogue(epilogue(pick(4))).batched(1 + pick(3));
+        let pad = pick(10);
+        if pad > 0 {
+            let r = g.resolved();
+            g.lda = r.lda + pad;
+            g.ldb = r.ldb + pad;
+            g.ldc = r.ldc + pad / 2;
+        }
+        let dt = DTYPES[pick(2)];
+        let out_f32 = pick(2) == 1;
+        if let Err(e) = dispatch(&gpu, dt, out_f32, g, case) {
+            panic!("case {case}: {dt:?} out_f32 {out_f32}: {e}");
+        }
+    }
+}
+
+/// A and B views starting one element into their buffers (2-byte aligned only): two aligned
+/// loads and a funnel shift per group, same answer.
+#[test]
+fn gpu_small_m_odd_view_offsets() {
+    let Some(gpu) = cuda_backend("gpu_small_m_odd_view_offsets") else { return };
+    let s = gpu.stream();
+    for (i, (m, n, k)) in [(1usize, 300usize, 512usize), (9, 64, 1000), (33, 129, 4096)].into_iter().enumerate() {
+        let g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i + 2));
+        let mut rng = Rng::new(i as u64);
+        let case: Case<bf16, bf16> = make_case(&mut rng, g);
+        let shifted = |v: &[bf16]| std::iter::once(bf16::from_f32(0.0)).chain(v.iter().copied()).collect::<Vec<_>>();
+        let a = Buffer::from_slice(&s, &shifted(&case.a)).unwrap();
+        let b = Buffer::from_slice(&s, &shifted(&case.b)).unwrap();
+        let bias = Buffer::from_slice(&s, &case.bias).unwrap();
+        let c = Buffer::from_slice(&s, &case.c).unwrap();
+        let mut d = Buffer::from_slice(&s, &vec![poison::<bf16>(); case.c.len()]).unwrap();
+        let (av, bv) = (a.view(1..).unwrap(), b.view(1..).unwrap());
+        let (cv, biasv) = (c.all(), bias.all());
+        let r = g.resolved();
+        gemm::<bf16, bf16>(
+            &s,
+            &g,
+            &av,
+            &bv,
+            (r.epilogue.beta != 0.0).then_some(&cv),
+            r.epilogue.bias.then_some(&biasv),
+            &mut d.all_mut(),
+        )
+        .unwrap();
+        let got = d.to_vec(&s).unwrap();
+        if let Err(e) = check(&case, &got) {
+            panic!("offset views {m}x{n}x{k}: {e}");
+        }
+    }
+}
+
+#[test]
+fn small_m_takes_16_bit_calls_up_to_64_rows_without_a_forced_kernel() {
+    let rc = |m| Gemm::new(m, 4096, 4096).layouts(Layout::Row, Layout::Col).resolved();
+    assert!(small_m_applies(&rc(1), DType::Bf16).is_some());
+    assert!(small_m_applies(&rc(64), DType::F16).is_some());
+    assert!(small_m_applies(&rc(65), DType::Bf16).is_none(), "65 rows go to the tiles");
+    assert!(small_m_applies(&rc(8), DType::F32).is_none(), "f32 inputs are not in the family");
+    assert!(small_m_applies(&Gemm { tile: Some(2), ..rc(8) }, DType::Bf16).is_none(), "a forced tile wins");
+    assert!(small_m_applies(&Gemm { split_k: Some(4), ..rc(8) }, DType::Bf16).is_none(), "a forced split wins");
+    assert!(vector_loads(&rc(8), [256, 512]));
+    assert!(vector_loads(&rc(8), [258, 512]), "A at an odd element offset: two loads and a funnel shift");
+    assert!(!vector_loads(&Gemm::new(8, 4096, 4096).resolved(), [0, 0]), "B row-major: element loads");
+    assert!(vector_loads(&Gemm::new(8, 4096, 4099).layouts(Layout::Row, Layout::Col).resolved(), [0, 0]));
+    let (name, plan) = describe(&rc(1), DType::Bf16, DType::Bf16, [0, 0], 132).unwrap();
+    assert_eq!((name, plan.ksplit), ("ft_gemv_bf16_bf16_g1_v", 1));
+    let (name, plan) = describe(&rc(33), DType::F16, DType::F32, [0, 2], 132).unwrap();
+    assert_eq!(name, "ft_gemv_f16_f32_g8_v");
+    assert_eq!(plan.slabs, 256);
+}

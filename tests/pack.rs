@@ -1,0 +1,54 @@
+//! Packing of unaligned 16-bit operands before the 16-byte tiles: on the GPU against the
+//! float64 reference (odd K, odd leading dimensions, every layout, epilogues, f16/bf16 with f32
+//! and same-type outputs, outputs poisoned first; repeated calls that grow the workspace). On
+//! the CPU: which calls are packed.
+
+use ferrotune::DType;
+use ferrotune::ops::gemm::{Gemm, Layout};
+use ferrotune::ops::pack::{MIN_MACS, pack_applies};
+use ferrotune_testkit::cuda_backend;
+
+use crate::gemm::{dispatch, epilogue, layouts};
+
+#[test]
+fn gpu_packed_unaligned_gemm_matches_f64_reference() {
+    let Some(gpu) = cuda_backend("gpu_packed_unaligned_gemm_matches_f64_reference") else { return };
+    let mut cases = 0u64;
+    for (si, (m, n, k)) in
+        [(257usize, 300usize, 777usize), (97, 1023, 401), (600, 129, 1025), (1000, 333, 4099)].into_iter().enumerate()
+    {
+        for (l, (la, lb)) in layouts().into_iter().enumerate() {
+            let i = si + l;
+            let mut g = Gemm::new(m, n, k).layouts(la, lb).epilogue(epilogue(i));
+            if i % 2 == 1 {
+                let r = g.resolved();
+                g.lda = r.lda + 3;
+                g.ldb = r.ldb + 1;
+                g.ldc = r.ldc + 1;
+            }
+            let dt = [DType::Bf16, DType::F16][i % 2];
+            let out_f32 = (i / 2) % 2 == 1;
+            let r = g.resolved();
+            if r.m * r.n * r.k >= MIN_MACS && (!r.lda.is_multiple_of(8) || !r.ldb.is_multiple_of(8)) {
+                assert!(pack_applies(&r, dt, [0, 0]).is_some(), "{g:?} should be packed");
+            }
+            if let Err(e) = dispatch(&gpu, dt, out_f32, g, cases) {
+                panic!("{dt:?} out_f32 {out_f32}: {e}");
+            }
+            cases += 1;
+        }
+    }
+    println!("gpu_packed_unaligned_gemm_matches_f64_reference: {cases} cases");
+}
+
+#[test]
+fn pack_takes_large_unaligned_16_bit_single_matrices() {
+    let g = |m, n, k| Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).resolved();
+    assert!(pack_applies(&g(4097, 1023, 777), DType::Bf16, [0, 0]).is_some(), "odd K");
+    assert!(pack_applies(&g(4096, 1024, 776), DType::Bf16, [0, 0]).is_none(), "aligned rows");
+    assert!(pack_applies(&g(4096, 1024, 776), DType::Bf16, [2, 0]).is_some(), "A at an odd offset");
+    assert!(pack_applies(&g(4097, 1023, 777), DType::F32, [0, 0]).is_none(), "f32 is not packed");
+    assert!(pack_applies(&g(33, 40, 77), DType::F16, [0, 0]).is_none(), "too small to pay");
+    assert!(pack_applies(&g(4097, 1023, 777).batched(2).resolved(), DType::Bf16, [0, 0]).is_none(), "batches");
+    assert!(pack_applies(&Gemm { tile: Some(0), ..g(4097, 1023, 777) }, DType::Bf16, [0, 0]).is_none());
+}
