@@ -26,6 +26,7 @@ pub mod peer;
 pub mod pinned;
 pub mod profiler;
 pub mod stream;
+pub mod tma;
 pub mod tuned;
 
 pub use backend::{Backend, BackendChoice, Cpu, Gpu};

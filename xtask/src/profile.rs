@@ -116,6 +116,10 @@ fn explain_gemm(set: &ProfileSet, dtype: &str, shape: Option<&str>, layout: &str
         ));
     }
     println!("  split-K: {note}");
+    match ferrotune::ops::gemm_plan::explain_with(&b.stream(), &g, dt.dtype(), dt.dtype(), cfg)? {
+        Some(p) => println!("  path: {} ({})", p.path(), p.reason),
+        None => println!("  path: the CPU backend"),
+    }
     Ok(())
 }
 

@@ -18,6 +18,7 @@ use crate::backend::{Cpu, Gpu};
 use crate::buffer::{Scalar, View, ViewMut};
 use crate::config::GemmConfig;
 use crate::error::{DriverContext, Error, Result};
+use crate::ops::gemm_plan::{self, Family};
 use crate::stream::Stream;
 
 /// One GEMM problem (or a strided batch of them). Leading dimensions and batch strides of 0
@@ -306,51 +307,7 @@ pub fn gemm<T: Scalar, O: Scalar>(
     match s {
         // The CPU backend does not split K: the result is the same up to rounding.
         Stream::Cpu(cpu) => run_cpu(cpu, &g, cfg, a, b, c, bias, d),
-        Stream::Cuda { stream, gpu } => {
-            let plan = SplitPlan::new(g.k, split_k_for(&g, cfg));
-            // A config whose tile was chosen for a split this call does not run gives way to
-            // the unsplit heuristic.
-            let cfg = if !plan.is_split() && cfg.split_k > 1 {
-                GemmConfig::heuristic_unsplit(g.m, g.n, g.batch)
-            } else {
-                cfg
-            };
-            run_gpu(stream, gpu, &g, cfg, plan, a, b, c, bias, d)
-        }
-    }
-}
-
-/// The split-K factor a call runs with: the call's own (checked in `check`), else the chosen
-/// config's for single matrices without a forced tile; a profile's split-K for a batch is
-/// ignored (and logged).
-fn split_k_for(g: &Gemm, cfg: GemmConfig) -> usize {
-    match g.split_k {
-        Some(s) => s,
-        None if g.batch > 1 && cfg.split_k > 1 => {
-            log::debug!(
-                "gemm {}x{}x{} batch {}: split_k {} of the chosen config ignored (single matrices only)",
-                g.m,
-                g.n,
-                g.k,
-                g.batch,
-                cfg.split_k
-            );
-            1
-        }
-        // A forced tile asks for that kernel: the chosen config's split (whose partial
-        // products may need another tile) applies only when split_k is forced too.
-        None if g.tile.is_some() && cfg.split_k > 1 => {
-            log::debug!(
-                "gemm {}x{}x{}: split_k {} of the chosen config ignored for the forced tile {:?}",
-                g.m,
-                g.n,
-                g.k,
-                cfg.split_k,
-                g.tile
-            );
-            1
-        }
-        None => cfg.split_k,
+        Stream::Cuda { stream, gpu } => run_gpu(stream, gpu, &g, cfg, a, b, c, bias, d),
     }
 }
 
@@ -485,14 +442,13 @@ pub fn variant_chosen(g: &Gemm, dtype: DType, out: DType, pa: u64, pb: u64, chos
     Ok(v)
 }
 
-/// One GEMM call on a CUDA stream: a single launch, or split-K's (`plan` split) launches.
+/// One GEMM call on a CUDA stream: the plan's launch (Hopper, tiles) or split-K's launches.
 #[allow(clippy::too_many_arguments)]
 fn run_gpu<T: Scalar, O: Scalar>(
     cs: &Arc<CudaStream>,
     gpu: &Gpu,
     g: &Gemm,
     cfg: GemmConfig,
-    plan: SplitPlan,
     a: &View<'_, T>,
     b: &View<'_, T>,
     c: Option<&View<'_, O>>,
@@ -515,14 +471,16 @@ fn run_gpu<T: Scalar, O: Scalar>(
         None => (pd, None),
     };
     let ptrs = [pa, pb, pc, pd, pbias];
-    if plan.is_split() {
-        // SAFETY: as below; the split's launches stay inside the same operands.
-        unsafe { launch_split(cs, gpu, g, cfg, plan, T::DTYPE, O::DTYPE, ptrs) }?;
-    } else {
-        let v = variant_chosen(g, T::DTYPE, O::DTYPE, pa, pb, cfg)?;
-        // SAFETY: `check` proved every operand covers its batch of matrices at the given
-        // strides and leading dimensions; `variant_for` matched the load width to the pointers.
-        unsafe { launch(cs, gpu, g, v, ptrs, false) }?;
+    let arch = gpu.kernels()?.arch;
+    let p = gemm_plan::plan(g, T::DTYPE, O::DTYPE, arch, gpu.info.sm_count, cfg, [pa, pb])?;
+    log::trace!("gemm {}x{}x{} batch {}: {} ({})", g.m, g.n, g.k, g.batch, p.path(), p.reason);
+    // SAFETY (each arm): `check` proved every operand covers its batch of matrices at the
+    // given strides and leading dimensions; the plan matched the kernel to the pointers (load
+    // width, or tensor maps TMA can describe); the split's launches stay inside the operands.
+    match p.family {
+        Family::SplitK(plan) => unsafe { launch_split(cs, gpu, g, p.cfg, plan, T::DTYPE, O::DTYPE, ptrs) }?,
+        Family::Hopper(v) => unsafe { crate::ops::gemm_sm90::launch(cs, gpu, g, v, ptrs) }?,
+        Family::Tiles(v) => unsafe { launch(cs, gpu, g, v, ptrs, false) }?,
     }
     drop((ga, gb, gd, gc, gbias));
     Ok(())

@@ -4,6 +4,8 @@
 pub mod clifford;
 pub mod elementwise;
 pub mod gemm;
+pub mod gemm_plan;
+pub mod gemm_sm90;
 pub mod reduce;
 
 pub use clifford::{

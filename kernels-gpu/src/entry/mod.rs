@@ -5,5 +5,7 @@
 mod clifford;
 mod elementwise;
 mod gemm;
+#[cfg(target_feature = "sm_90a")]
+mod gemm_sm90;
 mod reduce;
 mod splitk;
