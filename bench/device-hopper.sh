@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# One device call for the Hopper GEMM path (issue 11): the sm90 GPU tests, tensor maps by value
-# vs in global memory, `bench --ops gemm` (bf16, f16; every row names its path) with the torch
-# peer when main's tree has benches/torch_gemm.py, compute-sanitizer memcheck/racecheck/
-# synccheck on the sm90 tests, and Nsight Compute on the 8192^3 bf16 kernel. Run from the
-# repository root with the carry in .carry/ (bench/prepare-carry.sh, then copy this script).
-# Results land in $OUT/results/ and are packed into $OUT/hopper-results.tgz.
+# One device call for the Hopper GEMM path (issue 11): the sm90 GPU tests (heuristic tiles,
+# then each forced tile), a tile sweep of `bench --ops gemm` (bf16), the full bench (bf16,
+# f16; every row names its path) with the torch peer when main's tree has
+# benches/torch_gemm.py, compute-sanitizer memcheck/racecheck/synccheck on the sm90 tests,
+# and Nsight Compute on the 8192^3 bf16 kernel. Run from the repository root with the carry in
+# .carry/ (bench/prepare-carry.sh, then copy this script). Results land in $OUT/results/ and
+# are packed into $OUT/hopper-results.tgz.
 set -uo pipefail
 bash bench/unpack-carry.sh || exit 1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
@@ -16,14 +17,16 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 echo "=== sm90 tests"
 timeout 150 $T --test-threads=1 --nocapture sm90_ > $R/sm90-tests.txt 2>&1
 echo "tests exit $?"; grep -E "^test |test result|panicked|skipped" $R/sm90-tests.txt | head -20
-if [ -z "${SKIP_MAPS:-}" ]; then
-  echo "=== tensor maps: by value vs global memory (bf16 8192^3, tile 0)"
-  for mode in param global; do
-    FERROTUNE_SM90_MAPS=$mode FERROTUNE_SM90_TILE=0 FERROTUNE_BENCH_NO_SPLIT=1 timeout 60 $X bench --ops gemm \
-      --dtypes bf16 --shapes 8192x8192x8192 --iters 10 --warmup 3 > $R/maps-$mode.txt 2>&1
-    echo "maps $mode exit $?"; grep -E "^gemm " -A1 $R/maps-$mode.txt | cut -c1-170
-  done
-fi
+for t in ${FORCED_TILES:-}; do
+  FERROTUNE_SM90_TILE=$t timeout 60 $T --test-threads=1 sm90_edge sm90_strided > $R/sm90-tests-tile$t.txt 2>&1
+  echo "tile $t tests exit $?: $(grep 'test result' $R/sm90-tests-tile$t.txt)"
+done
+for t in ${SWEEP_TILES:-}; do
+  echo "=== sweep: tile $t (bf16)"
+  FERROTUNE_SM90_TILE=$t FERROTUNE_BENCH_NO_SPLIT=1 timeout 60 $X bench --ops gemm --dtypes bf16 --shapes $SHAPES \
+    --iters 20 --warmup 5 > $R/sweep-tile$t.txt 2>&1
+  echo "tile $t exit $?"; grep -E "^(gemm|linear_bias_gelu) " $R/sweep-tile$t.txt | cut -c1-150
+done
 echo "=== bench --ops gemm"
 FERROTUNE_BENCH_NO_SPLIT=${BENCH_NO_SPLIT:-1} timeout ${BENCH_TIMEOUT:-120} $X bench --ops gemm --dtypes ${DTYPES:-bf16,f16} \
   --shapes $SHAPES --json $R/gemm-hopper.json > $R/gemm.txt 2>&1
@@ -36,10 +39,14 @@ if [ -f benches/torch_gemm.py ] && [ -z "${SKIP_TORCH:-}" ]; then
 fi
 echo "=== sanitizer"
 for tool in memcheck racecheck synccheck; do
-  timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 sm90_strided sm90_falls_back \
-    > $R/sanitizer-sm90-$tool.txt 2>&1
-  echo "$tool: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/sanitizer-sm90-$tool.txt | tail -1)"
+  for t in ${SANITIZE_TILES:-default}; do
+    [ "$t" = default ] && unset FERROTUNE_SM90_TILE || export FERROTUNE_SM90_TILE=$t
+    timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 sm90_strided sm90_falls_back \
+      > $R/sanitizer-sm90-$tool-$t.txt 2>&1
+    echo "$tool tile $t: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/sanitizer-sm90-$tool-$t.txt | tail -1)"
+  done
 done
+unset FERROTUNE_SM90_TILE
 if [ -z "${SKIP_NCU:-}" ]; then
   echo "=== ncu 8192^3 bf16"
   FERROTUNE_BENCH_NO_SPLIT=1 timeout 90 ncu -k regex:ft_gemm90_bf16_rc_bf16 --launch-count 1 --section SpeedOfLight \

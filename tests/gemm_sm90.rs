@@ -72,7 +72,8 @@ fn sm90_edge_shapes_every_epilogue() {
 fn sm90_k_edges_long_k_and_large() {
     let Some(b) = hopper("sm90_k_edges_long_k_and_large") else { return };
     for (i, k) in EDGES.into_iter().chain([4099]).enumerate() {
-        on_hopper(&b, DType::Bf16, false, rc(129, 257, k).epilogue(epilogue(i)), 100 + i as u64).unwrap();
+        // No split-K (the heuristic splits the long K of this small output).
+        on_hopper(&b, DType::Bf16, false, rc(129, 257, k).epilogue(epilogue(i)).split_k(1), 100 + i as u64).unwrap();
     }
     // Both tiles on a shape that fills the SMs (128 x 256) and one that does not (128 x 128).
     on_hopper(&b, DType::Bf16, false, rc(2048, 4096, 320).epilogue(epilogue(3)), 7).unwrap();

@@ -27,6 +27,9 @@ pub struct Sm90Tile {
     /// Consumer warpgroups, each owning 64 rows of the tile.
     pub consumers: usize,
     pub stages: usize,
+    /// One block per SM walking the tiles (epilogue straight from the accumulators), else
+    /// one block per tile (epilogue staged through shared memory, stores coalesced).
+    pub persistent: bool,
 }
 
 impl Sm90Tile {
@@ -60,13 +63,13 @@ impl Sm90Tile {
     }
 }
 
-const fn t(bn: usize, consumers: usize, stages: usize) -> Sm90Tile {
-    Sm90Tile { bn, consumers, stages }
+const fn t(bn: usize, consumers: usize, stages: usize, persistent: bool) -> Sm90Tile {
+    Sm90Tile { bn, consumers, stages, persistent }
 }
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 2] = [t(256, 2, 4), t(128, 2, 6)];
+pub const TILES: [Sm90Tile; 4] = [t(256, 2, 4, false), t(128, 2, 6, false), t(256, 2, 4, true), t(128, 2, 6, true)];
 
 // Every tile's epilogue staging fits in its ring and its shared memory in the H100's 227 KiB.
 const _: () = {
@@ -78,16 +81,6 @@ const _: () = {
     }
 };
 
-/// Where the kernel finds its two tensor maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MapArgs {
-    /// By value, the first two (64-byte aligned) kernel parameters (`__grid_constant__`).
-    Param,
-    /// A device pointer to the two maps in global memory (compiled for one variant only, to
-    /// compare with `Param` on the device).
-    Global,
-}
-
 /// A compiled Hopper GEMM entry: 16-bit inputs, A row-major (M x K) and B column-major
 /// (K x N, i.e. N x K row-major: `x wᵀ`), both K-contiguous.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -96,7 +89,6 @@ pub struct Sm90Variant {
     pub out_f32: bool,
     /// Index into [`TILES`].
     pub tile: u8,
-    pub maps: MapArgs,
 }
 
 /// The entry-name prefix of the family and the number of by-value map parameters, for the
@@ -112,7 +104,7 @@ impl Sm90Variant {
         TILES[self.tile as usize]
     }
 
-    /// `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x<BK>s<stages>[_gm]`, e.g.
+    /// `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x<BK>s<stages>[p]` (`p`: persistent), e.g.
     /// `ft_gemm90_bf16_rc_bf16_128x256x64s4`.
     pub fn entry_name(&self) -> EntryName {
         let t = self.tile();
@@ -129,23 +121,19 @@ impl Sm90Variant {
         n.push_num(t.bk(self.dtype.size_bytes()));
         n.push("s");
         n.push_num(t.stages);
-        if self.maps == MapArgs::Global {
-            n.push("_gm");
+        if t.persistent {
+            n.push("p");
         }
         n
     }
 
-    /// Every compiled variant: f16 and bf16, each output, each tile, maps by value; and the
-    /// global-memory maps for bf16 tile 0 with a bf16 output.
+    /// Every compiled variant: f16 and bf16, each output, each tile.
     pub fn all() -> impl Iterator<Item = Sm90Variant> {
-        [DType::F16, DType::Bf16]
-            .into_iter()
-            .flat_map(|dtype| {
-                [false, true].into_iter().flat_map(move |out_f32| {
-                    (0..TILES.len() as u8).map(move |tile| Sm90Variant { dtype, out_f32, tile, maps: MapArgs::Param })
-                })
-            })
-            .chain(core::iter::once(Sm90Variant { dtype: DType::Bf16, out_f32: false, tile: 0, maps: MapArgs::Global }))
+        [DType::F16, DType::Bf16].into_iter().flat_map(|dtype| {
+            [false, true]
+                .into_iter()
+                .flat_map(move |out_f32| (0..TILES.len() as u8).map(move |tile| Sm90Variant { dtype, out_f32, tile }))
+        })
     }
 }
 
@@ -176,11 +164,13 @@ mod tests {
 
     #[test]
     fn names_and_bounds() {
-        let v = Sm90Variant { dtype: DType::Bf16, out_f32: false, tile: 0, maps: MapArgs::Param };
+        let v = Sm90Variant { dtype: DType::Bf16, out_f32: false, tile: 0 };
         assert_eq!(v.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s4");
         assert_eq!(launch_bounds("ft_gemm90_bf16_rc_bf16_128x256x64s4"), Some((384, 1)));
         assert_eq!(launch_bounds("ft_gemm_bf16_rc_v16_bf16_128x128x32w2x4s4"), None);
-        assert_eq!(Sm90Variant::all().count(), 9);
+        assert_eq!(Sm90Variant::all().count(), 16);
+        let p = Sm90Variant { tile: 2, ..v };
+        assert_eq!(p.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s4p");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
-use ferrotune_kernels::gemm_sm90::{self as k90, MapArgs, Sm90Variant};
+use ferrotune_kernels::gemm_sm90::{self as k90, Sm90Variant};
 
 use crate::DType;
 use crate::backend::Gpu;
@@ -45,10 +45,7 @@ pub fn choose(
         return Err("a tile of the mma.sync kernels is forced".into());
     }
     let tile = tile_for(g, sm_count);
-    let mut v = Sm90Variant { dtype, out_f32: out == DType::F32, tile, maps: map_args() };
-    if !Sm90Variant::all().any(|x| x == v) {
-        v.maps = MapArgs::Param;
-    }
+    let v = Sm90Variant { dtype, out_f32: out == DType::F32, tile };
     if v.out_dtype() != out {
         return Err(format!("output {} for {} inputs", out.name(), dtype.name()));
     }
@@ -60,12 +57,6 @@ pub fn choose(
         return Err(format!("{tiles} tiles x batch {} exceed the grid", g.batch));
     }
     Ok(v)
-}
-
-/// `FERROTUNE_SM90_MAPS=global` passes the tensor maps in global memory where the variant is
-/// compiled that way (one only: a device experiment); by value otherwise.
-fn map_args() -> MapArgs {
-    if std::env::var("FERROTUNE_SM90_MAPS").is_ok_and(|v| v == "global") { MapArgs::Global } else { MapArgs::Param }
 }
 
 /// The tile: 128 x 256 when it fills the SMs at least once, else 128 x 128 (twice the
@@ -140,38 +131,17 @@ pub unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, v: Sm90Variant, 
     let stride_c = g.stride_c as u64;
     let e = g.epilogue;
     let flags = e.flags();
-    let mut global_maps = None;
     let mut lb = cs.launch_builder(&kernel.func);
-    match v.maps {
-        MapArgs::Param => {
-            lb.arg(&map_a).arg(&map_b);
-        }
-        MapArgs::Global => {
-            let words: Vec<u64> = map_a.opaque.iter().chain(map_b.opaque.iter()).copied().collect();
-            let buf = cs.clone_htod(&words).ctx(|| "copying the tensor maps to the device".to_string())?;
-            global_maps = Some(buf);
-        }
-    }
-    let maps_ptr = global_maps.as_ref().map(|b| {
-        use cudarc::driver::DevicePtr;
-        let (p, _sync) = b.device_ptr(cs);
-        p
-    });
-    if let Some(p) = &maps_ptr {
-        lb.arg(p);
-    }
-    lb.arg(&pc).arg(&pd).arg(&pbias);
+    lb.arg(&map_a).arg(&map_b).arg(&pc).arg(&pd).arg(&pbias);
     for x in &dims {
         lb.arg(x);
     }
     lb.arg(&stride_c).arg(&e.alpha).arg(&e.beta).arg(&flags);
-    // SAFETY: the arguments match `sm90_entry!` (two 128-byte maps by value, or one pointer to
-    // both for `_gm`; 3 pointers, 4 u32, 1 u64, 2 f32, 1 u32) in kernels-gpu/src/entry/
+    // SAFETY: the arguments match `sm90_entry!` (two 128-byte maps by value, 3 pointers,
+    // 5 u32, 1 u64, 2 f32, 1 u32) in kernels-gpu/src/entry/
     // gemm_sm90.rs; the maps describe A and B as the kernel loads them (boxes of the tile); the
     // caller vouches for the pointers; block size and shared memory are the tile's.
     unsafe { lb.launch(cfg) }
         .ctx(|| format!("launching {} ({}x{}x{}, batch {})", name.as_str(), g.m, g.n, g.k, g.batch))?;
-    // Freed in stream order, after the kernel.
-    drop(global_maps);
     Ok(())
 }

@@ -6,7 +6,9 @@
 
 use core::arch::asm;
 
-use crate::arch::nvptx::{block_idx_x, block_idx_z, ld_shared_v4_f32, st_shared_v2_f32, sync_threads, thread_idx_x};
+use crate::arch::nvptx::{
+    block_idx_x, block_idx_z, grid_dim_x, ld_shared_v4_f32, st_shared_v2_f32, sync_threads, thread_idx_x,
+};
 use crate::arch::sm90::{
     desc_k_sw128, fence_barrier_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier,
     param_to_generic, setmaxnreg_dec, setmaxnreg_inc, smem_base_1024, tma_load_3d, wgmma_commit, wgmma_fence,
@@ -62,8 +64,121 @@ macro_rules! wgmma_elem {
 wgmma_elem!(bf16, wgmma_m64n128k16_bf16, wgmma_m64n256k16_bf16);
 wgmma_elem!(f16, wgmma_m64n128k16_f16, wgmma_m64n256k16_f16);
 
-/// The kernel body. `NACC` = BN / 2 accumulators per consumer thread, `CONS` consumer
-/// warpgroups (BM = 64 CONS), `ST` stages.
+/// K elements per stage (16-bit inputs: one 128-byte swizzle row).
+const BK: usize = BK_BYTES / 2;
+
+/// The shared-memory ring of one block: `ST` stages of an A tile (BM x BK) and a B tile
+/// (BN x BK) at a 1024-aligned base, then the full and empty mbarriers of each stage.
+#[derive(Clone, Copy)]
+struct Ring<const NACC: usize, const CONS: usize, const ST: usize> {
+    base: u32,
+}
+
+impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST> {
+    const BN: usize = 2 * NACC;
+    const BM: usize = 64 * CONS;
+    const A_BYTES: usize = Self::BM * BK_BYTES;
+    const STAGE: usize = (Self::BM + Self::BN) * BK_BYTES;
+
+    #[inline(always)]
+    fn new() -> Self {
+        Ring { base: smem_base_1024() }
+    }
+    #[inline(always)]
+    fn bm(&self) -> usize {
+        Self::BM
+    }
+    #[inline(always)]
+    fn bn(&self) -> usize {
+        Self::BN
+    }
+    #[inline(always)]
+    fn stage(&self, s: usize) -> u32 {
+        self.base + (s * Self::STAGE) as u32
+    }
+    #[inline(always)]
+    fn full(&self, s: usize) -> u32 {
+        self.base + (ST * Self::STAGE + 8 * s) as u32
+    }
+    #[inline(always)]
+    fn empty(&self, s: usize) -> u32 {
+        self.base + (ST * Self::STAGE + 8 * (ST + s)) as u32
+    }
+
+    /// Thread 0 initialises the barriers (full: the producer's arrival plus the bytes;
+    /// empty: one arrival per consumer warpgroup); then the whole block syncs.
+    ///
+    /// # Safety
+    /// Every thread of the block calls it once, first.
+    #[inline(always)]
+    unsafe fn init(&self, tid: usize) {
+        if tid == 0 {
+            for s in 0..ST {
+                // SAFETY: the barriers lie past the ring, 8-byte aligned; the sync below
+                // orders the initialisation before every other use.
+                unsafe {
+                    mbar_init(self.full(s), 1);
+                    mbar_init(self.empty(s), CONS as u32);
+                }
+            }
+            fence_barrier_init();
+        }
+        // SAFETY: every thread reaches it.
+        unsafe { sync_threads() };
+    }
+
+    /// The producer's `it`-th load (ring-wide count): waits for the stage to be free, then
+    /// loads k-tile `kt` of A rows `tm BM..` and B rows `tn BN..` of batch matrix `z`.
+    ///
+    /// # Safety
+    /// One thread; the maps describe A and B with this ring's boxes.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn produce(&self, it: usize, map_a: u64, map_b: u64, kt: usize, tm: usize, tn: usize, z: i32) {
+        let s = it % ST;
+        let sa = self.stage(s);
+        // SAFETY: the stage is free once its empty barrier completed the previous round.
+        unsafe {
+            if it >= ST {
+                mbar_wait(self.empty(s), ((it / ST - 1) & 1) as u32);
+            }
+            mbar_arrive_expect_tx(self.full(s), Self::STAGE as u32);
+            let k0 = (kt * BK) as i32;
+            tma_load_3d(sa, map_a, k0, (tm * Self::BM) as i32, z, self.full(s));
+            tma_load_3d(sa + Self::A_BYTES as u32, map_b, k0, (tn * Self::BN) as i32, z, self.full(s));
+        }
+    }
+
+    /// Consumer warpgroup `cw`'s `it`-th stage: waits for it, issues its wgmmas into `acc`,
+    /// keeps that group in flight and, with `release`, frees the previous stage (whose group
+    /// is then complete).
+    ///
+    /// # Safety
+    /// The whole warpgroup calls it, in the producer's order.
+    #[inline(always)]
+    unsafe fn consume<E: WgmmaElem>(&self, it: usize, cw: usize, acc: &mut [f32; NACC], release: bool) {
+        let s = it % ST;
+        let sa = self.stage(s) + (cw * 64 * BK_BYTES) as u32;
+        let sb = self.stage(s) + Self::A_BYTES as u32;
+        // SAFETY: the full barrier says the stage landed; the warpgroup issues together.
+        unsafe {
+            mbar_wait(self.full(s), ((it / ST) & 1) as u32);
+            wgmma_fence();
+            let (da, db) = (desc_k_sw128(sa), desc_k_sw128(sb));
+            for kk in 0..(BK / 16) as u64 {
+                E::mma::<NACC>(acc, da + 2 * kk, db + 2 * kk);
+            }
+            wgmma_commit();
+            wgmma_wait::<1>();
+            if release {
+                mbar_arrive(self.empty((it + ST - 1) % ST));
+            }
+        }
+    }
+}
+
+/// The kernel body: one block per output tile. `NACC` = BN / 2 accumulators per consumer
+/// thread, `CONS` consumer warpgroups (BM = 64 CONS), `ST` stages.
 ///
 /// # Safety
 /// `map_a` / `map_b` are the generic addresses of valid maps of A (dims K, M, batch) and B
@@ -81,52 +196,23 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
     k: usize,
     out: Out,
 ) {
-    let bn = 2 * NACC;
-    let bm = 64 * CONS;
-    let bk = BK_BYTES / 2;
-    let a_bytes = bm * BK_BYTES;
-    let stage = (bm + bn) * BK_BYTES;
-    let base = smem_base_1024();
-    let bars = base + (ST * stage) as u32;
-    let full = |s: usize| bars + 8 * s as u32;
-    let empty = |s: usize| bars + 8 * (ST + s) as u32;
+    let ring = Ring::<NACC, CONS, ST>::new();
+    let (bm, bn) = (ring.bm(), ring.bn());
     let tid = thread_idx_x() as usize;
     let wg = tid / WG_THREADS as usize;
     let (tm, tn) = raster(block_idx_x() as usize, out.m.div_ceil(bm), out.n.div_ceil(bn));
     let z = block_idx_z() as i32;
-    let ktiles = k.div_ceil(bk);
-    if tid == 0 {
-        for s in 0..ST {
-            // SAFETY: the barriers lie past the ring, 8-byte aligned; the sync below orders
-            // the initialisation before every other use.
-            unsafe {
-                mbar_init(full(s), 1);
-                mbar_init(empty(s), CONS as u32);
-            }
-        }
-        fence_barrier_init();
-    }
-    // SAFETY: every thread reaches it.
-    unsafe { sync_threads() };
+    let ktiles = k.div_ceil(BK);
+    // SAFETY: every thread calls it first.
+    unsafe { ring.init(tid) };
     if wg == 0 {
         if CONS == 2 {
             setmaxnreg_dec::<PRODUCER_REGS>();
         }
         if tid == 0 {
             for kt in 0..ktiles {
-                let s = kt % ST;
-                let sa = base + (s * stage) as u32;
-                // SAFETY: the barriers are initialised; the stage is free once its empty
-                // barrier completed the previous round; the maps describe A and B (caller).
-                unsafe {
-                    if kt >= ST {
-                        mbar_wait(empty(s), ((kt / ST - 1) & 1) as u32);
-                    }
-                    mbar_arrive_expect_tx(full(s), stage as u32);
-                    let k0 = (kt * bk) as i32;
-                    tma_load_3d(sa, map_a, k0, (tm * bm) as i32, z, full(s));
-                    tma_load_3d(sa + a_bytes as u32, map_b, k0, (tn * bn) as i32, z, full(s));
-                }
+                // SAFETY: the maps describe A and B (caller).
+                unsafe { ring.produce(kt, map_a, map_b, kt, tm, tn, z) };
             }
         }
         return;
@@ -138,24 +224,8 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
     let lt = tid % WG_THREADS as usize;
     let mut acc = [0.0f32; NACC];
     for kt in 0..ktiles {
-        let s = kt % ST;
-        let sa = base + (s * stage + cw * 64 * BK_BYTES) as u32;
-        let sb = base + (s * stage + a_bytes) as u32;
-        // SAFETY: the full barrier says the stage landed; the warpgroup issues together; the
-        // stage is released (empty barrier) only after its wgmma group completed.
-        unsafe {
-            mbar_wait(full(s), ((kt / ST) & 1) as u32);
-            wgmma_fence();
-            let (da, db) = (desc_k_sw128(sa), desc_k_sw128(sb));
-            for kk in 0..(bk / 16) as u64 {
-                E::mma::<NACC>(&mut acc, da + 2 * kk, db + 2 * kk);
-            }
-            wgmma_commit();
-            wgmma_wait::<1>();
-            if kt > 0 && lt == 0 {
-                mbar_arrive(empty((kt - 1) % ST));
-            }
-        }
+        // SAFETY: the warpgroup calls it together, in the producer's order.
+        unsafe { ring.consume::<E>(kt, cw, &mut acc, kt > 0 && lt == 0) };
     }
     wgmma_wait::<0>();
     // SAFETY: the consumers (and only they) reach both barriers; after the first no wgmma
@@ -163,7 +233,7 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
     unsafe {
         named_barrier(1, WG_THREADS * CONS as u32);
         let pitch = (bn + EPI_PAD) * 4;
-        let region = base + (cw * 64 * pitch) as u32;
+        let region = ring.base + (cw * 64 * pitch) as u32;
         let (w, lane) = (lt / 32, lt % 32);
         let (g, t) = (lane / 4, lane % 4);
         for j in 0..bn / 8 {
@@ -174,6 +244,188 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
         }
         named_barrier(2 + cw as u32, WG_THREADS);
         drain::<O>(c, d, bias, out, region, pitch, bn, tm * bm + cw * 64, tn * bn, lt);
+    }
+}
+
+/// The persistent form: `gridDim.x` blocks (one per SM) walk the output tiles of every batch
+/// matrix `gridDim.x` apart in raster order; the producer runs ahead across tile boundaries
+/// (the ring's stage counter never restarts), and each consumer applies the epilogue straight
+/// from its accumulators (no staging: the ring is busy with the next tile).
+///
+/// # Safety
+/// As [`sm90_gemm`]; `stride_c` is the batch stride of C and D.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usize, const ST: usize>(
+    map_a: u64,
+    map_b: u64,
+    c: *const O,
+    d: *mut O,
+    bias: *const O,
+    k: usize,
+    batch: usize,
+    stride_c: usize,
+    out: Out,
+) {
+    let ring = Ring::<NACC, CONS, ST>::new();
+    let tid = thread_idx_x() as usize;
+    let wg = tid / WG_THREADS as usize;
+    let (tiles_m, tiles_n) = (out.m.div_ceil(ring.bm()), out.n.div_ceil(ring.bn()));
+    let per_batch = tiles_m * tiles_n;
+    let total = per_batch * batch;
+    let (first, step) = (block_idx_x() as usize, grid_dim_x() as usize);
+    let ktiles = k.div_ceil(BK);
+    // SAFETY: thread 0 initialises, every thread syncs.
+    unsafe { ring.init(tid) };
+    if wg == 0 {
+        if CONS == 2 {
+            setmaxnreg_dec::<PRODUCER_REGS>();
+        }
+        if tid == 0 {
+            let mut it = 0;
+            let mut t = first;
+            while t < total {
+                let (z, (tm, tn)) = (t / per_batch, raster(t % per_batch, tiles_m, tiles_n));
+                for kt in 0..ktiles {
+                    // SAFETY: as in `sm90_gemm`.
+                    unsafe { ring.produce(it, map_a, map_b, kt, tm, tn, z as i32) };
+                    it += 1;
+                }
+                t += step;
+            }
+        }
+        return;
+    }
+    if CONS == 2 {
+        setmaxnreg_inc::<CONSUMER_REGS>();
+    }
+    let cw = wg - 1;
+    let lt = tid % WG_THREADS as usize;
+    let mut it = 0;
+    let mut t = first;
+    while t < total {
+        let (z, (tm, tn)) = (t / per_batch, raster(t % per_batch, tiles_m, tiles_n));
+        let mut acc = [0.0f32; NACC];
+        for kt in 0..ktiles {
+            // SAFETY: as in `sm90_gemm`.
+            unsafe { ring.consume::<E>(it, cw, &mut acc, kt > 0 && lt == 0) };
+            it += 1;
+        }
+        wgmma_wait::<0>();
+        if ktiles > 0 && lt == 0 {
+            // SAFETY: the tile's last stage is no longer read.
+            unsafe { mbar_arrive(ring.empty((it - 1) % ST)) };
+        }
+        let off = z * stride_c;
+        // SAFETY: the tile lies in the batch matrix z, which C and D cover.
+        unsafe {
+            store_direct::<O, NACC>(
+                c.add(off),
+                d.add(off),
+                bias,
+                out,
+                &acc,
+                tm * ring.bm() + cw * 64,
+                tn * ring.bn(),
+                lt,
+            )
+        };
+        t += step;
+    }
+}
+
+/// The epilogue from the accumulators of one warpgroup (64 x 2 NACC outputs at `m0`, `n0`):
+/// each thread's pairs of adjacent columns, 2-wide stores where the output allows. The loop
+/// body is one call, so the loop unrolls and the accumulators stay in registers.
+///
+/// # Safety
+/// C, D and bias cover the M x N output at `ldc`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn store_direct<O: Element, const NACC: usize>(
+    c: *const O,
+    d: *mut O,
+    bias: *const O,
+    out: Out,
+    acc: &[f32; NACC],
+    m0: usize,
+    n0: usize,
+    lt: usize,
+) {
+    let (w, lane) = (lt / 32, lt % 32);
+    let (g, t) = (lane / 4, lane % 4);
+    let size = core::mem::size_of::<O>();
+    let pairs = out.ldc.is_multiple_of(2) && (d as usize).is_multiple_of(2 * size);
+    let r0 = m0 + w * 16 + g;
+    for j in 0..NACC / 4 {
+        let col = n0 + j * 8 + 2 * t;
+        // SAFETY: forwarded; `store_pair` checks the bounds.
+        unsafe {
+            store_pair(c, d, bias, out, r0, col, acc[4 * j], acc[4 * j + 1], pairs);
+            store_pair(c, d, bias, out, r0 + 8, col, acc[4 * j + 2], acc[4 * j + 3], pairs);
+        }
+    }
+}
+
+/// Epilogue and predicated store of outputs (row, col) and (row, col + 1).
+///
+/// # Safety
+/// C, D and bias cover the M x N output at `ldc`; `pairs` says D's rows and base allow
+/// 2-element aligned stores.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+unsafe fn store_pair<O: Element>(
+    c: *const O,
+    d: *mut O,
+    bias: *const O,
+    out: Out,
+    row: usize,
+    col: usize,
+    v0: f32,
+    v1: f32,
+    pairs: bool,
+) {
+    if row >= out.m || col >= out.n {
+        return;
+    }
+    let second = col + 1 < out.n;
+    let idx = row * out.ldc + col;
+    let epi = |x: f32, e: usize| {
+        // SAFETY: (row, col + e) is inside the output (e = 1 only when `second`); C and bias
+        // are read only when enabled.
+        let cv = if out.flags & 8 != 0 { unsafe { (*c.add(idx + e)).to_f32() } } else { 0.0 };
+        let bv = if out.flags & 1 != 0 { unsafe { (*bias.add(col + e)).to_f32() } } else { 0.0 };
+        O::from_f32(Epilogue::apply_flags(out.flags, out.alpha, out.beta, x, cv, bv, O::DTYPE))
+    };
+    // SAFETY: (row, col) and, when written, (row, col + 1) are inside the output; `pairs`
+    // with an even column aligns the pair.
+    unsafe {
+        if pairs && second {
+            store2(d.add(idx), [epi(v0, 0), epi(v1, 1)]);
+        } else {
+            *d.add(idx) = epi(v0, 0);
+            if second {
+                *d.add(idx + 1) = epi(v1, 1);
+            }
+        }
+    }
+}
+
+/// Stores 2 adjacent elements with one 4- (16-bit) or 8-byte (f32) access.
+///
+/// # Safety
+/// `p` is writable for 2 elements and aligned to their total size.
+#[inline(always)]
+unsafe fn store2<O: Element>(p: *mut O, o: [O; 2]) {
+    // SAFETY: as the caller guarantees; plain 2- or 4-byte values.
+    unsafe {
+        if core::mem::size_of::<O>() == 2 {
+            let b: [u16; 2] = core::mem::transmute_copy(&o);
+            *(p as *mut u32) = b[0] as u32 | (b[1] as u32) << 16;
+        } else {
+            let b: [u32; 2] = core::mem::transmute_copy(&o);
+            *(p as *mut u64) = b[0] as u64 | (b[1] as u64) << 32;
+        }
     }
 }
 
@@ -261,10 +513,12 @@ unsafe fn store4<O: Element>(p: *mut O, o: [O; 4]) {
 }
 
 // Entry points `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x64s<ST>` (see `Sm90Variant::entry_name`).
-// ABI: (map_a, map_b, c, d, bias, m, n, k, ldc, stride_c, alpha, beta, flags); the maps by
-// value (`_gm` entries: one pointer to both maps in global memory instead).
+// ABI: (map_a, map_b, c, d, bias, m, n, k, ldc, batch, stride_c, alpha, beta, flags); the maps
+// by value (`__grid_constant__`; on the H100 this ran as fast as maps in global memory, see
+// bench/results/hopper-run1/maps-*.txt). Entries ending in `p` are persistent (grid: at most
+// one block per SM, walking the tiles).
 macro_rules! sm90_entry {
-    ($name:expr, $E:ty, $O:ty, $nacc:literal, $cons:literal, $st:literal) => {
+    ($name:expr, $E:ty, $O:ty, $nacc:literal, $cons:literal, $st:literal, $persist:literal) => {
         const _: () = {
             #[unsafe(export_name = $name)]
             #[allow(clippy::too_many_arguments)]
@@ -278,6 +532,7 @@ macro_rules! sm90_entry {
                 n: u32,
                 k: u32,
                 ldc: u32,
+                batch: u32,
                 stride_c: u64,
                 alpha: f32,
                 beta: f32,
@@ -289,59 +544,28 @@ macro_rules! sm90_entry {
             asm!(concat!("mov.u64 {a}, ", $name, "_param_0;"), a = out(reg64) pa);
             asm!(concat!("mov.u64 {b}, ", $name, "_param_1;"), b = out(reg64) pb);
                 }
-                let z = block_idx_z() as usize * stride_c as usize;
                 let out = Out { m: m as usize, n: n as usize, ldc: ldc as usize, alpha, beta, flags };
+                let (ma, mb) = (param_to_generic(pa), param_to_generic(pb));
                 // SAFETY: the host encoded the maps for this variant's boxes and checked the
-                // outputs, the block size and the shared memory.
+                // outputs, the block size and the shared memory (and, persistent, launched at
+                // most one block per tile).
                 unsafe {
-                    sm90_gemm::<$E, $O, $nacc, $cons, $st>(
-                        param_to_generic(pa),
-                        param_to_generic(pb),
-                        c.add(z),
-                        d.add(z),
-                        bias,
-                        k as usize,
-                        out,
-                    )
-                }
-            }
-        };
-    };
-}
-
-/// The global-memory-maps form of one entry (`_gm`).
-macro_rules! sm90_entry_gm {
-    ($name:expr, $E:ty, $O:ty, $nacc:literal, $cons:literal, $st:literal) => {
-        const _: () = {
-            #[unsafe(export_name = $name)]
-            #[allow(clippy::too_many_arguments)]
-            unsafe extern "ptx-kernel" fn entry(
-                maps: *const TensorMap,
-                c: *const $O,
-                d: *mut $O,
-                bias: *const $O,
-                m: u32,
-                n: u32,
-                k: u32,
-                ldc: u32,
-                stride_c: u64,
-                alpha: f32,
-                beta: f32,
-                flags: u32,
-            ) {
-                let z = block_idx_z() as usize * stride_c as usize;
-                let out = Out { m: m as usize, n: n as usize, ldc: ldc as usize, alpha, beta, flags };
-                // SAFETY: as `sm90_entry`; `maps` holds A's then B's map, 64-byte aligned.
-                unsafe {
-                    sm90_gemm::<$E, $O, $nacc, $cons, $st>(
-                        maps as u64,
-                        maps.add(1) as u64,
-                        c.add(z),
-                        d.add(z),
-                        bias,
-                        k as usize,
-                        out,
-                    )
+                    if $persist {
+                        sm90_gemm_persistent::<$E, $O, $nacc, $cons, $st>(
+                            ma,
+                            mb,
+                            c,
+                            d,
+                            bias,
+                            k as usize,
+                            batch as usize,
+                            stride_c as usize,
+                            out,
+                        )
+                    } else {
+                        let z = block_idx_z() as usize * stride_c as usize;
+                        sm90_gemm::<$E, $O, $nacc, $cons, $st>(ma, mb, c.add(z), d.add(z), bias, k as usize, out)
+                    }
                 }
             }
         };
@@ -349,11 +573,13 @@ macro_rules! sm90_entry_gm {
 }
 
 /// Every tile of `gemm_sm90::TILES` for one (input, output): (NACC = BN / 2, consumers,
-/// stages, name suffix).
+/// stages, persistent), in order.
 macro_rules! sm90_tiles {
     ($in:literal, $E:ty, $out:literal, $O:ty) => {
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4"), $E, $O, 128, 2, 4);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s6"), $E, $O, 64, 2, 6);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4"), $E, $O, 128, 2, 4, false);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s6"), $E, $O, 64, 2, 6, false);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4p"), $E, $O, 128, 2, 4, true);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s6p"), $E, $O, 64, 2, 6, true);
     };
 }
 
@@ -361,4 +587,3 @@ sm90_tiles!("bf16", bf16, "bf16", bf16);
 sm90_tiles!("bf16", bf16, "f32", f32);
 sm90_tiles!("f16", f16, "f16", f16);
 sm90_tiles!("f16", f16, "f32", f32);
-sm90_entry_gm!("ft_gemm90_bf16_rc_bf16_128x256x64s4_gm", bf16, bf16, 128, 2, 4);
