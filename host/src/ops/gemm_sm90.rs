@@ -125,9 +125,15 @@ pub unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, v: Sm90Variant, 
         });
     }
     let tiles = (g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn)) as u32;
-    let cfg =
-        LaunchConfig { grid_dim: (tiles, 1, g.batch as u32), block_dim: (t.threads(), 1, 1), shared_mem_bytes: smem };
-    let dims = [g.m, g.n, g.k, g.ldc].map(|x| x as u32);
+    // Persistent: one block per SM at most, walking every tile of every batch matrix.
+    let grid = if t.persistent {
+        ((tiles as u64 * g.batch as u64).min(gpu.info.sm_count.max(1) as u64) as u32, 1, 1)
+    } else {
+        (tiles, 1, g.batch as u32)
+    };
+    let cfg = LaunchConfig { grid_dim: grid, block_dim: (t.threads(), 1, 1), shared_mem_bytes: smem };
+    // m, n, k, ldc, batch: the entry's five u32 parameters.
+    let dims = [g.m, g.n, g.k, g.ldc, g.batch].map(|x| x as u32);
     let stride_c = g.stride_c as u64;
     let e = g.epilogue;
     let flags = e.flags();
@@ -137,9 +143,8 @@ pub unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, v: Sm90Variant, 
         lb.arg(x);
     }
     lb.arg(&stride_c).arg(&e.alpha).arg(&e.beta).arg(&flags);
-    // SAFETY: the arguments match `sm90_entry!` (two 128-byte maps by value, 3 pointers,
-    // 5 u32, 1 u64, 2 f32, 1 u32) in kernels-gpu/src/entry/
-    // gemm_sm90.rs; the maps describe A and B as the kernel loads them (boxes of the tile); the
+    // SAFETY: the arguments match `sm90_entry!` in kernels-gpu/src/entry/gemm_sm90.rs (two
+    // 128-byte maps by value, 3 pointers, 5 u32, 1 u64, 2 f32, 1 u32); the maps describe A and B as the kernel loads them (boxes of the tile); the
     // caller vouches for the pointers; block size and shared memory are the tile's.
     unsafe { lb.launch(cfg) }
         .ctx(|| format!("launching {} ({}x{}x{}, batch {})", name.as_str(), g.m, g.n, g.k, g.batch))?;
