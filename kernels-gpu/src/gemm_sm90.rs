@@ -18,6 +18,8 @@ pub const CONSUMER_REGS: u32 = 232;
 pub const RASTER_GROUP: usize = 8;
 /// Floats of padding per staged epilogue row (8-byte fragment writes hit distinct banks).
 pub const EPI_PAD: usize = 8;
+/// Row pitch (bytes) of the persistent form's per-warp epilogue staging: 64 floats + padding.
+pub const STAGE_PITCH_BYTES: usize = (64 + EPI_PAD) * 4;
 
 /// One compiled Hopper tile: `64 * consumers` x `bn` outputs per block, `stages` deep ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -27,8 +29,8 @@ pub struct Sm90Tile {
     /// Consumer warpgroups, each owning 64 rows of the tile.
     pub consumers: usize,
     pub stages: usize,
-    /// One block per SM walking the tiles (epilogue straight from the accumulators), else
-    /// one block per tile (epilogue staged through shared memory, stores coalesced).
+    /// One block per SM walking the tiles (epilogue staged per warp through a small area of
+    /// its own), else one block per tile (epilogue staged through the ring); stores coalesced.
     pub persistent: bool,
 }
 
@@ -56,10 +58,11 @@ impl Sm90Tile {
     pub const fn epilogue_bytes(&self) -> usize {
         self.bm() * (self.bn + EPI_PAD) * 4
     }
-    /// Dynamic shared memory a launch asks for: the ring, the barriers and 1024 bytes of slack
-    /// to align the base.
+    /// Dynamic shared memory a launch asks for: the ring, the barriers, the persistent form's
+    /// per-warp epilogue staging (16 rows each) and 1024 bytes of slack to align the base.
     pub const fn smem_bytes(&self) -> usize {
-        self.barrier_offset() + 16 * self.stages + 1024
+        let staging = if self.persistent { 4 * self.consumers * 16 * STAGE_PITCH_BYTES } else { 0 };
+        self.barrier_offset() + 16 * self.stages + staging + 1024
     }
 }
 
@@ -69,7 +72,7 @@ const fn t(bn: usize, consumers: usize, stages: usize, persistent: bool) -> Sm90
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 4] = [t(256, 2, 4, false), t(128, 2, 6, false), t(256, 2, 4, true), t(128, 2, 6, true)];
+pub const TILES: [Sm90Tile; 4] = [t(256, 2, 4, false), t(128, 2, 6, false), t(256, 2, 3, true), t(128, 2, 5, true)];
 
 // Every tile's epilogue staging fits in its ring and its shared memory in the H100's 227 KiB.
 const _: () = {
@@ -170,7 +173,7 @@ mod tests {
         assert_eq!(launch_bounds("ft_gemm_bf16_rc_v16_bf16_128x128x32w2x4s4"), None);
         assert_eq!(Sm90Variant::all().count(), 16);
         let p = Sm90Variant { tile: 2, ..v };
-        assert_eq!(p.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s4p");
+        assert_eq!(p.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s3p");
     }
 
     #[test]

@@ -59,8 +59,11 @@ pub fn choose(
     Ok(v)
 }
 
-/// The tile: 128 x 256 when it fills the SMs at least once, else 128 x 128 (twice the
-/// blocks); `FERROTUNE_SM90_TILE` forces one.
+/// The tile, from the H100 sweep of every tile (bench/results/hopper-run3/sweep-tile*.txt):
+/// 128 x 256 one block per tile whenever it gives at least half a wave of blocks (fastest on
+/// 8192³, 4096³, 2048³ and 8192x3072x768), else 128 x 128 (twice the blocks; fastest on
+/// 512x3072x768). The persistent tiles lost on every shape there (with an epilogue since
+/// reworked) and are chosen only when forced. `FERROTUNE_SM90_TILE` forces a tile.
 fn tile_for(g: &Gemm, sm_count: u32) -> u8 {
     if let Some(t) = std::env::var("FERROTUNE_SM90_TILE").ok().and_then(|v| v.parse::<u8>().ok())
         && (t as usize) < k90::TILES.len()
@@ -69,7 +72,7 @@ fn tile_for(g: &Gemm, sm_count: u32) -> u8 {
     }
     let big = k90::TILES[0];
     let tiles = g.m.div_ceil(big.bm()) * g.n.div_ceil(big.bn) * g.batch;
-    if tiles >= sm_count.max(1) as usize { 0 } else { 1 }
+    if 2 * tiles >= sm_count.max(1) as usize { 0 } else { 1 }
 }
 
 /// The maps of A (M x K row-major) and B (N x K row-major, i.e. K x N column-major).

@@ -7,7 +7,7 @@
 use core::arch::asm;
 
 use crate::arch::nvptx::{
-    block_idx_x, block_idx_z, grid_dim_x, ld_shared_v4_f32, st_shared_v2_f32, sync_threads, thread_idx_x,
+    block_idx_x, block_idx_z, grid_dim_x, ld_shared_v4_f32, st_shared_v2_f32, sync_threads, sync_warp, thread_idx_x,
 };
 use crate::arch::sm90::{
     desc_k_sw128, fence_barrier_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier,
@@ -16,7 +16,7 @@ use crate::arch::sm90::{
 };
 use crate::element::Element;
 use crate::gemm::Epilogue;
-use crate::gemm_sm90::{BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, WG_THREADS, raster};
+use crate::gemm_sm90::{BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_PITCH_BYTES, WG_THREADS, raster};
 use half::{bf16, f16};
 
 /// A `CUtensorMap` passed by value: 128 opaque bytes. Declared align(16) (rustc cannot pass
@@ -67,6 +67,9 @@ wgmma_elem!(f16, wgmma_m64n128k16_f16, wgmma_m64n256k16_f16);
 /// K elements per stage (16-bit inputs: one 128-byte swizzle row).
 const BK: usize = BK_BYTES / 2;
 
+/// Row pitch of a warp's persistent-epilogue staging (64 floats plus padding).
+const STG_PITCH: usize = STAGE_PITCH_BYTES;
+
 /// The shared-memory ring of one block: `ST` stages of an A tile (BM x BK) and a B tile
 /// (BN x BK) at a 1024-aligned base, then the full and empty mbarriers of each stage.
 #[derive(Clone, Copy)]
@@ -103,6 +106,13 @@ impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST>
     #[inline(always)]
     fn empty(&self, s: usize) -> u32 {
         self.base + (ST * Self::STAGE + 8 * (ST + s)) as u32
+    }
+
+    /// The staging area of warp `w` of consumer `cw` (persistent form): past the barriers,
+    /// 16 rows of [`STG_PITCH`] bytes per warp.
+    #[inline(always)]
+    fn staging(&self, cw: usize, w: usize) -> u32 {
+        self.base + (ST * Self::STAGE + 16 * ST + (cw * 4 + w) * 16 * STG_PITCH) as u32
     }
 
     /// Thread 0 initialises the barriers (full: the producer's arrival plus the bytes;
@@ -243,14 +253,15 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
             st_shared_v2_f32(region + (row + 8 * pitch) as u32 + col, acc[4 * j + 2], acc[4 * j + 3]);
         }
         named_barrier(2 + cw as u32, WG_THREADS);
-        drain::<O>(c, d, bias, out, region, pitch, bn, tm * bm + cw * 64, tn * bn, lt);
+        let shape = (bn, 64, WG_THREADS as usize);
+        drain::<O>(c, d, bias, out, region, pitch, shape, tm * bm + cw * 64, tn * bn, lt);
     }
 }
 
 /// The persistent form: `gridDim.x` blocks (one per SM) walk the output tiles of every batch
 /// matrix `gridDim.x` apart in raster order; the producer runs ahead across tile boundaries
 /// (the ring's stage counter never restarts), and each consumer applies the epilogue straight
-/// from its accumulators (no staging: the ring is busy with the next tile).
+/// through a small per-warp staging area (the ring is busy with the next tile).
 ///
 /// # Safety
 /// As [`sm90_gemm`]; `stride_c` is the batch stride of C and D.
@@ -317,16 +328,17 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
             unsafe { mbar_arrive(ring.empty((it - 1) % ST)) };
         }
         let off = z * stride_c;
-        // SAFETY: the tile lies in the batch matrix z, which C and D cover.
+        // SAFETY: the tile lies in the batch matrix z, which C and D cover; the warp's staging
+        // area is its own.
         unsafe {
-            store_direct::<O, NACC>(
+            store_staged::<O, NACC>(
                 c.add(off),
                 d.add(off),
                 bias,
                 out,
                 &acc,
-                tm * ring.bm() + cw * 64,
-                tn * ring.bn(),
+                ring.staging(cw, lt / 32),
+                (tm * ring.bm() + cw * 64, tn * ring.bn()),
                 lt,
             )
         };
@@ -334,104 +346,47 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
     }
 }
 
-/// The epilogue from the accumulators of one warpgroup (64 x 2 NACC outputs at `m0`, `n0`):
-/// each thread's pairs of adjacent columns, 2-wide stores where the output allows. The loop
-/// body is one call, so the loop unrolls and the accumulators stay in registers.
+/// The persistent form's epilogue (the ring is busy with the next tile): each warp stages its
+/// 16 rows in chunks of 64 columns through its own small area and drains them coalesced. The
+/// staging loops use constant indices only, so the accumulators stay in registers.
 ///
 /// # Safety
-/// C, D and bias cover the M x N output at `ldc`.
+/// C, D and bias cover the M x N output at `ldc`; `stg` is the warp's staging area of
+/// 16 x [`STG_PITCH`] bytes; all 32 lanes call it.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn store_direct<O: Element, const NACC: usize>(
+unsafe fn store_staged<O: Element, const NACC: usize>(
     c: *const O,
     d: *mut O,
     bias: *const O,
     out: Out,
     acc: &[f32; NACC],
-    m0: usize,
-    n0: usize,
+    stg: u32,
+    (m0, n0): (usize, usize),
     lt: usize,
 ) {
     let (w, lane) = (lt / 32, lt % 32);
     let (g, t) = (lane / 4, lane % 4);
-    let size = core::mem::size_of::<O>();
-    let pairs = out.ldc.is_multiple_of(2) && (d as usize).is_multiple_of(2 * size);
-    let r0 = m0 + w * 16 + g;
-    for j in 0..NACC / 4 {
-        let col = n0 + j * 8 + 2 * t;
-        // SAFETY: forwarded; `store_pair` checks the bounds.
-        unsafe {
-            store_pair(c, d, bias, out, r0, col, acc[4 * j], acc[4 * j + 1], pairs);
-            store_pair(c, d, bias, out, r0 + 8, col, acc[4 * j + 2], acc[4 * j + 3], pairs);
-        }
-    }
-}
-
-/// Epilogue and predicated store of outputs (row, col) and (row, col + 1).
-///
-/// # Safety
-/// C, D and bias cover the M x N output at `ldc`; `pairs` says D's rows and base allow
-/// 2-element aligned stores.
-#[allow(clippy::too_many_arguments)]
-#[inline(never)]
-unsafe fn store_pair<O: Element>(
-    c: *const O,
-    d: *mut O,
-    bias: *const O,
-    out: Out,
-    row: usize,
-    col: usize,
-    v0: f32,
-    v1: f32,
-    pairs: bool,
-) {
-    if row >= out.m || col >= out.n {
-        return;
-    }
-    let second = col + 1 < out.n;
-    let idx = row * out.ldc + col;
-    let epi = |x: f32, e: usize| {
-        // SAFETY: (row, col + e) is inside the output (e = 1 only when `second`); C and bias
-        // are read only when enabled.
-        let cv = if out.flags & 8 != 0 { unsafe { (*c.add(idx + e)).to_f32() } } else { 0.0 };
-        let bv = if out.flags & 1 != 0 { unsafe { (*bias.add(col + e)).to_f32() } } else { 0.0 };
-        O::from_f32(Epilogue::apply_flags(out.flags, out.alpha, out.beta, x, cv, bv, O::DTYPE))
-    };
-    // SAFETY: (row, col) and, when written, (row, col + 1) are inside the output; `pairs`
-    // with an even column aligns the pair.
-    unsafe {
-        if pairs && second {
-            store2(d.add(idx), [epi(v0, 0), epi(v1, 1)]);
-        } else {
-            *d.add(idx) = epi(v0, 0);
-            if second {
-                *d.add(idx + 1) = epi(v1, 1);
+    for ch in 0..NACC / 32 {
+        for jj in 0..8 {
+            let j = ch * 8 + jj;
+            let col = ((jj * 8 + 2 * t) * 4) as u32;
+            // SAFETY: rows g and g + 8 of the warp's area, 8-byte aligned.
+            unsafe {
+                st_shared_v2_f32(stg + (g * STG_PITCH) as u32 + col, acc[4 * j], acc[4 * j + 1]);
+                st_shared_v2_f32(stg + ((g + 8) * STG_PITCH) as u32 + col, acc[4 * j + 2], acc[4 * j + 3]);
             }
         }
+        sync_warp();
+        // SAFETY: the chunk is staged; the outputs are predicated inside.
+        unsafe { drain::<O>(c, d, bias, out, stg, STG_PITCH, (64, 16, 32), m0 + w * 16, n0 + ch * 64, lane) };
+        sync_warp();
     }
 }
 
-/// Stores 2 adjacent elements with one 4- (16-bit) or 8-byte (f32) access.
-///
-/// # Safety
-/// `p` is writable for 2 elements and aligned to their total size.
-#[inline(always)]
-unsafe fn store2<O: Element>(p: *mut O, o: [O; 2]) {
-    // SAFETY: as the caller guarantees; plain 2- or 4-byte values.
-    unsafe {
-        if core::mem::size_of::<O>() == 2 {
-            let b: [u16; 2] = core::mem::transmute_copy(&o);
-            *(p as *mut u32) = b[0] as u32 | (b[1] as u32) << 16;
-        } else {
-            let b: [u32; 2] = core::mem::transmute_copy(&o);
-            *(p as *mut u64) = b[0] as u64 | (b[1] as u64) << 32;
-        }
-    }
-}
-
-/// Applies the epilogue to the warpgroup's 64 staged rows of `bn` floats and stores them:
-/// each thread 4 adjacent columns, a row's threads adjacent (coalesced), 4-wide stores where
-/// the output allows.
+/// Applies the epilogue to `rows` staged rows of `cols` floats (a warpgroup's 64 x BN, or a
+/// warp's 16 x 64 chunk) and stores them with `threads` threads: each thread 4 adjacent
+/// columns, a row's threads adjacent (coalesced), 4-wide stores where the output allows.
 ///
 /// # Safety
 /// The staged rows are in shared memory at `region` with row pitch `pitch`; the output
@@ -445,13 +400,13 @@ unsafe fn drain<O: Element>(
     out: Out,
     region: u32,
     pitch: usize,
-    bn: usize,
+    (cols, rows, threads): (usize, usize, usize),
     m0: usize,
     n0: usize,
     lt: usize,
 ) {
-    let lanes_per_row = bn / 4;
-    let rows_per_pass = WG_THREADS as usize / lanes_per_row;
+    let lanes_per_row = cols / 4;
+    let rows_per_pass = threads / lanes_per_row;
     let (r0, cc) = (lt / lanes_per_row, (lt % lanes_per_row) * 4);
     let gn = n0 + cc;
     if gn >= out.n {
@@ -469,7 +424,7 @@ unsafe fn drain<O: Element>(
         }
     }
     let mut r = r0;
-    while r < 64 && m0 + r < out.m {
+    while r < rows && m0 + r < out.m {
         // SAFETY: a staged row, 16-byte aligned.
         let v = unsafe { ld_shared_v4_f32(region + (r * pitch + cc * 4) as u32) };
         let idx = (m0 + r) * out.ldc + gn;
@@ -578,8 +533,8 @@ macro_rules! sm90_tiles {
     ($in:literal, $E:ty, $out:literal, $O:ty) => {
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4"), $E, $O, 128, 2, 4, false);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s6"), $E, $O, 64, 2, 6, false);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4p"), $E, $O, 128, 2, 4, true);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s6p"), $E, $O, 64, 2, 6, true);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s3p"), $E, $O, 128, 2, 3, true);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5p"), $E, $O, 64, 2, 5, true);
     };
 }
 
