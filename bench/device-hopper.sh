@@ -17,7 +17,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 echo "=== sm90 tests"
 timeout 150 $T --test-threads=1 --nocapture sm90_ > $R/sm90-tests.txt 2>&1
 echo "tests exit $?"; grep -E "^test |test result|panicked|skipped" $R/sm90-tests.txt | head -20
-for t in ${FORCED_TILES:-}; do
+for t in ${FORCED_TILES-0 2 3}; do
   FERROTUNE_SM90_TILE=$t timeout 60 $T --test-threads=1 sm90_edge sm90_strided > $R/sm90-tests-tile$t.txt 2>&1
   echo "tile $t tests exit $?: $(grep 'test result' $R/sm90-tests-tile$t.txt)"
 done
@@ -39,7 +39,7 @@ if [ -f benches/torch_gemm.py ] && [ -z "${SKIP_TORCH:-}" ]; then
 fi
 echo "=== sanitizer"
 for tool in memcheck racecheck synccheck; do
-  for t in ${SANITIZE_TILES:-default}; do
+  for t in ${SANITIZE_TILES-default 2}; do
     [ "$t" = default ] && unset FERROTUNE_SM90_TILE || export FERROTUNE_SM90_TILE=$t
     timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 sm90_strided sm90_falls_back \
       > $R/sanitizer-sm90-$tool-$t.txt 2>&1
