@@ -39,6 +39,19 @@ pub struct GemmRow {
     /// `split_k best forced` rows: every forced factor's run, by the slices it ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub split_k_sweep: Vec<SplitTiming>,
+    /// The kernel path our call ran (`sm90:<entry>`, `mma:<entry>`, `splitk:<slices>`...) and
+    /// why (see `ops::gemm_plan`); null in files from before the plan.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// The path and reason `ops::gemm` takes for `g` here (fresh, aligned operands).
+pub fn path_of(backend: &Backend, g: &Gemm, dtype: DType, out: DType) -> Option<String> {
+    match ferrotune::ops::gemm_plan::explain(&backend.stream(), g, dtype, out) {
+        Ok(Some(p)) => Some(format!("{} ({})", p.path(), p.reason)),
+        Ok(None) => None,
+        Err(e) => Some(format!("no plan: {e}")),
+    }
 }
 
 /// One forced split-K factor's run in the sweep.
@@ -212,6 +225,7 @@ fn compare_typed<T: Scalar>(backend: &Backend, math: GemmMath, shape: GemmShape,
         mismatch,
         split_k: Some(slices_run(backend, &g, T::DTYPE)),
         split_k_sweep: Vec::new(),
+        path: path_of(backend, &g, T::DTYPE, T::DTYPE),
     })
 }
 
@@ -313,6 +327,7 @@ fn split_k_typed<T: Scalar>(
             mismatch,
             split_k: Some(split_k),
             split_k_sweep: Vec::new(),
+            path: Some(format!("splitk:{split_k} (forced)")),
         }
     };
     let mut best_row = row("split_k best forced".into(), best.1, best.2, best.0);
@@ -374,6 +389,7 @@ pub fn batched_comparisons(
             mismatch: mismatch.clone(),
             split_k,
             split_k_sweep: Vec::new(),
+            path: path_of(backend, &g, DType::Bf16, DType::Bf16),
         }
     };
     Ok([row(format!("{batch} separate launches (ours)"), Some(looped)), row(cublas, cublas_stats)])
@@ -436,6 +452,7 @@ pub fn fused_linear_bias_gelu(backend: &Backend, m: usize, n: usize, k: usize, r
         mismatch: mismatch.clone(),
         split_k,
         split_k_sweep: Vec::new(),
+        path: path_of(backend, &fused, DType::Bf16, DType::Bf16),
     };
     Ok([
         row("linear_bias_gelu", t_fused, "our GEMM without epilogue".into(), Some(t_plain), &mismatch),

@@ -6,8 +6,7 @@
 //! rows are not served from cache), and a copy-bandwidth ceiling measured in the same run gives
 //! the small-M rows their fraction of copy bandwidth on the weight's bytes.
 
-use ferrotune::ops::gemm::{Gemm, Layout, Precision, SplitPlan, gemm, variant_chosen};
-use ferrotune::ops::gemv::{describe, small_m_applies};
+use ferrotune::ops::gemm::{Gemm, Layout, Precision, gemm};
 use ferrotune::peer::{CublasGemm, GemmMath, GemmShape};
 use ferrotune::{Backend, Buffer, DType, Result, Scalar, bf16, f16, ops};
 use ferrotune_autotune::measure::{Repeat, Stats, time_on_stream};
@@ -106,27 +105,17 @@ pub fn copy_ceiling(backend: &Backend, repeat: Repeat) -> Result<(f64, Stats)> {
     Ok((2.0 * 4.0 * n as f64 / (st.median_ms * 1e-3), st))
 }
 
-/// What our call runs for `g` (resolved) with operands at `pa`, `pb`.
+/// What our call runs for `g` with operands at `ptrs` (A, B): the plan's path and reason
+/// (`ops::gemm_plan`, the same decision the call makes).
 pub fn family(backend: &Backend, g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> String {
-    let r = g.resolved();
-    let sms = backend.stream().gpu().map_or(132, |x| x.info().sm_count as usize);
-    if let Some(why) = small_m_applies(&r, dtype)
-        && let Some((name, plan)) = describe(&r, dtype, dtype, ptrs, sms)
-    {
-        return format!("small-M {name} ksplit {} ({why})", plan.ksplit);
-    }
-    let packed = ferrotune::ops::pack::pack_applies(&r, dtype, ptrs).is_some();
-    let r = if packed {
-        let ldp = ferrotune_kernels::pack::packed_ld(r.k);
-        Gemm { lda: ldp, ldb: ldp, a_layout: Layout::Row, b_layout: Layout::Col, ..r }
-    } else {
-        r
-    };
-    let cfg = ferrotune::config::gemm_explain(&r, dtype, backend).0;
-    let split = SplitPlan::new(r.k, cfg.split_k).slices;
-    match variant_chosen(&r, dtype, dtype, ptrs[0], ptrs[1], cfg) {
-        Ok(v) => format!("{}tiles {} split {split}", if packed { "pack + " } else { "" }, v.entry_name().as_str()),
-        Err(e) => format!("tiles (no variant: {e})"),
+    let s = backend.stream();
+    let cfg = ferrotune::config::gemm_explain(&g.resolved(), dtype, backend).0;
+    let plan = ferrotune::ops::gemm_plan::explain_at(&s, g, dtype, dtype, cfg, ptrs);
+
+    match plan {
+        Ok(Some(p)) => format!("{} ({})", p.path(), p.reason),
+        Ok(None) => "cpu".into(),
+        Err(e) => format!("no plan: {e}"),
     }
 }
 

@@ -5,6 +5,7 @@ mod clifford;
 mod elementwise;
 mod errors;
 mod gemm;
+mod gemm_sm90;
 mod gemv;
 mod multigpu;
 mod pack;

@@ -1,4 +1,5 @@
-//! The PTX built into the host library holds every entry point the host can ask for.
+//! The PTX built into the host library holds every entry point the host can ask for (the
+//! Hopper GEMM entries in the sm_90a module only).
 
 use ferrotune::module::embedded_ptx;
 use ferrotune::ops::elementwise::entry_name;
@@ -20,6 +21,16 @@ fn every_entry_the_host_launches_is_in_the_ptx() {
         wanted.extend(ferrotune::ops::clifford::all_entries());
         for v in ferrotune_kernels::gemm::GemmVariant::all() {
             wanted.push(v.entry_name().as_str().to_string());
+        }
+        // The Hopper entries exist only in the sm_90a module, and the .param of their maps is
+        // 64-byte aligned there (the PTX build raises rustc's 16).
+        if arch == "sm_90a" {
+            for v in ferrotune_kernels::gemm_sm90::Sm90Variant::all() {
+                let name = v.entry_name().as_str().to_string();
+                let decl = format!(".param .align 64 .b8 {name}_param_0[128]");
+                assert!(ptx.contains(&decl), "{arch}: {name}: no `{decl}`");
+                wanted.push(name);
+            }
         }
         for out in DType::ALL {
             wanted.push(ferrotune_kernels::splitk::reduce_entry(out).to_string());

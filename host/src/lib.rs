@@ -36,6 +36,7 @@ pub mod profiler;
 pub mod split;
 pub mod staging;
 pub mod stream;
+pub mod tma;
 pub mod tuned;
 pub mod workspace;
 

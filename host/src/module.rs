@@ -14,6 +14,7 @@ pub fn embedded_ptx() -> Result<Vec<(&'static str, &'static str)>> {
     #[cfg(ferrotune_ptx)]
     {
         Ok(vec![
+            ("sm_90a", include_str!(env!("FERROTUNE_PTX_SM_90A"))),
             ("sm_90", include_str!(env!("FERROTUNE_PTX_SM_90"))),
             ("sm_80", include_str!(env!("FERROTUNE_PTX_SM_80"))),
         ])
@@ -24,12 +25,22 @@ pub fn embedded_ptx() -> Result<Vec<(&'static str, &'static str)>> {
     }
 }
 
+/// Whether a device of compute capability `cc` runs PTX built for `arch`: `sm_XY` runs on
+/// XY and newer; an arch-specific `sm_XYa` (Hopper's wgmma, setmaxnreg) only on XY exactly.
+pub fn runs_on(arch: &str, cc: (i32, i32)) -> bool {
+    let want = cc.0 * 10 + cc.1;
+    match arch.strip_prefix("sm_") {
+        Some(v) if v.ends_with('a') => v[..v.len() - 1].parse::<i32>().is_ok_and(|a| a == want),
+        Some(v) => v.parse::<i32>().is_ok_and(|a| a <= want),
+        None => false,
+    }
+}
+
 /// The newest embedded PTX the device can run (`cc` = compute capability).
 pub fn select_ptx(cc: (i32, i32)) -> Result<(&'static str, &'static str)> {
-    let want = cc.0 * 10 + cc.1;
     embedded_ptx()?
         .into_iter()
-        .find(|(arch, _)| arch[3..].parse::<i32>().is_ok_and(|a| a <= want))
+        .find(|(arch, _)| runs_on(arch, cc))
         .ok_or_else(|| Error::KernelsNotBuilt(format!("no PTX for compute capability {}.{}", cc.0, cc.1)))
 }
 
@@ -110,4 +121,19 @@ pub fn function_resources(s: &crate::stream::Stream, name: &str) -> Result<Optio
         max_threads: k.max_threads,
         local_bytes: u32::try_from(local).unwrap_or(0),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs_on;
+
+    #[test]
+    fn arch_specific_ptx_runs_on_its_own_chip_only() {
+        assert!(runs_on("sm_90a", (9, 0)));
+        assert!(!runs_on("sm_90a", (10, 0)));
+        assert!(!runs_on("sm_90a", (8, 9)));
+        assert!(runs_on("sm_90", (12, 0)));
+        assert!(runs_on("sm_80", (9, 0)));
+        assert!(!runs_on("sm_90", (8, 6)));
+    }
 }

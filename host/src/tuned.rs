@@ -416,36 +416,6 @@ fn gemm_heuristic(s: &Stream, g: &Gemm) -> GemmConfig {
     c
 }
 
-/// The kernel family `ops::gemm` runs `g` (resolved) with on `s`, and why: the small-M family
-/// where its conditions hold on a CUDA stream (see `ops::gemv::small_m_applies`), else the
-/// tiled kernels with the config of [`gemm_explain`].
-pub fn gemm_family(g: &Gemm, dtype: DType, s: &Stream) -> (&'static str, String) {
-    let r = g.resolved();
-    match (s, crate::ops::gemv::small_m_applies(&r, dtype)) {
-        (Stream::Cuda { gpu, .. }, Some(why)) => {
-            let sms = gpu.info.sm_count.max(1) as usize;
-            let detail = crate::ops::gemv::describe(&r, dtype, dtype, [0, 0], sms)
-                .map(|(name, p)| {
-                    format!("{name} at 16-byte aligned pointers, {} slabs x {} K slices", p.slabs, p.ksplit)
-                })
-                .unwrap_or_default();
-            ("small-M", format!("{why}; {detail}"))
-        }
-        (Stream::Cpu(_), _) => ("cpu", "the CPU backend's row panels".into()),
-        (_, None) if crate::ops::pack::pack_applies(&r, dtype, [0, 0]).is_some() => {
-            ("pack + tiles", crate::ops::pack::pack_applies(&r, dtype, [0, 0]).unwrap_or_default().to_string())
-        }
-        (_, None) => (
-            "tiles",
-            if dtype == DType::F32 || r.m > ferrotune_kernels::gemv::MAX_M {
-                "mma.sync/FFMA tiles: M above 64 or f32 inputs".into()
-            } else {
-                "mma.sync tiles: the call forces a tile or a split, or FERROTUNE_SMALL_M=0".into()
-            },
-        ),
-    }
-}
-
 /// The config `ops::gemm` launches with when the call forces none: the memoised
 /// `gemm_explain` for this stream's machine, logged once per bucket at `debug` level.
 pub(crate) fn gemm_config_for(s: &Stream, g: &Gemm, dtype: DType) -> Result<GemmConfig> {

@@ -262,7 +262,8 @@ impl EntryName {
         core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
     }
 
-    fn push_num(&mut self, mut x: usize) {
+    /// Appends `x` in decimal.
+    pub fn push_num(&mut self, mut x: usize) {
         let mut digits = [0u8; 20];
         let mut i = 0;
         loop {

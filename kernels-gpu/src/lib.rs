@@ -9,6 +9,7 @@ pub mod clifford;
 pub mod element;
 pub mod elementwise;
 pub mod gemm;
+pub mod gemm_sm90;
 pub mod gemv;
 pub mod math;
 pub mod pack;

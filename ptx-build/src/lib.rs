@@ -7,8 +7,15 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// GPU architectures the PTX is built for. The host loads the newest one the device runs.
-pub const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
+/// GPU architectures the PTX is built for. The host loads the newest one the device runs;
+/// `sm_90a` (wgmma, setmaxnreg: Hopper only, compute capability 9.0 exactly) adds the Hopper
+/// GEMM entries (`cfg(target_feature = "sm_90a")` in kernels-gpu) to everything sm_90 has.
+pub const ARCHS: [&str; 3] = ["sm_80", "sm_90", "sm_90a"];
+
+/// Extra `-C target-feature` for an architecture: sm_90a's instructions need PTX ISA 8.0.
+fn arch_features(arch: &str) -> Option<&'static str> {
+    (arch == "sm_90a").then_some("-Ctarget-feature=+ptx80")
+}
 
 /// Why the PTX could not be built.
 #[derive(Debug)]
@@ -145,6 +152,7 @@ pub fn build(opts: &BuildOptions) -> Result<Vec<PtxArtifact>, PtxBuildError> {
             .arg(&target_dir)
             .args(["--", "--emit=asm", "-C", "linker=/bin/true"])
             .arg(format!("-Ctarget-cpu={arch}"))
+            .args(arch_features(arch))
             // Full unrolling of the per-lane loops keeps vector arrays in registers (without
             // it the 16-bit, 4-deep variants spill their arrays to local memory).
             .args(["-C", "llvm-args=-unroll-threshold=8000"]))
@@ -158,8 +166,11 @@ pub fn build(opts: &BuildOptions) -> Result<Vec<PtxArtifact>, PtxBuildError> {
         let asm = target_dir.join("nvptx64-nvidia-cuda").join("ptx").join("deps").join("ferrotune_kernels.s");
         let text = std::fs::read_to_string(&asm).map_err(|e| PtxBuildError::Io(format!("{}: {e}", asm.display())))?;
         let text = add_launch_bounds(&text, |e| {
-            ferrotune_kernels::gemm::launch_bounds(e).or_else(|| ferrotune_kernels::gemv::launch_bounds(e))
+            ferrotune_kernels::gemm::launch_bounds(e)
+                .or_else(|| ferrotune_kernels::gemv::launch_bounds(e))
+                .or_else(|| ferrotune_kernels::gemm_sm90::launch_bounds(e))
         });
+        let text = align_tensor_map_params(&text, ferrotune_kernels::gemm_sm90::TMAP_PARAMS);
         let path = opts.out_dir.join(format!("ferrotune_kernels.{arch}.ptx"));
         write_if_changed(&path, &text)?;
         out.push(PtxArtifact { arch: arch.clone(), path, entries: entries(&text) });
@@ -193,6 +204,31 @@ pub fn add_launch_bounds(ptx: &str, bounds: impl Fn(&str) -> Option<(u32, u32)>)
             && let Some((threads, blocks)) = pending.take()
         {
             out.push_str(&format!(".maxntid {threads}, 1, 1\n.minnctapersm {blocks}\n"));
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// Raises the alignment of the first `count` parameters of the entries whose name starts with
+/// `prefix` from 16 to 64 bytes where they are 128-byte aggregates (`CUtensorMap`s passed by
+/// value): rustc cannot declare a by-value parameter aligned above 16 (it panics), and the
+/// copy engine wants the map 64-byte aligned, as nvcc declares `__grid_constant__` maps.
+pub fn align_tensor_map_params(ptx: &str, (prefix, count): (&str, usize)) -> String {
+    let mut out = String::with_capacity(ptx.len());
+    let mut entry: Option<String> = None;
+    for line in ptx.split_inclusive('\n') {
+        if let Some(rest) = line.trim_start().strip_prefix(".visible .entry ") {
+            let name = rest.split('(').next().unwrap_or(rest).trim();
+            entry = name.starts_with(prefix).then(|| name.to_string());
+        }
+        if let Some(name) = &entry {
+            let hit = (0..count)
+                .any(|i| line.trim_start().starts_with(&format!(".param .align 16 .b8 {name}_param_{i}[128]")));
+            if hit {
+                out.push_str(&line.replacen(".align 16", ".align 64", 1));
+                continue;
+            }
         }
         out.push_str(line);
     }
@@ -306,6 +342,16 @@ mod tests {
             out,
             ".visible .entry a(\n\t.param .u32 x\n)\n.maxntid 256, 1, 1\n.minnctapersm 2\n{\n\tret;\n}\n.visible .entry b()\n{\n\tret;\n}\n"
         );
+    }
+
+    #[test]
+    fn tensor_map_params_get_64_byte_alignment() {
+        let ptx = ".visible .entry ft_gemm90_x(\n\t.param .align 16 .b8 ft_gemm90_x_param_0[128],\n\t.param .align 16 .b8 ft_gemm90_x_param_1[128],\n\t.param .align 16 .b8 ft_gemm90_x_param_2[128]\n)\n.visible .entry ft_other(\n\t.param .align 16 .b8 ft_other_param_0[128]\n)\n";
+        let out = align_tensor_map_params(ptx, ("ft_gemm90_", 2));
+        assert!(out.contains(".align 64 .b8 ft_gemm90_x_param_0[128]"));
+        assert!(out.contains(".align 64 .b8 ft_gemm90_x_param_1[128]"));
+        assert!(out.contains(".align 16 .b8 ft_gemm90_x_param_2[128]"));
+        assert!(out.contains(".align 16 .b8 ft_other_param_0[128]"));
     }
 
     #[test]

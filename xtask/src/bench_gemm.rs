@@ -48,6 +48,9 @@ fn print(r: &GemmRow) {
         r.ratio.map_or("-".into(), |x| format!("{x:.3}")),
         if r.correct { "ok" } else { "MISMATCH" }
     );
+    if let Some(p) = &r.path {
+        println!("    path: {p}");
+    }
 }
 
 pub fn run(args: GemmArgs) -> anyhow::Result<()> {
@@ -74,8 +77,10 @@ pub fn run(args: GemmArgs) -> anyhow::Result<()> {
             rows.push(r);
         }
     }
-    // Split-K on skinny, long-K shapes, for the inputs it targets.
-    for dt in ["bf16", "tf32"].into_iter().filter(|d| args.dtypes.iter().any(|x| x == d)) {
+    // Split-K on skinny, long-K shapes, for the inputs it targets (FERROTUNE_BENCH_NO_SPLIT=1
+    // skips them, for device runs short of time).
+    let split = std::env::var("FERROTUNE_BENCH_NO_SPLIT").is_err();
+    for dt in ["bf16", "tf32"].into_iter().filter(|d| split && args.dtypes.iter().any(|x| x == d)) {
         let math = GemmMath::from_name(dt).context("bf16 and tf32 are GEMM dtypes")?;
         for (m, n, k) in SPLIT_K_SHAPES {
             for r in split_k_comparisons(&backend, math, GemmShape { m, n, k }, repeat)? {

@@ -29,7 +29,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Build the PTX (sm_80, sm_90) into target/ptx/, list entries, check with ptxas.
+    /// Build the PTX (sm_80, sm_90, sm_90a) into target/ptx/, list entries, check with ptxas.
     Ptx(ptx::Args),
     /// Print the CUDA devices and their capabilities (or the CPU backend in use).
     Info,

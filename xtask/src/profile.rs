@@ -169,8 +169,10 @@ fn explain_gemm(
         ));
     }
     println!("  split-K: {note}");
-    let (family, why) = ferrotune::tuned::gemm_family(&g, dt.dtype(), &b.stream());
-    println!("  family: {family} ({why})");
+    match ferrotune::ops::gemm_plan::explain_with(&b.stream(), &g, dt.dtype(), dt.dtype(), cfg)? {
+        Some(p) => println!("  path: {} ({})", p.path(), p.reason),
+        None => println!("  path: the CPU backend (rows per band {})", cfg.cpu_rows),
+    }
     if let Some(spec) = devices {
         crate::explain_split::run(spec, dt, (batch, m, n, k))?;
     }

@@ -6,7 +6,7 @@ use ferrotune_ptx_build::{ARCHS, BuildOptions, find_ptxas, ptxas_check};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Architectures to build (default: sm_80,sm_90).
+    /// Architectures to build (default: sm_80,sm_90,sm_90a).
     #[arg(long, value_delimiter = ',')]
     arch: Vec<String>,
     /// Fail when ptxas is not found (CI sets this; locally a missing ptxas only warns).

@@ -17,6 +17,7 @@ use crate::backend::{Cpu, Gpu};
 use crate::buffer::{Scalar, View, ViewMut};
 use crate::config::GemmConfig;
 use crate::error::{DriverContext, Error, Result};
+use crate::ops::gemm_plan::{self, Family, Launch};
 use crate::stream::Stream;
 
 /// One GEMM problem (or a strided batch of them). Leading dimensions and batch strides of 0
@@ -300,69 +301,12 @@ pub fn gemm<T: Scalar, O: Scalar>(
     if g.m == 0 || g.n == 0 || g.batch == 0 {
         return Ok(());
     }
-    // Kernel families with their own conditions decide first (see `ops::gemv`).
-    if let Stream::Cuda { stream, gpu } = s
-        && let Some(why) = super::gemv::small_m_applies(&g, T::DTYPE)
-    {
-        log::debug!("gemm {}x{}x{}: {why}", g.m, g.n, g.k);
-        return super::gemv::run(stream, gpu, &g, a, b, c, bias, d);
-    }
-    if let Stream::Cuda { stream, gpu } = s
-        && let Some(why) = super::pack::pack_applies(&g, T::DTYPE, [device_ptr(a, stream)?.0, device_ptr(b, stream)?.0])
-    {
-        log::debug!("gemm {}x{}x{}: {why}", g.m, g.n, g.k);
-        return super::pack::run(s, stream, gpu, &g, a, b, c, bias, d);
-    }
     // A tuned profile's config for this device and shape, else the built-in heuristic.
     let cfg = crate::tuned::gemm_config_for(s, &g, T::DTYPE)?;
     match s {
         // The CPU backend does not split K: the result is the same up to rounding.
         Stream::Cpu(cpu) => run_cpu(cpu, &g, cfg, a, b, c, bias, d),
-        Stream::Cuda { stream, gpu } => {
-            let plan = SplitPlan::new(g.k, split_k_for(&g, cfg));
-            // A config whose tile was chosen for a split this call does not run gives way to
-            // the unsplit heuristic.
-            let cfg = if !plan.is_split() && cfg.split_k > 1 {
-                GemmConfig::heuristic_unsplit(g.m, g.n, g.batch)
-            } else {
-                cfg
-            };
-            run_gpu(stream, gpu, &g, cfg, plan, a, b, c, bias, d)
-        }
-    }
-}
-
-/// The split-K factor a call runs with: the call's own (checked in `check`), else the chosen
-/// config's for single matrices without a forced tile; a profile's split-K for a batch is
-/// ignored (and logged).
-fn split_k_for(g: &Gemm, cfg: GemmConfig) -> usize {
-    match g.split_k {
-        Some(s) => s,
-        None if g.batch > 1 && cfg.split_k > 1 => {
-            log::debug!(
-                "gemm {}x{}x{} batch {}: split_k {} of the chosen config ignored (single matrices only)",
-                g.m,
-                g.n,
-                g.k,
-                g.batch,
-                cfg.split_k
-            );
-            1
-        }
-        // A forced tile asks for that kernel: the chosen config's split (whose partial
-        // products may need another tile) applies only when split_k is forced too.
-        None if g.tile.is_some() && cfg.split_k > 1 => {
-            log::debug!(
-                "gemm {}x{}x{}: split_k {} of the chosen config ignored for the forced tile {:?}",
-                g.m,
-                g.n,
-                g.k,
-                cfg.split_k,
-                g.tile
-            );
-            1
-        }
-        None => cfg.split_k,
+        Stream::Cuda { stream, gpu } => run_gpu(s, stream, gpu, &g, cfg, a, b, c, bias, d),
     }
 }
 
@@ -497,14 +441,43 @@ pub fn variant_chosen(g: &Gemm, dtype: DType, out: DType, pa: u64, pb: u64, chos
     Ok(v)
 }
 
-/// One GEMM call on a CUDA stream: a single launch, or split-K's (`plan` split) launches.
+/// One GEMM call on a CUDA stream: resolves the plan (`gemm_plan`, the one place that decides)
+/// and runs it.
 #[allow(clippy::too_many_arguments)]
 fn run_gpu<T: Scalar, O: Scalar>(
+    s: &Stream,
     cs: &Arc<CudaStream>,
     gpu: &Gpu,
     g: &Gemm,
     cfg: GemmConfig,
-    plan: SplitPlan,
+    a: &View<'_, T>,
+    b: &View<'_, T>,
+    c: Option<&View<'_, O>>,
+    bias: Option<&View<'_, O>>,
+    d: &mut ViewMut<'_, O>,
+) -> Result<()> {
+    let arch = gpu.kernels()?.arch;
+    let p = {
+        let (pa, _ga) = device_ptr(a, cs)?;
+        let (pb, _gb) = device_ptr(b, cs)?;
+        gemm_plan::plan(g, T::DTYPE, O::DTYPE, arch, gpu.info.sm_count, cfg, [pa, pb])?
+    };
+    log::trace!("gemm {}x{}x{} batch {}: {} ({})", g.m, g.n, g.k, g.batch, p.path(), p.reason);
+    match p.family {
+        Family::SmallM => super::gemv::run(cs, gpu, g, a, b, c, bias, d),
+        Family::Pack => super::pack::run(s, cs, gpu, g, a, b, c, bias, d),
+        Family::Launch(l) => launch_planned(cs, gpu, g, p.cfg, l, a, b, c, bias, d),
+    }
+}
+
+/// The launches of a plan on the operands as given: Hopper, the tiles or split-K.
+#[allow(clippy::too_many_arguments)]
+fn launch_planned<T: Scalar, O: Scalar>(
+    cs: &Arc<CudaStream>,
+    gpu: &Gpu,
+    g: &Gemm,
+    cfg: GemmConfig,
+    l: Launch,
     a: &View<'_, T>,
     b: &View<'_, T>,
     c: Option<&View<'_, O>>,
@@ -527,14 +500,13 @@ fn run_gpu<T: Scalar, O: Scalar>(
         None => (pd, None),
     };
     let ptrs = [pa, pb, pc, pd, pbias];
-    if plan.is_split() {
-        // SAFETY: as below; the split's launches stay inside the same operands.
-        unsafe { launch_split(cs, gpu, g, cfg, plan, T::DTYPE, O::DTYPE, ptrs) }?;
-    } else {
-        let v = variant_chosen(g, T::DTYPE, O::DTYPE, pa, pb, cfg)?;
-        // SAFETY: `check` proved every operand covers its batch of matrices at the given
-        // strides and leading dimensions; `variant_for` matched the load width to the pointers.
-        unsafe { launch(cs, gpu, g, v, ptrs, false) }?;
+    // SAFETY (each arm): `check` proved every operand covers its batch of matrices at the
+    // given strides and leading dimensions; the plan matched the kernel to the pointers (load
+    // width, or tensor maps TMA can describe); the split's launches stay inside the operands.
+    match l {
+        Launch::SplitK(plan) => unsafe { launch_split(cs, gpu, g, cfg, plan, T::DTYPE, O::DTYPE, ptrs) }?,
+        Launch::Hopper(v) => unsafe { crate::ops::gemm_sm90::launch(cs, gpu, g, v, ptrs) }?,
+        Launch::Tiles(v) => unsafe { launch(cs, gpu, g, v, ptrs, false) }?,
     }
     drop((ga, gb, gd, gc, gbias));
     Ok(())

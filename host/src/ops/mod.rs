@@ -6,6 +6,8 @@ pub mod elementwise;
 pub(crate) mod elementwise_cpu;
 pub mod gemm;
 pub(crate) mod gemm_cpu;
+pub mod gemm_plan;
+pub mod gemm_sm90;
 pub mod gemv;
 pub mod pack;
 pub mod reduce;

@@ -47,6 +47,24 @@ pub fn pack_applies(g: &Gemm, dtype: DType, [pa, pb]: [u64; 2]) -> Option<&'stat
     Some("operand rows not 16-byte aligned: packed into an aligned, zero-padded copy, then the 16-byte tiles")
 }
 
+/// The problem the packed copies pose: each operand that is not 16-byte aligned (at `pa`, `pb`)
+/// becomes K-contiguous (A row-major, B column-major) at the packed leading dimension.
+pub fn packed_gemm(g: &Gemm, [pa, pb]: [u64; 2]) -> Gemm {
+    let ldp = packed_ld(g.k);
+    let mut g2 = *g;
+    if !aligned(pa, g.lda) {
+        g2.a_layout = Layout::Row;
+        g2.lda = ldp;
+        g2.stride_a = g.m * ldp;
+    }
+    if !aligned(pb, g.ldb) {
+        g2.b_layout = Layout::Col;
+        g2.ldb = ldp;
+        g2.stride_b = g.n * ldp;
+    }
+    g2
+}
+
 /// Packs the unaligned operands of `g` (for which `pack_applies` said yes) into the stream's
 /// workspace and runs the GEMM on the packed copies.
 #[allow(clippy::too_many_arguments)]
@@ -77,22 +95,16 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
         let (wa, wb) = (View::Cuda(wa), View::Cuda(wb));
         let (dst_a, _g1) = device_ptr(&wa, cs)?;
         let (dst_b, _g2) = device_ptr(&wb, cs)?;
-        let mut g2 = *g;
+        let g2 = packed_gemm(g, [pa, pb]);
         if pack_a {
             // SAFETY: `check` proved A covers m x k at lda in its layout; the destination holds
             // m * ldp elements, 16-byte aligned (workspace start).
             unsafe { launch_pack(cs, gpu, T::DTYPE, pa, dst_a, g.m, g.k, g.lda, g.a_layout == Layout::Col)? };
-            g2.a_layout = Layout::Row;
-            g2.lda = ldp;
-            g2.stride_a = g.m * ldp;
         }
         if pack_b {
             // SAFETY: as for A: B seen as n x k (K-contiguous when column-major); the
             // destination starts at a 256-byte multiple and holds n * ldp elements.
             unsafe { launch_pack(cs, gpu, T::DTYPE, pb, dst_b, g.n, g.k, g.ldb, g.b_layout == Layout::Row)? };
-            g2.b_layout = Layout::Col;
-            g2.ldb = ldp;
-            g2.stride_b = g.n * ldp;
         }
         let av = if pack_a { &wa } else { a };
         let bv = if pack_b { &wb } else { b };

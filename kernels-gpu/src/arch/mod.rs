@@ -5,6 +5,8 @@
 
 #[cfg(target_arch = "nvptx64")]
 pub mod nvptx;
+#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
+pub mod sm90;
 
 /// Fused multiply-add `a * b + c`.
 ///

@@ -8,6 +8,8 @@ mod clifford_fwd;
 mod clifford_io;
 mod elementwise;
 mod gemm;
+#[cfg(target_feature = "sm_90a")]
+mod gemm_sm90;
 mod gemv;
 mod pack;
 mod reduce;

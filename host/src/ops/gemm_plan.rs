@@ -1,0 +1,185 @@
+//! One place decides how a GEMM call runs on the GPU: problem → plan (kernel family, its
+//! config, the split-K workspace) from the chosen config (a tuned profile's, else the built-in
+//! heuristic's) and the call's operands, with the reason. `ops::gemm` resolves the plan and
+//! launches it. Families in the order they are tried: small-M (M <= 64 against a large
+//! weight, `ops::gemv`), pack (unaligned 16-bit operands copied into an aligned workspace, then
+//! planned again, `ops::pack`), split-K, Hopper (`ops::gemm_sm90`), the `mma.sync`/FFMA tiles.
+//! Adding a family: one `Family` variant, one arm in [`plan`].
+
+use ferrotune_kernels::gemm::GemmVariant;
+use ferrotune_kernels::gemm_sm90::Sm90Variant;
+use ferrotune_kernels::splitk::SplitPlan;
+
+use crate::DType;
+use crate::config::GemmConfig;
+use crate::error::Result;
+use crate::ops::gemm::{Gemm, variant_chosen};
+use crate::ops::gemm_sm90;
+
+/// A kernel family and what it runs with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Family {
+    /// M <= 64: the weight streamed once over all SMs (`ops::gemv`).
+    SmallM,
+    /// Unaligned 16-bit operands packed into the stream's aligned workspace, then the packed
+    /// problem planned again (`ops::pack`).
+    Pack,
+    /// One of the launches below.
+    Launch(Launch),
+}
+
+/// The families `ops::gemm` launches on the operands as given.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Launch {
+    /// sm_90a: TMA + wgmma, warp-specialised (`gemm_sm90`).
+    Hopper(Sm90Variant),
+    /// One launch of the `mma.sync` tensor-core tiles (f16, bf16, tf32) or the FFMA kernel.
+    Tiles(GemmVariant),
+    /// K cut into slices (partial GEMMs on the tiles into an f32 workspace, then a reduce).
+    SplitK(SplitPlan),
+}
+
+/// How one call runs, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GemmPlan {
+    pub family: Family,
+    /// The chosen config (split-K's tile choice, CPU rows).
+    pub cfg: GemmConfig,
+    pub reason: String,
+}
+
+impl GemmPlan {
+    /// A short name of the path: `sm90:<entry>`, `mma:<entry>`, `ffma:<entry>` or
+    /// `splitk:<slices>`.
+    pub fn path(&self) -> String {
+        match &self.family {
+            Family::SmallM => "small-m".into(),
+            Family::Pack => "pack".into(),
+            Family::Launch(Launch::Hopper(v)) => format!("sm90:{}", v.entry_name().as_str()),
+            Family::Launch(Launch::Tiles(v)) if v.math == ferrotune_kernels::gemm::Math::Ffma => {
+                format!("ffma:{}", v.entry_name().as_str())
+            }
+            Family::Launch(Launch::Tiles(v)) => format!("mma:{}", v.entry_name().as_str()),
+            Family::Launch(Launch::SplitK(p)) => format!("splitk:{}", p.slices),
+        }
+    }
+}
+
+/// The plan of the resolved GEMM `g` with inputs of `dtype` at `pa`, `pb`, output `out`, on a
+/// device running the PTX module `arch` with `sm_count` SMs; `cfg` is the chosen config.
+pub fn plan(
+    g: &Gemm,
+    dtype: DType,
+    out: DType,
+    arch: &str,
+    sm_count: u32,
+    cfg: GemmConfig,
+    [pa, pb]: [u64; 2],
+) -> Result<GemmPlan> {
+    if let Some(why) = crate::ops::gemv::small_m_applies(g, dtype) {
+        let detail = crate::ops::gemv::describe(g, dtype, out, [pa, pb], sm_count.max(1) as usize)
+            .map(|(name, p)| format!("; {name}, {} slabs x {} K slices", p.slabs, p.ksplit))
+            .unwrap_or_default();
+        return Ok(GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{detail}") });
+    }
+    if let Some(why) = crate::ops::pack::pack_applies(g, dtype, [pa, pb]) {
+        // What the packed copy then runs (the workspace is 16-byte aligned).
+        let packed = crate::ops::pack::packed_gemm(g, [pa, pb]);
+        let then = plan(&packed, dtype, out, arch, sm_count, cfg, [256, 256])?;
+        return Ok(GemmPlan {
+            family: Family::Pack,
+            cfg,
+            reason: format!("{why}; then {} ({})", then.path(), then.reason),
+        });
+    }
+    let split = SplitPlan::new(g.k, split_k_for(g, cfg));
+    if split.is_split() {
+        let why = if g.split_k.is_some() { "forced by the call" } else { "the chosen config splits K" };
+        return Ok(GemmPlan { family: Family::Launch(Launch::SplitK(split)), cfg, reason: format!("split-K: {why}") });
+    }
+    // A config whose tile was chosen for a split this call does not run gives way to the
+    // unsplit heuristic.
+    let cfg = if cfg.split_k > 1 { GemmConfig::heuristic_unsplit(g.m, g.n, g.batch) } else { cfg };
+    match gemm_sm90::choose(g, dtype, out, arch, sm_count, [pa, pb]) {
+        Ok(v) => Ok(GemmPlan {
+            family: Family::Launch(Launch::Hopper(v)),
+            cfg,
+            reason: "Hopper wgmma + TMA: sm_90a module, 16-bit rc operands TMA can describe".into(),
+        }),
+        Err(why) => {
+            let v = variant_chosen(g, dtype, out, pa, pb, cfg)?;
+            Ok(GemmPlan {
+                family: Family::Launch(Launch::Tiles(v)),
+                cfg,
+                reason: format!("not the Hopper path: {why}"),
+            })
+        }
+    }
+}
+
+/// The split-K factor a call runs with: the call's own (checked in `check`), else the chosen
+/// config's for single matrices without a forced tile; a profile's split-K for a batch is
+/// ignored (and logged).
+pub(crate) fn split_k_for(g: &Gemm, cfg: GemmConfig) -> usize {
+    match g.split_k {
+        Some(s) => s,
+        None if g.batch > 1 && cfg.split_k > 1 => {
+            log::debug!(
+                "gemm {}x{}x{} batch {}: split_k {} of the chosen config ignored (single matrices only)",
+                g.m,
+                g.n,
+                g.k,
+                g.batch,
+                cfg.split_k
+            );
+            1
+        }
+        // A forced tile asks for that kernel: the chosen config's split (whose partial
+        // products may need another tile) applies only when split_k is forced too.
+        None if g.tile.is_some() && cfg.split_k > 1 => {
+            log::debug!(
+                "gemm {}x{}x{}: split_k {} of the chosen config ignored for the forced tile {:?}",
+                g.m,
+                g.n,
+                g.k,
+                cfg.split_k,
+                g.tile
+            );
+            1
+        }
+        None => cfg.split_k,
+    }
+}
+
+/// The plan a call of this shape gets on `s` (operands at fresh, 256-byte aligned
+/// allocations): what `bench` rows and `profile explain` report. CPU streams have no plan.
+pub fn explain(s: &crate::stream::Stream, g: &Gemm, dtype: DType, out: DType) -> Result<Option<GemmPlan>> {
+    let cfg = crate::tuned::gemm_config_for(s, &g.resolved(), dtype)?;
+    explain_with(s, g, dtype, out, cfg)
+}
+
+/// As [`explain`], with the chosen config given (`profile explain` passes its own profiles').
+pub fn explain_with(
+    s: &crate::stream::Stream,
+    g: &Gemm,
+    dtype: DType,
+    out: DType,
+    cfg: GemmConfig,
+) -> Result<Option<GemmPlan>> {
+    explain_at(s, g, dtype, out, cfg, [256, 256])
+}
+
+/// As [`explain_with`], for operands at `ptrs` (A, B): alignment decides packing and the path.
+pub fn explain_at(
+    s: &crate::stream::Stream,
+    g: &Gemm,
+    dtype: DType,
+    out: DType,
+    cfg: GemmConfig,
+    ptrs: [u64; 2],
+) -> Result<Option<GemmPlan>> {
+    let crate::stream::Stream::Cuda { gpu, .. } = s else { return Ok(None) };
+    let g = g.resolved();
+    let arch = gpu.kernels()?.arch;
+    plan(&g, dtype, out, arch, gpu.info.sm_count, cfg, ptrs).map(Some)
+}

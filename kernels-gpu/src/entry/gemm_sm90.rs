@@ -1,0 +1,544 @@
+//! Hopper GEMM entry points (sm_90a PTX only): one block per output tile, a producer warp that
+//! loads A and B tiles with TMA (128-byte swizzle) into a `stages`-deep shared-memory ring
+//! guarded by full/empty mbarriers, and consumer warpgroups that multiply them with `wgmma`
+//! (one group kept in flight) and run the fused epilogue through a shared-memory staging so
+//! the stores are coalesced. Strided batches walk `blockIdx.z` (the maps' third dimension).
+
+use core::arch::asm;
+
+use crate::arch::nvptx::{
+    block_idx_x, block_idx_z, grid_dim_x, ld_shared_v4_f32, st_shared_v2_f32, sync_threads, sync_warp, thread_idx_x,
+};
+use crate::arch::sm90::{
+    desc_k_sw128, fence_barrier_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier,
+    param_to_generic, setmaxnreg_dec, setmaxnreg_inc, smem_base_1024, tma_load_3d, wgmma_commit, wgmma_fence,
+    wgmma_m64n128k16_bf16, wgmma_m64n128k16_f16, wgmma_m64n256k16_bf16, wgmma_m64n256k16_f16, wgmma_wait,
+};
+use crate::element::Element;
+use crate::gemm::Epilogue;
+use crate::gemm_sm90::{BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_PITCH_BYTES, WG_THREADS, raster};
+use half::{bf16, f16};
+
+/// A `CUtensorMap` passed by value: 128 opaque bytes. Declared align(16) (rustc cannot pass
+/// more); the PTX build raises the parameter's alignment to 64, as TMA needs.
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+pub struct TensorMap([u64; 16]);
+
+/// What the epilogue needs.
+#[derive(Clone, Copy)]
+struct Out {
+    m: usize,
+    n: usize,
+    ldc: usize,
+    alpha: f32,
+    beta: f32,
+    flags: u32,
+}
+
+/// A 16-bit input type and its wgmma (K-major A and B).
+trait WgmmaElem: Element {
+    /// # Safety
+    /// As the `wgmma_*` wrappers.
+    unsafe fn mma<const NACC: usize>(d: &mut [f32; NACC], da: u64, db: u64);
+}
+
+macro_rules! wgmma_elem {
+    ($E:ty, $n128:ident, $n256:ident) => {
+        impl WgmmaElem for $E {
+            #[inline(always)]
+            unsafe fn mma<const NACC: usize>(d: &mut [f32; NACC], da: u64, db: u64) {
+                // SAFETY: NACC selects the matching array type (the casts are identities);
+                // the wgmma preconditions are forwarded.
+                unsafe {
+                    if NACC == 128 {
+                        $n256::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 128]), da, db)
+                    } else if NACC == 64 {
+                        $n128::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 64]), da, db)
+                    }
+                }
+            }
+        }
+    };
+}
+wgmma_elem!(bf16, wgmma_m64n128k16_bf16, wgmma_m64n256k16_bf16);
+wgmma_elem!(f16, wgmma_m64n128k16_f16, wgmma_m64n256k16_f16);
+
+/// K elements per stage (16-bit inputs: one 128-byte swizzle row).
+const BK: usize = BK_BYTES / 2;
+
+/// Row pitch of a warp's persistent-epilogue staging (64 floats plus padding).
+const STG_PITCH: usize = STAGE_PITCH_BYTES;
+
+/// The shared-memory ring of one block: `ST` stages of an A tile (BM x BK) and a B tile
+/// (BN x BK) at a 1024-aligned base, then the full and empty mbarriers of each stage.
+#[derive(Clone, Copy)]
+struct Ring<const NACC: usize, const CONS: usize, const ST: usize> {
+    base: u32,
+}
+
+impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST> {
+    const BN: usize = 2 * NACC;
+    const BM: usize = 64 * CONS;
+    const A_BYTES: usize = Self::BM * BK_BYTES;
+    const STAGE: usize = (Self::BM + Self::BN) * BK_BYTES;
+
+    #[inline(always)]
+    fn new() -> Self {
+        Ring { base: smem_base_1024() }
+    }
+    #[inline(always)]
+    fn bm(&self) -> usize {
+        Self::BM
+    }
+    #[inline(always)]
+    fn bn(&self) -> usize {
+        Self::BN
+    }
+    #[inline(always)]
+    fn stage(&self, s: usize) -> u32 {
+        self.base + (s * Self::STAGE) as u32
+    }
+    #[inline(always)]
+    fn full(&self, s: usize) -> u32 {
+        self.base + (ST * Self::STAGE + 8 * s) as u32
+    }
+    #[inline(always)]
+    fn empty(&self, s: usize) -> u32 {
+        self.base + (ST * Self::STAGE + 8 * (ST + s)) as u32
+    }
+
+    /// The staging area of warp `w` of consumer `cw` (persistent form): past the barriers,
+    /// 16 rows of [`STG_PITCH`] bytes per warp.
+    #[inline(always)]
+    fn staging(&self, cw: usize, w: usize) -> u32 {
+        self.base + (ST * Self::STAGE + 16 * ST + (cw * 4 + w) * 16 * STG_PITCH) as u32
+    }
+
+    /// Thread 0 initialises the barriers (full: the producer's arrival plus the bytes;
+    /// empty: one arrival per consumer warpgroup); then the whole block syncs.
+    ///
+    /// # Safety
+    /// Every thread of the block calls it once, first.
+    #[inline(always)]
+    unsafe fn init(&self, tid: usize) {
+        if tid == 0 {
+            for s in 0..ST {
+                // SAFETY: the barriers lie past the ring, 8-byte aligned; the sync below
+                // orders the initialisation before every other use.
+                unsafe {
+                    mbar_init(self.full(s), 1);
+                    mbar_init(self.empty(s), CONS as u32);
+                }
+            }
+            fence_barrier_init();
+        }
+        // SAFETY: every thread reaches it.
+        unsafe { sync_threads() };
+    }
+
+    /// The producer's `it`-th load (ring-wide count): waits for the stage to be free, then
+    /// loads k-tile `kt` of A rows `tm BM..` and B rows `tn BN..` of batch matrix `z`.
+    ///
+    /// # Safety
+    /// One thread; the maps describe A and B with this ring's boxes.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn produce(&self, it: usize, map_a: u64, map_b: u64, kt: usize, tm: usize, tn: usize, z: i32) {
+        let s = it % ST;
+        let sa = self.stage(s);
+        // SAFETY: the stage is free once its empty barrier completed the previous round.
+        unsafe {
+            if it >= ST {
+                mbar_wait(self.empty(s), ((it / ST - 1) & 1) as u32);
+            }
+            mbar_arrive_expect_tx(self.full(s), Self::STAGE as u32);
+            let k0 = (kt * BK) as i32;
+            tma_load_3d(sa, map_a, k0, (tm * Self::BM) as i32, z, self.full(s));
+            tma_load_3d(sa + Self::A_BYTES as u32, map_b, k0, (tn * Self::BN) as i32, z, self.full(s));
+        }
+    }
+
+    /// Consumer warpgroup `cw`'s `it`-th stage: waits for it, issues its wgmmas into `acc`,
+    /// keeps that group in flight and, with `release`, frees the previous stage (whose group
+    /// is then complete).
+    ///
+    /// # Safety
+    /// The whole warpgroup calls it, in the producer's order.
+    #[inline(always)]
+    unsafe fn consume<E: WgmmaElem>(&self, it: usize, cw: usize, acc: &mut [f32; NACC], release: bool) {
+        let s = it % ST;
+        let sa = self.stage(s) + (cw * 64 * BK_BYTES) as u32;
+        let sb = self.stage(s) + Self::A_BYTES as u32;
+        // SAFETY: the full barrier says the stage landed; the warpgroup issues together.
+        unsafe {
+            mbar_wait(self.full(s), ((it / ST) & 1) as u32);
+            wgmma_fence();
+            let (da, db) = (desc_k_sw128(sa), desc_k_sw128(sb));
+            for kk in 0..(BK / 16) as u64 {
+                E::mma::<NACC>(acc, da + 2 * kk, db + 2 * kk);
+            }
+            wgmma_commit();
+            wgmma_wait::<1>();
+            if release {
+                mbar_arrive(self.empty((it + ST - 1) % ST));
+            }
+        }
+    }
+}
+
+/// The kernel body: one block per output tile. `NACC` = BN / 2 accumulators per consumer
+/// thread, `CONS` consumer warpgroups (BM = 64 CONS), `ST` stages.
+///
+/// # Safety
+/// `map_a` / `map_b` are the generic addresses of valid maps of A (dims K, M, batch) and B
+/// (dims K, N, batch) with boxes (64, BM, 1) and (64, BN, 1) and the 128-byte swizzle; C, D
+/// and bias cover the batch of M x N outputs at `ldc`; the launch has `128 (1 + CONS)` threads
+/// and the tile's shared memory.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usize, const ST: usize>(
+    map_a: u64,
+    map_b: u64,
+    c: *const O,
+    d: *mut O,
+    bias: *const O,
+    k: usize,
+    out: Out,
+) {
+    let ring = Ring::<NACC, CONS, ST>::new();
+    let (bm, bn) = (ring.bm(), ring.bn());
+    let tid = thread_idx_x() as usize;
+    let wg = tid / WG_THREADS as usize;
+    let (tm, tn) = raster(block_idx_x() as usize, out.m.div_ceil(bm), out.n.div_ceil(bn));
+    let z = block_idx_z() as i32;
+    let ktiles = k.div_ceil(BK);
+    // SAFETY: every thread calls it first.
+    unsafe { ring.init(tid) };
+    if wg == 0 {
+        if CONS == 2 {
+            setmaxnreg_dec::<PRODUCER_REGS>();
+        }
+        if tid == 0 {
+            for kt in 0..ktiles {
+                // SAFETY: the maps describe A and B (caller).
+                unsafe { ring.produce(kt, map_a, map_b, kt, tm, tn, z) };
+            }
+        }
+        return;
+    }
+    if CONS == 2 {
+        setmaxnreg_inc::<CONSUMER_REGS>();
+    }
+    let cw = wg - 1;
+    let lt = tid % WG_THREADS as usize;
+    let mut acc = [0.0f32; NACC];
+    for kt in 0..ktiles {
+        // SAFETY: the warpgroup calls it together, in the producer's order.
+        unsafe { ring.consume::<E>(kt, cw, &mut acc, kt > 0 && lt == 0) };
+    }
+    wgmma_wait::<0>();
+    // SAFETY: the consumers (and only they) reach both barriers; after the first no wgmma
+    // reads the ring, so it holds the f32 staging of each warpgroup's 64 rows.
+    unsafe {
+        named_barrier(1, WG_THREADS * CONS as u32);
+        let pitch = (bn + EPI_PAD) * 4;
+        let region = ring.base + (cw * 64 * pitch) as u32;
+        let (w, lane) = (lt / 32, lt % 32);
+        let (g, t) = (lane / 4, lane % 4);
+        for j in 0..bn / 8 {
+            let col = ((j * 8 + 2 * t) * 4) as u32;
+            let row = (w * 16 + g) * pitch;
+            st_shared_v2_f32(region + row as u32 + col, acc[4 * j], acc[4 * j + 1]);
+            st_shared_v2_f32(region + (row + 8 * pitch) as u32 + col, acc[4 * j + 2], acc[4 * j + 3]);
+        }
+        named_barrier(2 + cw as u32, WG_THREADS);
+        let shape = (bn, 64, WG_THREADS as usize);
+        drain::<O>(c, d, bias, out, region, pitch, shape, tm * bm + cw * 64, tn * bn, lt);
+    }
+}
+
+/// The persistent form: `gridDim.x` blocks (one per SM) walk the output tiles of every batch
+/// matrix `gridDim.x` apart in raster order; the producer runs ahead across tile boundaries
+/// (the ring's stage counter never restarts), and each consumer applies the epilogue straight
+/// through a small per-warp staging area (the ring is busy with the next tile).
+///
+/// # Safety
+/// As [`sm90_gemm`]; `stride_c` is the batch stride of C and D.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usize, const ST: usize>(
+    map_a: u64,
+    map_b: u64,
+    c: *const O,
+    d: *mut O,
+    bias: *const O,
+    k: usize,
+    batch: usize,
+    stride_c: usize,
+    out: Out,
+) {
+    let ring = Ring::<NACC, CONS, ST>::new();
+    let tid = thread_idx_x() as usize;
+    let wg = tid / WG_THREADS as usize;
+    let (tiles_m, tiles_n) = (out.m.div_ceil(ring.bm()), out.n.div_ceil(ring.bn()));
+    let per_batch = tiles_m * tiles_n;
+    let total = per_batch * batch;
+    let (first, step) = (block_idx_x() as usize, grid_dim_x() as usize);
+    let ktiles = k.div_ceil(BK);
+    // SAFETY: thread 0 initialises, every thread syncs.
+    unsafe { ring.init(tid) };
+    if wg == 0 {
+        if CONS == 2 {
+            setmaxnreg_dec::<PRODUCER_REGS>();
+        }
+        if tid == 0 {
+            let mut it = 0;
+            let mut t = first;
+            while t < total {
+                let (z, (tm, tn)) = (t / per_batch, raster(t % per_batch, tiles_m, tiles_n));
+                for kt in 0..ktiles {
+                    // SAFETY: as in `sm90_gemm`.
+                    unsafe { ring.produce(it, map_a, map_b, kt, tm, tn, z as i32) };
+                    it += 1;
+                }
+                t += step;
+            }
+        }
+        return;
+    }
+    if CONS == 2 {
+        setmaxnreg_inc::<CONSUMER_REGS>();
+    }
+    let cw = wg - 1;
+    let lt = tid % WG_THREADS as usize;
+    let mut it = 0;
+    let mut t = first;
+    while t < total {
+        let (z, (tm, tn)) = (t / per_batch, raster(t % per_batch, tiles_m, tiles_n));
+        let mut acc = [0.0f32; NACC];
+        for kt in 0..ktiles {
+            // SAFETY: as in `sm90_gemm`.
+            unsafe { ring.consume::<E>(it, cw, &mut acc, kt > 0 && lt == 0) };
+            it += 1;
+        }
+        wgmma_wait::<0>();
+        if ktiles > 0 && lt == 0 {
+            // SAFETY: the tile's last stage is no longer read.
+            unsafe { mbar_arrive(ring.empty((it - 1) % ST)) };
+        }
+        let off = z * stride_c;
+        // SAFETY: the tile lies in the batch matrix z, which C and D cover; the warp's staging
+        // area is its own.
+        unsafe {
+            store_staged::<O, NACC>(
+                c.add(off),
+                d.add(off),
+                bias,
+                out,
+                &acc,
+                ring.staging(cw, lt / 32),
+                (tm * ring.bm() + cw * 64, tn * ring.bn()),
+                lt,
+            )
+        };
+        t += step;
+    }
+}
+
+/// The persistent form's epilogue (the ring is busy with the next tile): each warp stages its
+/// 16 rows in chunks of 64 columns through its own small area and drains them coalesced. The
+/// staging loops use constant indices only, so the accumulators stay in registers.
+///
+/// # Safety
+/// C, D and bias cover the M x N output at `ldc`; `stg` is the warp's staging area of
+/// 16 x [`STG_PITCH`] bytes; all 32 lanes call it.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn store_staged<O: Element, const NACC: usize>(
+    c: *const O,
+    d: *mut O,
+    bias: *const O,
+    out: Out,
+    acc: &[f32; NACC],
+    stg: u32,
+    (m0, n0): (usize, usize),
+    lt: usize,
+) {
+    let (w, lane) = (lt / 32, lt % 32);
+    let (g, t) = (lane / 4, lane % 4);
+    for ch in 0..NACC / 32 {
+        for jj in 0..8 {
+            let j = ch * 8 + jj;
+            let col = ((jj * 8 + 2 * t) * 4) as u32;
+            // SAFETY: rows g and g + 8 of the warp's area, 8-byte aligned.
+            unsafe {
+                st_shared_v2_f32(stg + (g * STG_PITCH) as u32 + col, acc[4 * j], acc[4 * j + 1]);
+                st_shared_v2_f32(stg + ((g + 8) * STG_PITCH) as u32 + col, acc[4 * j + 2], acc[4 * j + 3]);
+            }
+        }
+        sync_warp();
+        // SAFETY: the chunk is staged; the outputs are predicated inside.
+        unsafe { drain::<O>(c, d, bias, out, stg, STG_PITCH, (64, 16, 32), m0 + w * 16, n0 + ch * 64, lane) };
+        sync_warp();
+    }
+}
+
+/// Applies the epilogue to `rows` staged rows of `cols` floats (a warpgroup's 64 x BN, or a
+/// warp's 16 x 64 chunk) and stores them with `threads` threads: each thread 4 adjacent
+/// columns, a row's threads adjacent (coalesced), 4-wide stores where the output allows.
+///
+/// # Safety
+/// The staged rows are in shared memory at `region` with row pitch `pitch`; the output
+/// pointers cover M x N at `ldc`.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+unsafe fn drain<O: Element>(
+    c: *const O,
+    d: *mut O,
+    bias: *const O,
+    out: Out,
+    region: u32,
+    pitch: usize,
+    (cols, rows, threads): (usize, usize, usize),
+    m0: usize,
+    n0: usize,
+    lt: usize,
+) {
+    let lanes_per_row = cols / 4;
+    let rows_per_pass = threads / lanes_per_row;
+    let (r0, cc) = (lt / lanes_per_row, (lt % lanes_per_row) * 4);
+    let gn = n0 + cc;
+    if gn >= out.n {
+        return;
+    }
+    let size = core::mem::size_of::<O>();
+    let full = out.ldc.is_multiple_of(4) && (d as usize).is_multiple_of(4 * size) && gn + 3 < out.n;
+    let mut bv = [0.0f32; 4];
+    if out.flags & 1 != 0 {
+        for (j, b) in bv.iter_mut().enumerate() {
+            if gn + j < out.n {
+                // SAFETY: column gn + j exists and the bias covers every column.
+                *b = unsafe { *bias.add(gn + j) }.to_f32();
+            }
+        }
+    }
+    let mut r = r0;
+    while r < rows && m0 + r < out.m {
+        // SAFETY: a staged row, 16-byte aligned.
+        let v = unsafe { ld_shared_v4_f32(region + (r * pitch + cc * 4) as u32) };
+        let idx = (m0 + r) * out.ldc + gn;
+        let epi = |x: f32, j: usize| {
+            // SAFETY: (row, gn + j) is inside the output; C is read only when enabled.
+            let cv = if out.flags & 8 != 0 { unsafe { (*c.add(idx + j)).to_f32() } } else { 0.0 };
+            O::from_f32(Epilogue::apply_flags(out.flags, out.alpha, out.beta, x, cv, bv[j], O::DTYPE))
+        };
+        if full {
+            let o = [epi(v[0], 0), epi(v[1], 1), epi(v[2], 2), epi(v[3], 3)];
+            // SAFETY: the 4 elements are inside the output, aligned to their total size.
+            unsafe { store4(d.add(idx), o) };
+        } else {
+            for (j, &x) in v.iter().enumerate() {
+                if gn + j < out.n {
+                    // SAFETY: (row, gn + j) is inside the output.
+                    unsafe { *d.add(idx + j) = epi(x, j) };
+                }
+            }
+        }
+        r += rows_per_pass;
+    }
+}
+
+/// Stores 4 adjacent elements with one 8- (16-bit) or 16-byte (f32) access.
+///
+/// # Safety
+/// `p` is writable for 4 elements and aligned to their total size.
+#[inline(always)]
+unsafe fn store4<O: Element>(p: *mut O, o: [O; 4]) {
+    // SAFETY: as the caller guarantees; the element types are plain 2- or 4-byte values.
+    unsafe {
+        if core::mem::size_of::<O>() == 2 {
+            let b: [u16; 4] = core::mem::transmute_copy(&o);
+            *(p as *mut u64) = b[0] as u64 | (b[1] as u64) << 16 | (b[2] as u64) << 32 | (b[3] as u64) << 48;
+        } else {
+            let b: [u32; 4] = core::mem::transmute_copy(&o);
+            crate::arch::nvptx::st_global_v4(p as *mut u32, b);
+        }
+    }
+}
+
+// Entry points `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x64s<ST>` (see `Sm90Variant::entry_name`).
+// ABI: (map_a, map_b, c, d, bias, m, n, k, ldc, batch, stride_c, alpha, beta, flags); the maps
+// by value (`__grid_constant__`; on the H100 this ran as fast as maps in global memory, see
+// bench/results/hopper-run1/maps-*.txt). Entries ending in `p` are persistent (grid: at most
+// one block per SM, walking the tiles).
+macro_rules! sm90_entry {
+    ($name:expr, $E:ty, $O:ty, $nacc:literal, $cons:literal, $st:literal, $persist:literal) => {
+        const _: () = {
+            #[unsafe(export_name = $name)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe extern "ptx-kernel" fn entry(
+                _map_a: TensorMap,
+                _map_b: TensorMap,
+                c: *const $O,
+                d: *mut $O,
+                bias: *const $O,
+                m: u32,
+                n: u32,
+                k: u32,
+                ldc: u32,
+                batch: u32,
+                stride_c: u64,
+                alpha: f32,
+                beta: f32,
+                flags: u32,
+            ) {
+                let (pa, pb): (u64, u64);
+                // SAFETY: takes the param-space addresses of the first two parameters.
+                unsafe {
+            asm!(concat!("mov.u64 {a}, ", $name, "_param_0;"), a = out(reg64) pa);
+            asm!(concat!("mov.u64 {b}, ", $name, "_param_1;"), b = out(reg64) pb);
+                }
+                let out = Out { m: m as usize, n: n as usize, ldc: ldc as usize, alpha, beta, flags };
+                let (ma, mb) = (param_to_generic(pa), param_to_generic(pb));
+                // SAFETY: the host encoded the maps for this variant's boxes and checked the
+                // outputs, the block size and the shared memory (and, persistent, launched at
+                // most one block per tile).
+                unsafe {
+                    if $persist {
+                        sm90_gemm_persistent::<$E, $O, $nacc, $cons, $st>(
+                            ma,
+                            mb,
+                            c,
+                            d,
+                            bias,
+                            k as usize,
+                            batch as usize,
+                            stride_c as usize,
+                            out,
+                        )
+                    } else {
+                        let z = block_idx_z() as usize * stride_c as usize;
+                        sm90_gemm::<$E, $O, $nacc, $cons, $st>(ma, mb, c.add(z), d.add(z), bias, k as usize, out)
+                    }
+                }
+            }
+        };
+    };
+}
+
+/// Every tile of `gemm_sm90::TILES` for one (input, output): (NACC = BN / 2, consumers,
+/// stages, persistent), in order.
+macro_rules! sm90_tiles {
+    ($in:literal, $E:ty, $out:literal, $O:ty) => {
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4"), $E, $O, 128, 2, 4, false);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s6"), $E, $O, 64, 2, 6, false);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s3p"), $E, $O, 128, 2, 3, true);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5p"), $E, $O, 64, 2, 5, true);
+    };
+}
+
+sm90_tiles!("bf16", bf16, "bf16", bf16);
+sm90_tiles!("bf16", bf16, "f32", f32);
+sm90_tiles!("f16", f16, "f16", f16);
+sm90_tiles!("f16", f16, "f32", f32);

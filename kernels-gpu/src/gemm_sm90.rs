@@ -1,0 +1,190 @@
+//! The Hopper GEMM family (sm_90a): TMA loads into a swizzled shared-memory ring, one producer
+//! warp and consumer warpgroups issuing `wgmma`. Its tiles, entry names, shared-memory budget
+//! and launch bounds, shared by the PTX entries (`entry/gemm_sm90.rs`) and the host launcher.
+
+use crate::element::DType;
+use crate::gemm::EntryName;
+
+/// Bytes of K per pipeline stage: one 128-byte swizzle row (64 f16/bf16).
+pub const BK_BYTES: usize = 128;
+/// Threads per warpgroup.
+pub const WG_THREADS: u32 = 128;
+/// Registers per thread the producer warpgroup keeps, and the consumers take, with
+/// `setmaxnreg` (3 warpgroups: 128 x 40 + 256 x 232 <= 65536).
+pub const PRODUCER_REGS: u32 = 40;
+pub const CONSUMER_REGS: u32 = 232;
+/// Output tile rows per raster group (tiles walk M first inside a group of this many tile
+/// rows, so consecutive blocks share B panels and nearby A panels in L2).
+pub const RASTER_GROUP: usize = 8;
+/// Floats of padding per staged epilogue row (8-byte fragment writes hit distinct banks).
+pub const EPI_PAD: usize = 8;
+/// Row pitch (bytes) of the persistent form's per-warp epilogue staging: 64 floats + padding.
+pub const STAGE_PITCH_BYTES: usize = (64 + EPI_PAD) * 4;
+
+/// One compiled Hopper tile: `64 * consumers` x `bn` outputs per block, `stages` deep ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Sm90Tile {
+    /// wgmma N: 128 or 256.
+    pub bn: usize,
+    /// Consumer warpgroups, each owning 64 rows of the tile.
+    pub consumers: usize,
+    pub stages: usize,
+    /// One block per SM walking the tiles (epilogue staged per warp through a small area of
+    /// its own), else one block per tile (epilogue staged through the ring); stores coalesced.
+    pub persistent: bool,
+}
+
+impl Sm90Tile {
+    pub const fn bm(&self) -> usize {
+        64 * self.consumers
+    }
+    /// K elements per stage for inputs of `elem` bytes.
+    pub const fn bk(&self, elem: usize) -> usize {
+        BK_BYTES / elem
+    }
+    /// One producer warpgroup plus the consumers.
+    pub const fn threads(&self) -> u32 {
+        WG_THREADS * (1 + self.consumers as u32)
+    }
+    /// Bytes one stage's A and B tiles take (both 1024-byte multiples).
+    pub const fn stage_bytes(&self) -> usize {
+        (self.bm() + self.bn) * BK_BYTES
+    }
+    /// Offset of the mbarriers (full then empty, 8 bytes each) from the 1024-aligned base.
+    pub const fn barrier_offset(&self) -> usize {
+        self.stages * self.stage_bytes()
+    }
+    /// Bytes the f32 epilogue staging takes (it reuses the ring after the main loop).
+    pub const fn epilogue_bytes(&self) -> usize {
+        self.bm() * (self.bn + EPI_PAD) * 4
+    }
+    /// Dynamic shared memory a launch asks for: the ring, the barriers, the persistent form's
+    /// per-warp epilogue staging (16 rows each) and 1024 bytes of slack to align the base.
+    pub const fn smem_bytes(&self) -> usize {
+        let staging = if self.persistent { 4 * self.consumers * 16 * STAGE_PITCH_BYTES } else { 0 };
+        self.barrier_offset() + 16 * self.stages + staging + 1024
+    }
+}
+
+const fn t(bn: usize, consumers: usize, stages: usize, persistent: bool) -> Sm90Tile {
+    Sm90Tile { bn, consumers, stages, persistent }
+}
+
+/// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
+/// in `entry/gemm_sm90.rs`.
+pub const TILES: [Sm90Tile; 4] = [t(256, 2, 4, false), t(128, 2, 6, false), t(256, 2, 3, true), t(128, 2, 5, true)];
+
+// Every tile's epilogue staging fits in its ring and its shared memory in the H100's 227 KiB.
+const _: () = {
+    let mut i = 0;
+    while i < TILES.len() {
+        assert!(TILES[i].epilogue_bytes() <= TILES[i].barrier_offset());
+        assert!(TILES[i].smem_bytes() <= 232_448);
+        i += 1;
+    }
+};
+
+/// A compiled Hopper GEMM entry: 16-bit inputs, A row-major (M x K) and B column-major
+/// (K x N, i.e. N x K row-major: `x wᵀ`), both K-contiguous.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Sm90Variant {
+    pub dtype: DType,
+    pub out_f32: bool,
+    /// Index into [`TILES`].
+    pub tile: u8,
+}
+
+/// The entry-name prefix of the family and the number of by-value map parameters, for the
+/// PTX build to align them (see `ferrotune-ptx-build`).
+pub const TMAP_PARAMS: (&str, usize) = ("ft_gemm90_", 2);
+
+impl Sm90Variant {
+    pub fn out_dtype(&self) -> DType {
+        if self.out_f32 { DType::F32 } else { self.dtype }
+    }
+
+    pub fn tile(&self) -> Sm90Tile {
+        TILES[self.tile as usize]
+    }
+
+    /// `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x<BK>s<stages>[p]` (`p`: persistent), e.g.
+    /// `ft_gemm90_bf16_rc_bf16_128x256x64s4`.
+    pub fn entry_name(&self) -> EntryName {
+        let t = self.tile();
+        let mut n = EntryName::new();
+        n.push("ft_gemm90_");
+        n.push(self.dtype.name());
+        n.push("_rc_");
+        n.push(self.out_dtype().name());
+        n.push("_");
+        n.push_num(t.bm());
+        n.push("x");
+        n.push_num(t.bn);
+        n.push("x");
+        n.push_num(t.bk(self.dtype.size_bytes()));
+        n.push("s");
+        n.push_num(t.stages);
+        if t.persistent {
+            n.push("p");
+        }
+        n
+    }
+
+    /// Every compiled variant: f16 and bf16, each output, each tile.
+    pub fn all() -> impl Iterator<Item = Sm90Variant> {
+        [DType::F16, DType::Bf16].into_iter().flat_map(|dtype| {
+            [false, true]
+                .into_iter()
+                .flat_map(move |out_f32| (0..TILES.len() as u8).map(move |tile| Sm90Variant { dtype, out_f32, tile }))
+        })
+    }
+}
+
+/// Launch bounds (threads, 1 block per SM) of a Hopper GEMM entry, for the PTX build:
+/// `setmaxnreg` only takes effect under a register cap set at entry.
+pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
+    if !entry.starts_with(TMAP_PARAMS.0) {
+        return None;
+    }
+    Sm90Variant::all().find(|v| v.entry_name().as_str() == entry).map(|v| (v.tile().threads(), 1))
+}
+
+/// The output tile (row, column) block `bid` of a `tiles_m x tiles_n` grid computes: tiles walk
+/// M first inside groups of [`RASTER_GROUP`] tile rows, the groups left to right.
+#[inline(always)]
+pub fn raster(bid: usize, tiles_m: usize, tiles_n: usize) -> (usize, usize) {
+    let per_group = RASTER_GROUP * tiles_n;
+    let group = bid / per_group;
+    let first = group * RASTER_GROUP;
+    let rows = if tiles_m - first < RASTER_GROUP { tiles_m - first } else { RASTER_GROUP };
+    let r = bid % per_group;
+    (first + r % rows, r / rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_bounds() {
+        let v = Sm90Variant { dtype: DType::Bf16, out_f32: false, tile: 0 };
+        assert_eq!(v.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s4");
+        assert_eq!(launch_bounds("ft_gemm90_bf16_rc_bf16_128x256x64s4"), Some((384, 1)));
+        assert_eq!(launch_bounds("ft_gemm_bf16_rc_v16_bf16_128x128x32w2x4s4"), None);
+        assert_eq!(Sm90Variant::all().count(), 16);
+        let p = Sm90Variant { tile: 2, ..v };
+        assert_eq!(p.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s3p");
+    }
+
+    #[test]
+    fn raster_covers_every_tile_once() {
+        for (tm, tn) in [(1, 1), (3, 5), (8, 2), (17, 9), (64, 24)] {
+            let mut seen = [[false; 64]; 64];
+            for bid in 0..tm * tn {
+                let (i, j) = raster(bid, tm, tn);
+                assert!(i < tm && j < tn && !seen[i][j], "{tm}x{tn}: {bid} -> ({i}, {j})");
+                seen[i][j] = true;
+            }
+        }
+    }
+}

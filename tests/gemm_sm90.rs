@@ -1,0 +1,116 @@
+//! The Hopper GEMM path (sm_90a, TMA + wgmma) against float64 references: edge shapes in
+//! M, N, K, K = 4099, a large shape, every epilogue, both output types, strided batches,
+//! NaN-poisoned outputs, and the plan's fallback for calls the path cannot serve. Skips
+//! without a device, and on a GPU that does not load the sm_90a module.
+
+use ferrotune::ops::gemm::{Gemm, Layout};
+use ferrotune::ops::gemm_plan::{self, Family, Launch};
+use ferrotune::{Backend, DType};
+use ferrotune_testkit::cuda_backend;
+
+use crate::gemm::{dispatch, epilogue};
+
+/// The CUDA backend when it runs the sm_90a module, else `None` after saying why.
+fn hopper(test: &str) -> Option<Backend> {
+    let b = cuda_backend(test)?;
+    let arch = match &b {
+        Backend::Cuda(g) => g.ptx_arch().ok(),
+        _ => None,
+    };
+    if arch != Some("sm_90a") {
+        println!(
+            "{test}: skipped: the GPU does not run the sm_90a module ({arch:?}); the Hopper path needs compute capability 9.0"
+        );
+        return None;
+    }
+    Some(b)
+}
+
+/// `x wᵀ` with K padded to whole 16-byte rows (what TMA needs; the padding holds random data
+/// the kernel must not read).
+fn rc(m: usize, n: usize, k: usize) -> Gemm {
+    let mut g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col);
+    g.lda = k.next_multiple_of(8);
+    g.ldb = k.next_multiple_of(8) + 8;
+    g
+}
+
+/// The path `g` takes on `b` (fresh allocations are 256-byte aligned).
+fn family(b: &Backend, g: &Gemm, dt: DType, out: DType) -> Family {
+    gemm_plan::explain(&b.stream(), g, dt, out).expect("a plan").expect("a CUDA stream").family
+}
+
+/// Runs `g` after asserting it takes the Hopper path.
+fn on_hopper(b: &Backend, dt: DType, out_f32: bool, g: Gemm, seed: u64) -> Result<(), String> {
+    let out = if out_f32 { DType::F32 } else { dt };
+    let f = family(b, &g, dt, out);
+    if !matches!(f, Family::Launch(Launch::Hopper(_))) {
+        return Err(format!("{g:?} was expected on the Hopper path, plan: {f:?}"));
+    }
+    dispatch(b, dt, out_f32, g, seed)
+}
+
+const EDGES: [usize; 8] = [1, 2, 63, 65, 127, 129, 255, 257];
+
+#[test]
+fn sm90_edge_shapes_every_epilogue() {
+    let Some(b) = hopper("sm90_edge_shapes_every_epilogue") else { return };
+    let mut i = 0;
+    for m in EDGES {
+        for n in EDGES {
+            for k in [1, 16, 63, 65, 257] {
+                let dt = if i % 2 == 0 { DType::Bf16 } else { DType::F16 };
+                let g = rc(m, n, k).epilogue(epilogue(i));
+                on_hopper(&b, dt, i % 3 == 0, g, i as u64).unwrap();
+                i += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn sm90_k_edges_long_k_and_large() {
+    let Some(b) = hopper("sm90_k_edges_long_k_and_large") else { return };
+    for (i, k) in EDGES.into_iter().chain([4099]).enumerate() {
+        // No split-K (the heuristic splits the long K of this small output).
+        on_hopper(&b, DType::Bf16, false, rc(129, 257, k).epilogue(epilogue(i)).split_k(1), 100 + i as u64).unwrap();
+    }
+    // Both tiles on a shape that fills the SMs (128 x 256) and one that does not (128 x 128).
+    on_hopper(&b, DType::Bf16, false, rc(2048, 4096, 320).epilogue(epilogue(3)), 7).unwrap();
+    on_hopper(&b, DType::F16, true, rc(1000, 1000, 1000).epilogue(epilogue(1)), 8).unwrap();
+}
+
+#[test]
+fn sm90_strided_batches_and_leading_dimensions() {
+    let Some(b) = hopper("sm90_strided_batches_and_leading_dimensions") else { return };
+    // Padded leading dimensions (16-byte multiples) and a strided batch with gaps.
+    let mut g = rc(200, 300, 136).batched(3).epilogue(epilogue(3));
+    g.lda = 144;
+    g.ldb = 152;
+    g.ldc = 310;
+    g.stride_a = 200 * 144 + 64;
+    g.stride_b = 300 * 152 + 8;
+    g.stride_c = 200 * 310 + 5;
+    on_hopper(&b, DType::Bf16, false, g, 11).unwrap();
+    on_hopper(&b, DType::F16, true, rc(65, 129, 72).batched(5).epilogue(epilogue(2)), 12).unwrap();
+}
+
+#[test]
+fn sm90_falls_back_where_tma_cannot_load() {
+    let Some(b) = hopper("sm90_falls_back_where_tma_cannot_load") else { return };
+    // K = 100: rows of 200 bytes, not a multiple of 16: TMA cannot describe A or B.
+    let cases = [
+        Gemm::new(64, 64, 100).layouts(Layout::Row, Layout::Col),
+        Gemm::new(256, 256, 256),
+        rc(64, 64, 64).tile(0),
+        Gemm::new(128, 128, 128).layouts(Layout::Col, Layout::Col),
+    ];
+    for (i, g) in cases.into_iter().enumerate() {
+        let f = family(&b, &g, DType::Bf16, DType::Bf16);
+        assert!(matches!(f, Family::Launch(Launch::Tiles(_))), "{g:?}: {f:?}");
+        dispatch(&b, DType::Bf16, false, g, 20 + i as u64).unwrap();
+    }
+    // f32 inputs stay on the mma.sync / FFMA kernels.
+    let f = family(&b, &rc(256, 256, 256), DType::F32, DType::F32);
+    assert!(matches!(f, Family::Launch(Launch::Tiles(_))), "{f:?}");
+}
