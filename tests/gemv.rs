@@ -36,7 +36,8 @@ fn gpu_small_m_edge_shapes_match_f64_reference() {
                 }
                 let dt = DTYPES[i % 2];
                 let out_f32 = (i / 2) % 2 == 1;
-                assert!(small_m_applies(&g.resolved(), dt).is_some(), "{g:?} should take the small-M family");
+                // Batches take the tiles (see `small_m_applies`); they are checked all the same.
+                assert_eq!(small_m_applies(&g.resolved(), dt).is_some(), g.batch == 1, "{g:?}: small-M family?");
                 if let Err(e) = dispatch(&gpu, dt, out_f32, g, cases) {
                     panic!("{dt:?} out_f32 {out_f32}: {e}");
                 }
@@ -143,6 +144,7 @@ fn small_m_takes_16_bit_calls_up_to_64_rows_without_a_forced_kernel() {
     assert!(small_m_applies(&rc(8), DType::F32).is_none(), "f32 inputs are not in the family");
     assert!(small_m_applies(&Gemm { tile: Some(2), ..rc(8) }, DType::Bf16).is_none(), "a forced tile wins");
     assert!(small_m_applies(&Gemm { split_k: Some(4), ..rc(8) }, DType::Bf16).is_none(), "a forced split wins");
+    assert!(small_m_applies(&Gemm { batch: 2, ..rc(8) }, DType::Bf16).is_none(), "batches take the tiles");
     assert!(vector_loads(&rc(8), [256, 512]));
     assert!(vector_loads(&rc(8), [258, 512]), "A at an odd element offset: two loads and a funnel shift");
     assert!(!vector_loads(&Gemm::new(8, 4096, 4096).resolved(), [0, 0]), "B row-major: element loads");

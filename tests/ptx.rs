@@ -35,6 +35,9 @@ fn every_entry_the_host_launches_is_in_the_ptx() {
         for out in DType::ALL {
             wanted.push(ferrotune_kernels::splitk::reduce_entry(out).to_string());
         }
+        // The small-M family and the pack of unaligned operands (every module).
+        wanted.extend(ferrotune_kernels::gemv::NAMES.iter().map(|n| n.to_string()));
+        wanted.extend(["ft_pack_k_bf16", "ft_pack_k_f16"].map(String::from));
         for op in ElemOp::ALL {
             for dt in DType::ALL {
                 for v in ELEM_VARIANTS {

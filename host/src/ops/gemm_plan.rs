@@ -1,9 +1,10 @@
 //! One place decides how a GEMM call runs on the GPU: problem → plan (kernel family, its
 //! config, the split-K workspace) from the chosen config (a tuned profile's, else the built-in
 //! heuristic's) and the call's operands, with the reason. `ops::gemm` resolves the plan and
-//! launches it. Families in the order they are tried: small-M (M <= 64 against a large
-//! weight, `ops::gemv`), pack (unaligned 16-bit operands copied into an aligned workspace, then
-//! planned again, `ops::pack`), split-K, Hopper (`ops::gemm_sm90`), the `mma.sync`/FFMA tiles.
+//! launches it. Families in the order they are tried: pack (unaligned 16-bit operands of a
+//! large enough problem copied into an aligned workspace, then the packed problem planned
+//! again, `ops::pack`), small-M (M <= 64 against a large weight, `ops::gemv`), split-K, Hopper
+//! (`ops::gemm_sm90`), the `mma.sync`/FFMA tiles.
 //! Adding a family: one `Family` variant, one arm in [`plan`].
 
 use ferrotune_kernels::gemm::GemmVariant;
@@ -76,12 +77,6 @@ pub fn plan(
     cfg: GemmConfig,
     [pa, pb]: [u64; 2],
 ) -> Result<GemmPlan> {
-    if let Some(why) = crate::ops::gemv::small_m_applies(g, dtype) {
-        let detail = crate::ops::gemv::describe(g, dtype, out, [pa, pb], sm_count.max(1) as usize)
-            .map(|(name, p)| format!("; {name}, {} slabs x {} K slices", p.slabs, p.ksplit))
-            .unwrap_or_default();
-        return Ok(GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{detail}") });
-    }
     if let Some(why) = crate::ops::pack::pack_applies(g, dtype, [pa, pb]) {
         // What the packed copy then runs (the workspace is 16-byte aligned).
         let packed = crate::ops::pack::packed_gemm(g, [pa, pb]);
@@ -91,6 +86,12 @@ pub fn plan(
             cfg,
             reason: format!("{why}; then {} ({})", then.path(), then.reason),
         });
+    }
+    if let Some(why) = crate::ops::gemv::small_m_applies(g, dtype) {
+        let detail = crate::ops::gemv::describe(g, dtype, out, [pa, pb], sm_count.max(1) as usize)
+            .map(|(name, p)| format!("; {name}, {} slabs x {} K slices", p.slabs, p.ksplit))
+            .unwrap_or_default();
+        return Ok(GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{detail}") });
     }
     let split = SplitPlan::new(g.k, split_k_for(g, cfg));
     if split.is_split() {

@@ -17,13 +17,20 @@ use crate::error::{DriverContext, Error, Result};
 const OP: &str = "gemm";
 
 /// Why the small-M family serves `g` (resolved) with `dtype` inputs, or `None` when it does
-/// not: 16-bit inputs, 1 <= M <= 64, no tile or split forced by the call, and not switched off
-/// with `FERROTUNE_SMALL_M=0`.
+/// not: 16-bit inputs, 1 <= M <= 64, a single matrix (batched calls left matrices after the
+/// first unwritten on the H100: they take the tiles until that is fixed), no tile or split
+/// forced by the call, and not switched off with `FERROTUNE_SMALL_M=0`.
 pub fn small_m_applies(g: &Gemm, dtype: DType) -> Option<&'static str> {
     if std::env::var("FERROTUNE_SMALL_M").is_ok_and(|v| v == "0") {
         return None;
     }
-    if dtype == DType::F32 || g.m == 0 || g.m > kv::MAX_M || g.tile.is_some() || g.split_k.is_some_and(|s| s > 1) {
+    if dtype == DType::F32
+        || g.m == 0
+        || g.m > kv::MAX_M
+        || g.batch != 1
+        || g.tile.is_some()
+        || g.split_k.is_some_and(|s| s > 1)
+    {
         return None;
     }
     Some(if vector_loads(g, [0, 0]) {
