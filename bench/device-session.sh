@@ -6,7 +6,9 @@
 #           every row names its plan path) with the torch peer and the joined table; the
 #           irregular suite (bf16, f16) with the torch peer (rotated operands, as the suite);
 #   PART=2  Clifford (tests, bench, torch peer, join), the runtime bench with its torch side,
-#           the out-of-memory checks, and compute-sanitizer memcheck on the new GEMM families.
+#           the out-of-memory checks, and compute-sanitizer memcheck on the new GEMM families;
+#   PART=3  the re-check after fixes: GEMM tests (sm90 edges also with the small-M family off),
+#           the gemm bench and the suite with their torch peers, the whole GPU test suite.
 # Every step is bounded by what is left of BUDGET seconds. Results: $OUT/session-<part>.tgz
 # (everything) plus the main JSON files in $OUT.
 set -uo pipefail
@@ -26,7 +28,44 @@ cat $R/nvidia-smi.txt
 GEMM_SHAPES=8192x8192x8192,4096x4096x4096,2048x2048x2048,8192x3072x768,512x3072x768
 SUITE=1x4096x4096,8x4096x4096,16x11008x4096,1x14336x4096,1x4096x14336,33x8191x4099,64x4096x4096,1x8193x4099,8x3000x64,33x1023x777,1x4097x777,8x12288x4099,33x4096x64,4097x1023x777,8191x8193x64,128x8192x1024,256x256x65536,512x512x32768,1024x1024x16384,1000x3000x700,2047x2049x1025,3x5x7,1x1x4099,17x33x9000,4096x4096x4096,8192x3072x768
 
-if [ "${PART:-1}" = 1 ]; then
+if [ "${PART:-1}" = 3 ]; then
+  # The re-check after the fixes of part 1's failures: GEMM tests (and the Hopper kernel on
+  # M <= 64 with the small-M family off), the gemm bench and the suite with their torch peers,
+  # then the whole GPU suite in what time is left.
+  ( timeout 100 python3 benches/torch_gemm.py --shapes $GEMM_SHAPES --dtypes bf16,f16 --gelu 8192x3072x768,512x3072x768 \
+      --json $R/torch-gemm-h100.json > $R/torch-gemm.txt 2>&1; echo "torch gemm exit $?" >> $R/torch-gemm.txt ) &
+  TP=$!
+  timeout $(cap 200) $X info > $R/info.txt 2>&1; stamp "JIT warm-up (xtask info) exit $?"
+  wait $TP
+  stamp "=== GEMM GPU tests"
+  timeout $(cap 150) $T --test-threads=1 sm90_ gemv:: pack:: gpu_gemm gpu_split_k ptx:: > $R/gemm-tests.txt 2>&1
+  stamp "tests exit $?"; grep -E "test result|panicked|FAILED" $R/gemm-tests.txt | head -12
+  FERROTUNE_SMALL_M=0 timeout $(cap 60) $T --test-threads=1 sm90_edge > $R/sm90-edge-small-m-off.txt 2>&1
+  stamp "sm90 edges with small-M off: exit $? $(grep 'test result' $R/sm90-edge-small-m-off.txt)"
+  stamp "=== bench --ops gemm"
+  FERROTUNE_BENCH_NO_SPLIT=1 timeout $(cap 100) $X bench --ops gemm --dtypes bf16,f16 --shapes $GEMM_SHAPES \
+    --json $R/gemm-h100.json > $R/gemm.txt 2>&1
+  stamp "gemm exit $?"
+  python3 bench/gemm_join.py $R/gemm-h100.json $R/torch-gemm-h100.json --markdown $R/gemm-vs-peers-h100.md 2>&1 \
+    | tail -12 | cut -c1-30,150-260
+  for dt in bf16 f16; do
+    timeout $(cap 60) $X bench --ops gemm --shape-suite irregular --dtypes $dt --warmup 3 --iters 20 \
+      --json $R/gemm-irregular-$dt-h100.json > $R/gemm-irregular-$dt.txt 2>&1
+    stamp "suite $dt exit $?"; grep -E "geomean" $R/gemm-irregular-$dt.txt
+  done
+  timeout $(cap 60) python3 benches/torch_gemm.py --shapes $SUITE --dtypes bf16,f16 --rotate --warmup 3 --iters 20 \
+    --json $R/torch-gemm-irregular-h100.json > $R/torch-gemm-irregular.txt 2>&1
+  for dt in bf16 f16; do
+    python3 bench/gemm_join.py $R/gemm-irregular-$dt-h100.json $R/torch-gemm-irregular-h100.json \
+      --markdown $R/gemm-irregular-$dt-vs-peers.md 2>&1 | tail -1
+  done
+  stamp "=== the whole GPU suite ($(left) s left)"
+  timeout $(cap 400) $T --test-threads=1 > $R/all-tests.txt 2>&1
+  stamp "all tests exit $?"; grep -E "test result|panicked" $R/all-tests.txt | head -8; grep -E "^test .*FAILED" $R/all-tests.txt | head
+  tar -czf $OUT/session-3.tgz -C $R .
+  cp $R/gemm-h100.json $R/torch-gemm-h100.json $R/gemm-irregular-bf16-h100.json $R/gemm-irregular-f16-h100.json \
+    $R/torch-gemm-irregular-h100.json $R/all-tests.txt $OUT/ 2>/dev/null
+elif [ "${PART:-1}" = 1 ]; then
   stamp "=== torch GEMM peers (background, while the driver JIT-compiles our PTX: CPU work)"
   ( timeout 100 python3 benches/torch_gemm.py --shapes $GEMM_SHAPES --dtypes bf16,f16 --gelu 8192x3072x768,512x3072x768 \
       --json $R/torch-gemm-h100.json > $R/torch-gemm.txt 2>&1; echo "torch gemm exit $?" >> $R/torch-gemm.txt ) &
