@@ -22,7 +22,7 @@ pub(crate) enum Slot {
     Pack,
 }
 
-type Cache = Mutex<HashMap<(usize, Slot), CudaSlice<u8>>>;
+type Cache = Mutex<HashMap<(usize, Slot), Arc<CudaSlice<u8>>>>;
 
 /// The cached buffers, keyed by the raw stream handle and purpose. Each buffer holds its stream
 /// alive, so a handle is never reused while its entry exists.
@@ -31,9 +31,11 @@ fn cache() -> &'static Cache {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// Runs `f` on a workspace of at least `bytes` bytes for `slot` on `cs` (the cache is locked
-/// meanwhile). When the cached one is too small it is replaced (freed in stream order, after
-/// the launches already queued) by a zeroed one, rounded up to 1 MiB.
+/// Runs `f` on a workspace of at least `bytes` bytes for `slot` on `cs`. The cache is not
+/// locked while `f` runs (a packed GEMM planned again may ask for another slot's workspace);
+/// `f` holds its own reference, so a concurrent call that replaces a too-small entry (by a
+/// zeroed one, rounded up to 1 MiB) leaves this one alive until `f` is done, and the old
+/// buffer is then freed in stream order, after the launches already queued.
 pub(crate) fn with_stream_workspace<R>(
     cs: &Arc<CudaStream>,
     slot: Slot,
@@ -42,19 +44,21 @@ pub(crate) fn with_stream_workspace<R>(
 ) -> Result<R> {
     let alloc = || {
         let size = bytes.max(1).div_ceil(1 << 20) << 20;
-        cs.alloc_zeros::<u8>(size).ctx(|| format!("allocating a {} MiB stream workspace", size >> 20))
+        cs.alloc_zeros::<u8>(size).map(Arc::new).ctx(|| format!("allocating a {} MiB stream workspace", size >> 20))
     };
-    let mut map = cache().lock().unwrap_or_else(|p| p.into_inner());
-    let buf = match map.entry((cs.cu_stream() as usize, slot)) {
-        Entry::Occupied(mut o) => {
-            if o.get().len() < bytes {
-                o.insert(alloc()?);
+    let buf = {
+        let mut map = cache().lock().unwrap_or_else(|p| p.into_inner());
+        match map.entry((cs.cu_stream() as usize, slot)) {
+            Entry::Occupied(mut o) => {
+                if o.get().len() < bytes {
+                    o.insert(alloc()?);
+                }
+                Arc::clone(o.get())
             }
-            o.into_mut()
+            Entry::Vacant(v) => Arc::clone(v.insert(alloc()?)),
         }
-        Entry::Vacant(v) => v.insert(alloc()?),
     };
-    f(buf)
+    f(&buf)
 }
 
 /// Device address of a workspace of at least `bytes` bytes for `slot` on `cs`, valid for
