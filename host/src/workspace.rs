@@ -1,8 +1,8 @@
 //! Per-stream device workspaces for kernels that need scratch memory on every call (the
 //! small-M GEMM's split-K fix-up, the packing of unaligned GEMM operands): one buffer per CUDA
 //! stream and purpose that grows on demand, so a call does not allocate. Zero-initialised when
-//! allocated; kernels that keep counters there must leave them at zero. The two functions
-//! below are the only places that acquire one: the place to switch to a caching allocator.
+//! allocated; kernels that keep counters there must leave them at zero. The buffers are blocks
+//! of the device's caching pool (`pool/`), so they count in its statistics and limit.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
-use crate::error::{DriverContext, Result};
+use crate::backend::Gpu;
+use crate::error::{DriverContext, Error, Result};
+use crate::pool::Pooled;
 
 /// What a workspace is for: each purpose has its own buffer (the small-M counters must not be
 /// overwritten by a pack).
@@ -22,10 +24,12 @@ pub(crate) enum Slot {
     Pack,
 }
 
-type Cache = Mutex<HashMap<(usize, Slot), Arc<CudaSlice<u8>>>>;
+/// A cached workspace and its stream, held alive so that its handle is never reused while the
+/// entry exists.
+type Entry2 = (Arc<CudaStream>, Arc<Pooled<u8>>);
+type Cache = Mutex<HashMap<(usize, Slot), Entry2>>;
 
-/// The cached buffers, keyed by the raw stream handle and purpose. Each buffer holds its stream
-/// alive, so a handle is never reused while its entry exists.
+/// The cached buffers, keyed by the raw stream handle and purpose.
 fn cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
@@ -37,25 +41,38 @@ fn cache() -> &'static Cache {
 /// zeroed one, rounded up to 1 MiB) leaves this one alive until `f` is done, and the old
 /// buffer is then freed in stream order, after the launches already queued.
 pub(crate) fn with_stream_workspace<R>(
+    gpu: &Gpu,
     cs: &Arc<CudaStream>,
     slot: Slot,
     bytes: usize,
     f: impl FnOnce(&CudaSlice<u8>) -> Result<R>,
 ) -> Result<R> {
-    let alloc = || {
+    let alloc = || -> Result<Entry2> {
+        // A block allocated during a capture would belong to the graph's private pool; warm
+        // the call up before capturing it instead.
+        if gpu.pool.is_capturing(cs) {
+            return Err(Error::Capture {
+                op: "gemm",
+                why: format!(
+                    "a {slot:?} workspace of {bytes} bytes would be allocated inside the capture: run the call once before capturing it"
+                ),
+            });
+        }
         let size = bytes.max(1).div_ceil(1 << 20) << 20;
-        cs.alloc_zeros::<u8>(size).map(Arc::new).ctx(|| format!("allocating a {} MiB stream workspace", size >> 20))
+        let mut b = Pooled::<u8>::uninit(&gpu.pool, cs, size)?;
+        cs.memset_zeros(&mut *b).ctx(|| format!("zeroing a {} MiB stream workspace", size >> 20))?;
+        Ok((Arc::clone(cs), Arc::new(b)))
     };
     let buf = {
         let mut map = cache().lock().unwrap_or_else(|p| p.into_inner());
         match map.entry((cs.cu_stream() as usize, slot)) {
             Entry::Occupied(mut o) => {
-                if o.get().len() < bytes {
+                if o.get().1.len() < bytes {
                     o.insert(alloc()?);
                 }
-                Arc::clone(o.get())
+                Arc::clone(&o.get().1)
             }
-            Entry::Vacant(v) => Arc::clone(v.insert(alloc()?)),
+            Entry::Vacant(v) => Arc::clone(&v.insert(alloc()?).1),
         }
     };
     f(&buf)
@@ -63,6 +80,6 @@ pub(crate) fn with_stream_workspace<R>(
 
 /// Device address of a workspace of at least `bytes` bytes for `slot` on `cs`, valid for
 /// launches on `cs` until a later call for the same stream and slot asks for more.
-pub(crate) fn stream_workspace(cs: &Arc<CudaStream>, slot: Slot, bytes: usize) -> Result<u64> {
-    with_stream_workspace(cs, slot, bytes, |buf| Ok(buf.device_ptr(cs).0))
+pub(crate) fn stream_workspace(gpu: &Gpu, cs: &Arc<CudaStream>, slot: Slot, bytes: usize) -> Result<u64> {
+    with_stream_workspace(gpu, cs, slot, bytes, |buf| Ok(buf.device_ptr(cs).0))
 }

@@ -114,7 +114,7 @@ unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, dtype: DType, out: D
     })?;
     // Without a split the workspace is never touched: D stands in for its address.
     let ws = if ws_bytes > 0 {
-        crate::workspace::stream_workspace(cs, crate::workspace::Slot::SmallMSplit, ws_bytes)?
+        crate::workspace::stream_workspace(gpu, cs, crate::workspace::Slot::SmallMSplit, ws_bytes)?
     } else {
         pd
     };

@@ -110,7 +110,7 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
         let bv = if pack_b { &wb } else { b };
         gemm::<T, O>(s, &g2, av, bv, c, bias, d)
     };
-    let r = with_stream_workspace(cs, Slot::Pack, bytes, gemm_packed);
+    let r = with_stream_workspace(gpu, cs, Slot::Pack, bytes, gemm_packed);
     drop((ga, gb));
     r
 }
