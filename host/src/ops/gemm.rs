@@ -487,22 +487,8 @@ fn launch_planned<T: Scalar, O: Scalar>(
     bias: Option<&View<'_, O>>,
     d: &mut ViewMut<'_, O>,
 ) -> Result<()> {
-    let (pa, ga) = device_ptr(a, cs)?;
-    let (pb, gb) = device_ptr(b, cs)?;
-    let ViewMut::Cuda(dv) = d else {
-        return Err(Error::BackendMismatch { op: OP, what: "D", expected: "cuda", got: "cpu" });
-    };
-    let (pd, gd) = dv.device_ptr_mut(cs);
-    // Unused pointers are never dereferenced; D is a valid address to pass in their place.
-    let (pc, gc) = match c {
-        Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
-        None => (pd, None),
-    };
-    let (pbias, gbias) = match bias {
-        Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
-        None => (pd, None),
-    };
-    let ptrs = [pa, pb, pc, pd, pbias];
+    let op = operand_ptrs(cs, a, b, c, bias, d)?;
+    let ptrs = op.ptrs;
     // SAFETY (each arm): `check` proved every operand covers its batch of matrices at the
     // given strides and leading dimensions; the plan matched the kernel to the pointers (load
     // width, or tensor maps TMA can describe); the split's launches stay inside the operands.
@@ -511,7 +497,7 @@ fn launch_planned<T: Scalar, O: Scalar>(
         Launch::Hopper(v) => unsafe { crate::ops::gemm_sm90::launch(cs, gpu, g, v, ptrs) }?,
         Launch::Tiles(v) => unsafe { launch(cs, gpu, g, v, ptrs, false) }?,
     }
-    drop((ga, gb, gd, gc, gbias));
+    drop(op);
     Ok(())
 }
 
@@ -577,6 +563,40 @@ pub(crate) unsafe fn launch(
     unsafe { lb.launch(launch) }
         .ctx(|| format!("launching {} ({}x{}x{}, batch {})", name.as_str(), g.m, g.n, g.k, g.batch))?;
     Ok(())
+}
+
+/// The device addresses of a GEMM call's operands, `[A, B, C, D, bias]`, with the guards that
+/// order their use on the stream until dropped (keep it alive until the launches are queued).
+pub(crate) struct OperandPtrs<'a> {
+    pub ptrs: [u64; 5],
+    _guards: Vec<SyncOnDrop<'a>>,
+}
+
+/// The operands' device addresses; C and bias, where absent, are D's address (never
+/// dereferenced then: the epilogue flags say they are unused).
+pub(crate) fn operand_ptrs<'a, T: Scalar, O: Scalar>(
+    cs: &'a CudaStream,
+    a: &'a View<'_, T>,
+    b: &'a View<'_, T>,
+    c: Option<&'a View<'_, O>>,
+    bias: Option<&'a View<'_, O>>,
+    d: &'a mut ViewMut<'_, O>,
+) -> Result<OperandPtrs<'a>> {
+    let (pa, ga) = device_ptr(a, cs)?;
+    let (pb, gb) = device_ptr(b, cs)?;
+    let ViewMut::Cuda(dv) = d else {
+        return Err(Error::BackendMismatch { op: OP, what: "D", expected: "cuda", got: "cpu" });
+    };
+    let (pd, gd) = dv.device_ptr_mut(cs);
+    let mut guards = vec![ga, gb, gd];
+    let mut or_d = |v: Option<&'a View<'_, O>>| -> Result<u64> {
+        let Some(v) = v else { return Ok(pd) };
+        let (p, g) = device_ptr(v, cs)?;
+        guards.push(g);
+        Ok(p)
+    };
+    let (pc, pbias) = (or_d(c)?, or_d(bias)?);
+    Ok(OperandPtrs { ptrs: [pa, pb, pc, pd, pbias], _guards: guards })
 }
 
 /// The device pointer of a CUDA view, with the guard that records its use on the stream.

@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use ferrotune_kernels::gemv::{self as kv, SmallMPlan};
 
-use super::gemm::{Gemm, Layout, device_ptr};
+use super::gemm::{Gemm, Layout, operand_ptrs};
 use crate::DType;
 use crate::backend::Gpu;
 use crate::buffer::{Scalar, View, ViewMut};
@@ -68,25 +68,11 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
     bias: Option<&View<'_, O>>,
     d: &mut ViewMut<'_, O>,
 ) -> Result<()> {
-    let (pa, ga) = device_ptr(a, cs)?;
-    let (pb, gb) = device_ptr(b, cs)?;
-    let ViewMut::Cuda(dv) = d else {
-        return Err(Error::BackendMismatch { op: OP, what: "D", expected: "cuda", got: "cpu" });
-    };
-    let (pd, gd) = dv.device_ptr_mut(cs);
-    // Unused pointers are never dereferenced; D is a valid address to pass in their place.
-    let (pc, gc) = match c {
-        Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
-        None => (pd, None),
-    };
-    let (pbias, gbias) = match bias {
-        Some(v) => device_ptr(v, cs).map(|(p, g)| (p, Some(g)))?,
-        None => (pd, None),
-    };
+    let op = operand_ptrs(cs, a, b, c, bias, d)?;
     // SAFETY: `check` (ops/gemm.rs) proved every operand covers its batch of matrices at the
     // call's strides and leading dimensions; the guards keep them alive for the launch.
-    unsafe { launch(cs, gpu, g, T::DTYPE, O::DTYPE, [pa, pb, pc, pd, pbias]) }?;
-    drop((ga, gb, gd, gc, gbias));
+    unsafe { launch(cs, gpu, g, T::DTYPE, O::DTYPE, op.ptrs) }?;
+    drop(op);
     Ok(())
 }
 
