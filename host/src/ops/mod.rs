@@ -6,6 +6,7 @@ pub mod elementwise;
 pub(crate) mod elementwise_cpu;
 pub mod gemm;
 pub(crate) mod gemm_cpu;
+mod gemm_operands;
 pub mod gemm_plan;
 mod gemm_ptr_array;
 pub mod gemm_sm90;
