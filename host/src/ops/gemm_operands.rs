@@ -3,10 +3,11 @@
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 
-/// The op name in errors (the GEMM's).
-const OP: &str = "gemm";
 use crate::buffer::{Scalar, View, ViewMut};
 use crate::error::{Error, Result};
+
+/// The op name in errors (the GEMM's).
+const OP: &str = "gemm";
 
 /// The device addresses of a GEMM call's operands, `[A, B, C, D, bias]`, with the guards that
 /// order their use on the stream until dropped (keep it alive until the launches are queued).
