@@ -130,7 +130,7 @@ pub unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, v: Sm90Variant, 
     let tiles = (g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn)) as u32;
     // Persistent: one block per SM at most, walking every tile of every batch matrix.
     let grid = if t.persistent {
-        ((tiles as u64 * g.batch as u64).min(gpu.info.sm_count.max(1) as u64) as u32, 1, 1)
+        (persistent_blocks(tiles as u64 * g.batch as u64, gpu.info.sm_count), 1, 1)
     } else {
         (tiles, 1, g.batch as u32)
     };
@@ -152,4 +152,12 @@ pub unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, v: Sm90Variant, 
     unsafe { lb.launch(cfg) }
         .ctx(|| format!("launching {} ({}x{}x{}, batch {})", name.as_str(), g.m, g.n, g.k, g.batch))?;
     Ok(())
+}
+
+/// Blocks of a persistent launch: one per SM at most, no more than the tiles, and no more than
+/// `FERROTUNE_SM90_MAX_BLOCKS` where set (tests and the sanitizer runs use it to make every
+/// block walk several tiles, so the ping-pong hand-over runs on small problems too).
+fn persistent_blocks(tiles: u64, sm_count: u32) -> u32 {
+    let cap = std::env::var("FERROTUNE_SM90_MAX_BLOCKS").ok().and_then(|v| v.parse::<u64>().ok()).filter(|&c| c > 0);
+    tiles.min(sm_count.max(1) as u64).min(cap.unwrap_or(u64::MAX)).max(1) as u32
 }

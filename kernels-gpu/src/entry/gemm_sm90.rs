@@ -19,6 +19,8 @@ use crate::gemm::Epilogue;
 use crate::gemm_sm90::{BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_PITCH_BYTES, WG_THREADS, raster};
 use half::{bf16, f16};
 
+mod pingpong;
+
 /// A `CUtensorMap` passed by value: 128 opaque bytes. Declared align(16) (rustc cannot pass
 /// more); the PTX build raises the parameter's alignment to 64, as TMA needs.
 #[repr(C, align(16))]
@@ -122,13 +124,23 @@ impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST>
     /// Every thread of the block calls it once, first.
     #[inline(always)]
     unsafe fn init(&self, tid: usize) {
+        // SAFETY: forwarded.
+        unsafe { self.init_counts(tid, CONS as u32) }
+    }
+
+    /// As [`Ring::init`] with `consumers` arrivals completing a stage's empty barrier.
+    ///
+    /// # Safety
+    /// As [`Ring::init`].
+    #[inline(always)]
+    unsafe fn init_counts(&self, tid: usize, consumers: u32) {
         if tid == 0 {
             for s in 0..ST {
                 // SAFETY: the barriers lie past the ring, 8-byte aligned; the sync below
                 // orders the initialisation before every other use.
                 unsafe {
                     mbar_init(self.full(s), 1);
-                    mbar_init(self.empty(s), CONS as u32);
+                    mbar_init(self.empty(s), consumers);
                 }
             }
             fence_barrier_init();
@@ -471,9 +483,9 @@ unsafe fn store4<O: Element>(p: *mut O, o: [O; 4]) {
 // ABI: (map_a, map_b, c, d, bias, m, n, k, ldc, batch, stride_c, alpha, beta, flags); the maps
 // by value (`__grid_constant__`; on the H100 this ran as fast as maps in global memory, see
 // bench/results/hopper-run1/maps-*.txt). Entries ending in `p` are persistent (grid: at most
-// one block per SM, walking the tiles).
+// one block per SM, walking the tiles), in `pp` persistent ping-pong (`pingpong.rs`).
 macro_rules! sm90_entry {
-    ($name:expr, $E:ty, $O:ty, $nacc:literal, $cons:literal, $st:literal, $persist:literal) => {
+    ($name:expr, $E:ty, $O:ty, $nacc:literal, $cons:literal, $st:literal, $persist:literal, $pp:literal) => {
         const _: () = {
             #[unsafe(export_name = $name)]
             #[allow(clippy::too_many_arguments)]
@@ -505,7 +517,19 @@ macro_rules! sm90_entry {
                 // outputs, the block size and the shared memory (and, persistent, launched at
                 // most one block per tile).
                 unsafe {
-                    if $persist {
+                    if $pp > 0 {
+                        pingpong::sm90_gemm_pingpong::<$E, $O, $nacc, $pp, $st>(
+                            ma,
+                            mb,
+                            c,
+                            d,
+                            bias,
+                            k as usize,
+                            batch as usize,
+                            stride_c as usize,
+                            out,
+                        )
+                    } else if $persist {
                         sm90_gemm_persistent::<$E, $O, $nacc, $cons, $st>(
                             ma,
                             mb,
@@ -528,13 +552,16 @@ macro_rules! sm90_entry {
 }
 
 /// Every tile of `gemm_sm90::TILES` for one (input, output): (NACC = BN / 2, consumers,
-/// stages, persistent), in order.
+/// stages, persistent, ping-pong slabs (0: cooperative)), in order.
 macro_rules! sm90_tiles {
     ($in:literal, $E:ty, $out:literal, $O:ty) => {
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4"), $E, $O, 128, 2, 4, false);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s6"), $E, $O, 64, 2, 6, false);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s3p"), $E, $O, 128, 2, 3, true);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5p"), $E, $O, 64, 2, 5, true);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4"), $E, $O, 128, 2, 4, false, 0);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s6"), $E, $O, 64, 2, 6, false, 0);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s3p"), $E, $O, 128, 2, 3, true, 0);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5p"), $E, $O, 64, 2, 5, true, 0);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s4pp"), $E, $O, 128, 2, 4, true, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s7pp"), $E, $O, 64, 2, 7, true, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5pp"), $E, $O, 64, 2, 5, true, 2);
     };
 }
 
