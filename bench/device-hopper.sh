@@ -4,7 +4,7 @@
 # tiles, then each forced tile of FORCED_TILES), a bf16 sweep of `bench --ops gemm` over
 # SWEEP_TILES, the full bench (DTYPES; every row names its path) joined with the torch peer
 # (bench/gemm_join.py), compute-sanitizer memcheck/racecheck/synccheck on SANITIZE_TILES, and
-# Nsight Compute on the 8192^3 bf16 kernel unless SKIP_NCU. Run from the repository root with
+# Nsight Compute on one bf16 kernel (NCU_SHAPE, NCU_TILE) unless SKIP_NCU. Run from the repository root with
 # the carry in .carry/ (bench/prepare-carry.sh; copy this script, bench/gemm_join.py and
 # benches/torch_gemm.py there too when main's tree lacks them). Every step is bounded by what
 # is left of BUDGET seconds. Results land in $OUT/results/, packed into $OUT/hopper-results.tgz.
@@ -75,11 +75,12 @@ for tool in memcheck racecheck synccheck; do
 done
 unset FERROTUNE_SM90_TILE
 if [ -z "${SKIP_NCU:-}" ]; then
-  stamp "=== ncu 8192x3072x768 bf16"
+  stamp "=== ncu ${NCU_SHAPE:-8192x3072x768} bf16 ${NCU_TILE:+tile $NCU_TILE}"
+  [ -n "${NCU_TILE:-}" ] && export FERROTUNE_SM90_TILE=$NCU_TILE
   FERROTUNE_BENCH_NO_SPLIT=1 timeout $(cap 90) ncu -k regex:ft_gemm90_bf16_rc_bf16 --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --section SchedulerStats --section Occupancy --section ComputeWorkloadAnalysis \
     --section MemoryWorkloadAnalysis $X bench --ops gemm --dtypes bf16 --iters 1 --warmup 0 --shapes ${NCU_SHAPE:-8192x3072x768} \
     > $R/ncu-sm90.txt 2>&1
-  stamp "ncu exit $?"; grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers|Issue Slots" $R/ncu-sm90.txt | head -8
+  stamp "ncu exit $?"; unset FERROTUNE_SM90_TILE; grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers|Issue Slots" $R/ncu-sm90.txt | head -8
 fi
 tar -czf $OUT/hopper-results.tgz -C $OUT results

@@ -9,7 +9,7 @@
 //! resident block). On the CPU the space is the rows per rayon task. The model ranks candidates
 //! for the model-guided strategy.
 
-use ferrotune::config::{GemmConfig, MIN_SLICE_K};
+use ferrotune::config::{GemmConfig, GemmPath, MIN_SLICE_K};
 use ferrotune::ops::gemm::{Layout, SplitPlan, split_launches, variant_for};
 use ferrotune_kernels::gemm::GemmVariant;
 use ferrotune_kernels::gemm::tc::{TILES, Tile};
@@ -39,6 +39,7 @@ pub fn space(d: &Description, shape: &GemmShape) -> Space {
     }
     Space {
         domains: vec![
+            Domain { param: Param::Path, values: crate::gemm_sm90::path_values() },
             Domain { param: Param::Tile, values: (0..TILES.len() as u64).collect() },
             Domain { param: Param::SplitK, values: SPLIT_K.to_vec() },
         ],
@@ -62,6 +63,9 @@ pub fn to_config(p: &Point, base: GemmConfig) -> GemmConfig {
     }
     if let Some(s) = p.get(Param::SplitK) {
         c.split_k = s as usize;
+    }
+    if let Some(v) = p.get(Param::Path) {
+        c.path = crate::gemm_sm90::path_of(v);
     }
     c
 }
@@ -112,6 +116,9 @@ pub fn split_pruned(shape: &GemmShape, tile: usize, s: usize, sms: u32) -> Optio
 /// What the kernel of `cfg` needs per launch: registers and limits from the worker's driver,
 /// block size and dynamic shared memory from the variant itself.
 pub fn resources(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> Option<KernelResources> {
+    if matches!(cfg.path, GemmPath::Sm90(_)) {
+        return crate::gemm_sm90::resources(d, shape, cfg);
+    }
     let v = variant(shape, cfg).ok()?;
     let mut r = d.gemm_resources_of(v.entry_name().as_str())?;
     r.block_threads = v.block().2;
@@ -126,6 +133,9 @@ pub fn candidates(d: &Description, shape: &GemmShape, base: GemmConfig) -> (Vec<
     let host = |p: &Point| {
         let c = to_config(p, base);
         c.validate().map_err(|e| e.to_string())?;
+        if matches!(c.path, GemmPath::Sm90(_)) {
+            return crate::gemm_sm90::variant(d, shape, &c).map(|_| ());
+        }
         if let Some(why) = d.limits.and_then(|l| split_pruned(shape, c.tile, c.split_k, l.sm_count)) {
             return Err(why);
         }
@@ -229,6 +239,11 @@ fn estimated_resources(t: &Tile) -> KernelResources {
 /// D written (and C read) at DRAM speed, and its launch.
 pub fn predict_ms(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
     let Some(l) = d.limits else { return predict_cpu_ms(d, shape, cfg) };
+    if let GemmPath::Sm90(t) = cfg.path {
+        return ferrotune_kernels::gemm_sm90::TILES
+            .get(t as usize)
+            .map_or(f64::INFINITY, |t| crate::gemm_sm90::predict_ms(d, &l, shape, t));
+    }
     let plan = SplitPlan::new(shape.k, cfg.split_k);
     let split = cfg.split_k > 1 && plan.is_split() && shape.batch <= 1;
     let tile = if split && shape.dtype != GemmDtype::Tf32 { 0 } else { cfg.tile };

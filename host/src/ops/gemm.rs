@@ -53,6 +53,9 @@ pub struct Gemm {
     /// than 1 on a batch of several matrices (strided or pointer-array) is an error; the CPU
     /// backend ignores it (its result is the same up to rounding).
     pub split_k: Option<usize>,
+    /// Forces a kernel family (`mma` tiles or a Hopper tile, see `GemmPath`); `None` asks the
+    /// chooser. A Hopper tile the call cannot take is an `InvalidConfig` error.
+    pub path: Option<crate::config::GemmPath>,
 }
 
 /// Arithmetic allowed for f32 inputs.
@@ -94,6 +97,7 @@ impl Gemm {
             tile: None,
             cpu_rows: None,
             split_k: None,
+            path: None,
         }
     }
 
