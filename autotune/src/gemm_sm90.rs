@@ -8,11 +8,17 @@ use ferrotune::ops::gemm_sm90;
 use ferrotune_kernels::gemm_sm90::{Sm90Tile, Sm90Variant, TILES};
 
 use crate::protocol::{Description, GemmShape};
-use crate::space::{KernelResources, Limits};
+use crate::space::{Domain, KernelResources, Limits, Param};
 
 /// The values of `Param::Path`: the `mma.sync` tiles, then every compiled Hopper tile.
 pub fn path_values() -> Vec<u64> {
     (0..=TILES.len() as u64).collect()
+}
+
+/// The `Param::Path` domain on a device of compute capability 9.0 (the only one that loads the
+/// sm_90a module), none elsewhere (the plan decides, and only the tiles can run).
+pub fn path_domain(d: &Description) -> Option<Domain> {
+    (d.limits.is_some() && d.device.arch == "sm_90").then(|| Domain { param: Param::Path, values: path_values() })
 }
 
 /// The path a `Param::Path` value stands for.
@@ -103,8 +109,76 @@ pub fn predict_ms(d: &Description, l: &Limits, shape: &GemmShape, t: &Sm90Tile) 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::gemm::tests::{gemm_description, shape};
+    use crate::gemm::{candidates, predict_ms};
+    use crate::protocol::{GemmDtype, GemmResourceJson};
+    use ferrotune::ops::gemm::Layout;
+
+    /// The H100 description with the Hopper entries the sm_90a module has (168 registers at
+    /// the 384-thread launch bound, as ptxas reports them).
+    pub(crate) fn hopper_description() -> Description {
+        let mut d = gemm_description();
+        for v in Sm90Variant::all() {
+            let r = KernelResources { registers: 168, max_threads: 384, ..KernelResources::default() };
+            d.gemm_resources.push(GemmResourceJson { kernel: v.entry_name().as_str().into(), resources: r });
+        }
+        d
+    }
+
+    fn hopper_points(cands: &[GemmConfig]) -> Vec<u8> {
+        cands.iter().filter_map(|c| if let GemmPath::Sm90(t) = c.path { Some(t) } else { None }).collect()
+    }
+
+    #[test]
+    fn hopper_tiles_are_points_where_the_call_can_take_them_and_pruned_with_reasons_elsewhere() {
+        let d = hopper_description();
+        let s = shape(GemmDtype::Bf16, 8192, 3072, 768);
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        // Every Hopper tile once (tile 0, no split: the other values repeat it and say so).
+        assert_eq!(hopper_points(&cands), (0..TILES.len() as u8).collect::<Vec<_>>());
+        assert!(cands.iter().filter(|c| c.path != GemmPath::Mma).all(|c| c.tile == 0 && c.split_k == 1));
+        let repeat = pruned.iter().filter(|p| p.point.get(Param::Path) == Some(1)).count();
+        assert!(repeat > 0);
+        assert!(
+            pruned
+                .iter()
+                .filter(|p| p.point.get(Param::Path) == Some(1))
+                .all(|p| p.reason.contains("tile 0 stands") || p.reason.contains("split-K runs")),
+            "{pruned:?}"
+        );
+        // The model prices them; the wgmma rate puts the big Hopper tile ahead of every mma tile.
+        let t = |c: &GemmConfig| predict_ms(&d, &s, c);
+        let big = GemmConfig { path: GemmPath::Sm90(0), ..GemmConfig::DEFAULT };
+        assert!(t(&big).is_finite());
+        let mma_best = cands.iter().filter(|c| c.path == GemmPath::Mma).map(t).fold(f64::INFINITY, f64::min);
+        assert!(t(&big) < mma_best, "{} vs {mma_best}", t(&big));
+        // The ping-pong form hides the epilogue: for a short K it beats the same-size
+        // per-tile launch in the model.
+        let pp = TILES.iter().position(|x| x.pingpong() && x.bn == 256).unwrap() as u8;
+        assert!(t(&GemmConfig { path: GemmPath::Sm90(pp), ..GemmConfig::DEFAULT }).is_finite());
+
+        // Calls the Hopper path cannot take: every Hopper point pruned, with the host's reason.
+        let cases = [
+            (shape(GemmDtype::Tf32, 1024, 1024, 1024), "no wgmma kernel"),
+            (GemmShape { a: Layout::Col, ..shape(GemmDtype::Bf16, 1024, 1024, 1024) }, "layout"),
+            (shape(GemmDtype::Bf16, 1000, 3000, 700), "TMA cannot load"),
+        ];
+        for (s, why) in cases {
+            let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+            assert!(hopper_points(&cands).is_empty(), "{s:?}: {cands:?}");
+            let own =
+                pruned.iter().filter(|p| p.point.get(Param::Path) == Some(1) && p.point.get(Param::Tile) == Some(0));
+            assert!(own.clone().any(|p| p.reason.contains(why)), "{s:?}: {:?}", own.collect::<Vec<_>>());
+        }
+        // A device without the sm_90a module (compute capability 8.0): no Path domain at all.
+        let mut a100 = gemm_description();
+        a100.device.arch = "sm_80".into();
+        let (cands, pruned) = candidates(&a100, &s, GemmConfig::DEFAULT);
+        assert!(cands.iter().all(|c| c.path == GemmPath::Auto));
+        assert!(pruned.iter().all(|p| p.point.get(Param::Path).is_none()));
+    }
 
     #[test]
     fn path_values_cover_the_mma_tiles_and_every_hopper_tile() {
