@@ -545,7 +545,7 @@ mod tests {
         }
         // An entry without `path` (every profile before the Hopper path was tunable).
         let m = gemm_to_params(&GemmConfig::DEFAULT);
-        assert!(m.get("path").is_none());
+        assert!(!m.contains_key("path"));
         assert_eq!(gemm_from_params(&m).map(|c| c.path), Some(GemmPath::Auto));
         assert_eq!(sm90_tile_label(0), "128x256x64s4");
         assert_eq!(sm90_tile_label(4), "64x256x64s4pp");
