@@ -79,6 +79,10 @@ fn a_forced_path_wins_over_the_config_and_a_hopper_tile_the_call_cannot_take_is_
     let cc = Gemm::new(1024, 1024, 1024).layouts(Layout::Col, Layout::Col).resolved();
     let e = plan_h100(&cc.path(GemmPath::Sm90(0)), GemmConfig::DEFAULT).unwrap_err();
     assert!(matches!(&e, Error::InvalidConfig { why, .. } if why.contains("layout")), "{e}");
+    // A tile that is not compiled.
+    let n = ferrotune_kernels::gemm_sm90::TILES.len() as u8;
+    let e = plan_h100(&g.path(GemmPath::Sm90(n)), GemmConfig::DEFAULT).unwrap_err();
+    assert!(matches!(&e, Error::InvalidConfig { why, .. } if why.contains("not compiled")), "{e}");
     // As a tuned config (not forced) the same call falls back to the tiles.
     let pl = plan_h100(&cc, tuned).unwrap();
     assert!(matches!(pl.family, Family::Launch(Launch::Tiles(_))), "{pl:?}");

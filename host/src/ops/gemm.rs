@@ -53,8 +53,7 @@ pub struct Gemm {
     /// than 1 on a batch of several matrices (strided or pointer-array) is an error; the CPU
     /// backend ignores it (its result is the same up to rounding).
     pub split_k: Option<usize>,
-    /// Forces a kernel family (`mma` tiles or a Hopper tile, see `GemmPath`); `None` asks the
-    /// chooser. A Hopper tile the call cannot take is an `InvalidConfig` error.
+    /// Forces a kernel family (see `Gemm::path`); `None` asks the chooser.
     pub path: Option<crate::config::GemmPath>,
 }
 

@@ -42,6 +42,11 @@ pub fn choose(
         return Err("FERROTUNE_SM90=0 turns the Hopper path off".into());
     }
     let path = g.path.unwrap_or(cfg.path);
+    if let GemmPath::Sm90(t) = path
+        && t as usize >= k90::TILES.len()
+    {
+        return Err(format!("Hopper tile {t} is not compiled (0..{})", k90::TILES.len()));
+    }
     if path == GemmPath::Mma {
         let by = if g.path.is_some() { "the call" } else { "the chosen config (a tuned profile)" };
         return Err(format!("{by} asks for the mma.sync tiles"));
