@@ -131,7 +131,7 @@ fn sm90_every_tile_forced_through_the_path() {
         let cases = [rc(129, 257, 65), rc(1000, 1000, 1000), rc(65, 300, 4099).split_k(1), rc(200, 136, 72).batched(3)];
         for (i, g) in cases.into_iter().enumerate() {
             let g = g.path(GemmPath::Sm90(t)).epilogue(epilogue(i + t as usize));
-            let dt = if (i + t as usize) % 2 == 0 { DType::Bf16 } else { DType::F16 };
+            let dt = if (i + t as usize).is_multiple_of(2) { DType::Bf16 } else { DType::F16 };
             let out = if i == 1 { DType::F32 } else { dt };
             let f = family(&b, &g, dt, out);
             let want = ferrotune_kernels::gemm_sm90::Sm90Variant { dtype: dt, out_f32: i == 1, tile: t };
