@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One device call for the Hopper GEMM path (issue 11): the driver's PTX JIT paid once (cache
 # under /tmp, warmed by `xtask info` while the torch peer runs), the sm90 GPU tests (heuristic
-# tiles, then each forced tile of FORCED_TILES), a bf16 sweep of `bench --ops gemm` over
+# tiles, every tile forced through `Gemm::path`, then the tests again with each tile of
+# FORCED_TILES forced by FERROTUNE_SM90_TILE, also with FERROTUNE_SM90_MAX_BLOCKS=WALK_BLOCKS
+# so every persistent block walks several tiles), a bf16 sweep of `bench --ops gemm` over
 # SWEEP_TILES, the full bench (DTYPES; every row names its path) joined with the torch peer
 # (bench/gemm_join.py), compute-sanitizer memcheck/racecheck/synccheck on SANITIZE_TILES, and
 # Nsight Compute on one bf16 kernel (NCU_SHAPE, NCU_TILE) unless SKIP_NCU. Run from the repository root with
@@ -36,7 +38,7 @@ if [ -z "${SKIP_DEFAULT_TESTS:-}" ]; then
   timeout $(cap 150) $T --test-threads=1 sm90_ > $R/sm90-tests.txt 2>&1
   stamp "tests exit $?: $(grep 'test result' $R/sm90-tests.txt)"; grep -E "panicked|FAILED" $R/sm90-tests.txt | head -5
 fi
-for t in ${FORCED_TILES-2 4 5 6}; do
+for t in ${FORCED_TILES-4 6}; do
   FERROTUNE_SM90_TILE=$t timeout $(cap 60) $T --test-threads=1 sm90_edge sm90_k_edges sm90_strided \
     > $R/sm90-tests-tile$t.txt 2>&1
   stamp "tile $t tests exit $?: $(grep 'test result' $R/sm90-tests-tile$t.txt)"
@@ -75,11 +77,11 @@ for tool in memcheck racecheck synccheck; do
 done
 unset FERROTUNE_SM90_TILE
 if [ -z "${SKIP_NCU:-}" ]; then
-  stamp "=== ncu ${NCU_SHAPE:-8192x3072x768} bf16 ${NCU_TILE:+tile $NCU_TILE}"
+  stamp "=== ncu ${NCU_SHAPE:-8192x8192x8192} bf16 ${NCU_TILE:+tile $NCU_TILE}"
   [ -n "${NCU_TILE:-}" ] && export FERROTUNE_SM90_TILE=$NCU_TILE
   FERROTUNE_BENCH_NO_SPLIT=1 timeout $(cap 90) ncu -k regex:ft_gemm90_bf16_rc_bf16 --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --section SchedulerStats --section Occupancy --section ComputeWorkloadAnalysis \
-    --section MemoryWorkloadAnalysis $X bench --ops gemm --dtypes bf16 --iters 1 --warmup 0 --shapes ${NCU_SHAPE:-8192x3072x768} \
+    --section MemoryWorkloadAnalysis $X bench --ops gemm --dtypes bf16 --iters 1 --warmup 0 --shapes ${NCU_SHAPE:-8192x8192x8192} \
     > $R/ncu-sm90.txt 2>&1
   stamp "ncu exit $?"; unset FERROTUNE_SM90_TILE; grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers|Issue Slots" $R/ncu-sm90.txt | head -8
 fi
