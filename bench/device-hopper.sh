@@ -38,7 +38,7 @@ if [ -z "${SKIP_DEFAULT_TESTS:-}" ]; then
   timeout $(cap 150) $T --test-threads=1 sm90_ > $R/sm90-tests.txt 2>&1
   stamp "tests exit $?: $(grep 'test result' $R/sm90-tests.txt)"; grep -E "panicked|FAILED" $R/sm90-tests.txt | head -5
 fi
-for t in ${FORCED_TILES-4 6}; do
+for t in ${FORCED_TILES-2 4 7 8}; do
   FERROTUNE_SM90_TILE=$t timeout $(cap 60) $T --test-threads=1 sm90_edge sm90_k_edges sm90_strided \
     > $R/sm90-tests-tile$t.txt 2>&1
   stamp "tile $t tests exit $?: $(grep 'test result' $R/sm90-tests-tile$t.txt)"
@@ -48,7 +48,7 @@ for t in ${FORCED_TILES-4 6}; do
     sm90_strided > $R/sm90-tests-tile$t-walk.txt 2>&1
   stamp "tile $t, ${WALK_BLOCKS:-3} blocks: exit $?: $(grep 'test result' $R/sm90-tests-tile$t-walk.txt)"
 done
-for t in ${SWEEP_TILES-}; do
+for t in ${SWEEP_TILES-0 4 7 8}; do
   FERROTUNE_SM90_TILE=$t FERROTUNE_BENCH_NO_SPLIT=1 timeout $(cap 60) $X bench --ops gemm --dtypes bf16 --shapes $SHAPES \
     --iters 20 --warmup 5 --json $R/sweep-tile$t.json > $R/sweep-tile$t.txt 2>&1
   stamp "sweep tile $t exit $?"; grep -E "^(gemm|linear_bias_gelu) " $R/sweep-tile$t.txt | cut -c1-46,60-84,130-150
@@ -68,7 +68,7 @@ for j in $R/gemm-hopper.json $R/sweep-tile*.json; do
 done
 stamp "=== sanitizer"
 for tool in memcheck racecheck synccheck; do
-  for t in ${SANITIZE_TILES-default 4 6}; do
+  for t in ${SANITIZE_TILES-default 4 7 8}; do
     [ "$t" = default ] && unset FERROTUNE_SM90_TILE || export FERROTUNE_SM90_TILE=$t
     FERROTUNE_SM90_MAX_BLOCKS=${WALK_BLOCKS:-3} timeout $(cap 60) compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 sm90_strided sm90_falls_back \
       > $R/sanitizer-sm90-$tool-$t.txt 2>&1

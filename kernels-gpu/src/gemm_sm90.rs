@@ -18,8 +18,11 @@ pub const CONSUMER_REGS: u32 = 232;
 pub const RASTER_GROUP: usize = 8;
 /// Floats of padding per staged epilogue row (8-byte fragment writes hit distinct banks).
 pub const EPI_PAD: usize = 8;
-/// Row pitch (bytes) of the persistent form's per-warp epilogue staging: 64 floats + padding.
-pub const STAGE_PITCH_BYTES: usize = (64 + EPI_PAD) * 4;
+/// Columns of a persistent warp's epilogue chunk (16 rows x this many floats staged at once):
+/// 32 keeps the staging at 20 KiB per block, room for a fifth 64 x 256 stage.
+pub const STAGE_COLS: usize = 32;
+/// Row pitch (bytes) of the persistent form's per-warp epilogue staging: a chunk + padding.
+pub const STAGE_PITCH_BYTES: usize = (STAGE_COLS + EPI_PAD) * 4;
 
 /// One compiled Hopper tile: `64 * consumers` x `bn` outputs per block, `stages` deep ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -86,7 +89,7 @@ const fn pp(slabs: usize, bn: usize, stages: usize) -> Sm90Tile {
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 7] = [
+pub const TILES: [Sm90Tile; 9] = [
     t(256, 2, 4, false),
     t(128, 2, 6, false),
     t(256, 2, 3, true),
@@ -94,6 +97,8 @@ pub const TILES: [Sm90Tile; 7] = [
     pp(1, 256, 4),
     pp(1, 128, 7),
     pp(2, 128, 5),
+    pp(1, 256, 5),
+    t(256, 2, 4, true),
 ];
 
 // Every tile's epilogue staging fits in its ring and its shared memory in the H100's 227 KiB.

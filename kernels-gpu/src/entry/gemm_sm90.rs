@@ -16,7 +16,9 @@ use crate::arch::sm90::{
 };
 use crate::element::Element;
 use crate::gemm::Epilogue;
-use crate::gemm_sm90::{BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_PITCH_BYTES, WG_THREADS, raster};
+use crate::gemm_sm90::{
+    BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_COLS, STAGE_PITCH_BYTES, WG_THREADS, raster,
+};
 use half::{bf16, f16};
 
 mod pingpong;
@@ -359,8 +361,9 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
 }
 
 /// The persistent form's epilogue (the ring is busy with the next tile): each warp stages its
-/// 16 rows in chunks of 64 columns through its own small area and drains them coalesced. The
-/// staging loops use constant indices only, so the accumulators stay in registers.
+/// 16 rows in chunks of `STAGE_COLS` columns through its own small area and drains them
+/// coalesced. The staging loops use constant indices only, so the accumulators stay in
+/// registers.
 ///
 /// # Safety
 /// C, D and bias cover the M x N output at `ldc`; `stg` is the warp's staging area of
@@ -379,9 +382,11 @@ unsafe fn store_staged<O: Element, const NACC: usize>(
 ) {
     let (w, lane) = (lt / 32, lt % 32);
     let (g, t) = (lane / 4, lane % 4);
-    for ch in 0..NACC / 32 {
-        for jj in 0..8 {
-            let j = ch * 8 + jj;
+    // Each j covers 8 columns (the wgmma fragment layout); a chunk is STAGE_COLS of them.
+    const JC: usize = STAGE_COLS / 8;
+    for ch in 0..2 * NACC / STAGE_COLS {
+        for jj in 0..JC {
+            let j = ch * JC + jj;
             let col = ((jj * 8 + 2 * t) * 4) as u32;
             // SAFETY: rows g and g + 8 of the warp's area, 8-byte aligned.
             unsafe {
@@ -390,8 +395,9 @@ unsafe fn store_staged<O: Element, const NACC: usize>(
             }
         }
         sync_warp();
+        let shape = (STAGE_COLS, 16, 32);
         // SAFETY: the chunk is staged; the outputs are predicated inside.
-        unsafe { drain::<O>(c, d, bias, out, stg, STG_PITCH, (64, 16, 32), m0 + w * 16, n0 + ch * 64, lane) };
+        unsafe { drain::<O>(c, d, bias, out, stg, STG_PITCH, shape, m0 + w * 16, n0 + ch * STAGE_COLS, lane) };
         sync_warp();
     }
 }
@@ -562,6 +568,8 @@ macro_rules! sm90_tiles {
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s4pp"), $E, $O, 128, 2, 4, true, 1);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s7pp"), $E, $O, 64, 2, 7, true, 1);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5pp"), $E, $O, 64, 2, 5, true, 2);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s5pp"), $E, $O, 128, 2, 5, true, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4p"), $E, $O, 128, 2, 4, true, 0);
     };
 }
 
