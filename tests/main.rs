@@ -15,3 +15,4 @@ mod runtime;
 mod splitk;
 mod tidy;
 mod tune;
+mod tune_path;

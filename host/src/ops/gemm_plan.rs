@@ -12,7 +12,7 @@ use ferrotune_kernels::gemm_sm90::Sm90Variant;
 use ferrotune_kernels::splitk::SplitPlan;
 
 use crate::DType;
-use crate::config::GemmConfig;
+use crate::config::{GemmConfig, GemmPath};
 use crate::error::Result;
 use crate::ops::gemm::{Gemm, variant_chosen};
 use crate::ops::gemm_sm90;
@@ -101,11 +101,15 @@ pub fn plan(
     // A config whose tile was chosen for a split this call does not run gives way to the
     // unsplit heuristic.
     let cfg = if cfg.split_k > 1 { GemmConfig::heuristic_unsplit(g.m, g.n, g.batch) } else { cfg };
-    match gemm_sm90::choose(g, dtype, out, arch, sm_count, [pa, pb]) {
+    match gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, [pa, pb]) {
         Ok(v) => Ok(GemmPlan {
             family: Family::Launch(Launch::Hopper(v)),
             cfg,
             reason: "Hopper wgmma + TMA: sm_90a module, 16-bit rc operands TMA can describe".into(),
+        }),
+        Err(why) if matches!(g.path, Some(GemmPath::Sm90(_))) => Err(crate::error::Error::InvalidConfig {
+            op: "gemm",
+            why: format!("the call forces Hopper path {:?}, which it cannot take: {why}", g.path),
         }),
         Err(why) => {
             let v = variant_chosen(g, dtype, out, pa, pb, cfg)?;
@@ -137,7 +141,7 @@ pub(crate) fn split_k_for(g: &Gemm, cfg: GemmConfig) -> usize {
         }
         // A forced tile asks for that kernel: the chosen config's split (whose partial
         // products may need another tile) applies only when split_k is forced too.
-        None if g.tile.is_some() && cfg.split_k > 1 => {
+        None if (g.tile.is_some() || matches!(g.path, Some(GemmPath::Sm90(_)))) && cfg.split_k > 1 => {
             log::debug!(
                 "gemm {}x{}x{}: split_k {} of the chosen config ignored for the forced tile {:?}",
                 g.m,

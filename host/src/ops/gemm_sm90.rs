@@ -9,24 +9,47 @@ use ferrotune_kernels::gemm_sm90::{self as k90, Sm90Variant};
 
 use crate::DType;
 use crate::backend::Gpu;
+use crate::config::{GemmConfig, GemmPath};
 use crate::error::{DriverContext, Error, Result};
 use crate::ops::gemm::{Gemm, Layout};
 use crate::tma::TileMap;
 
 const OP: &str = "gemm";
 
+impl Gemm {
+    /// Forces a kernel family: `GemmPath::Mma` (the `mma.sync` tiles), `GemmPath::Sm90(t)`
+    /// (Hopper tile `t`: an `InvalidConfig` error where the call cannot take it), or `Auto`.
+    pub fn path(mut self, p: GemmPath) -> Gemm {
+        self.path = Some(p);
+        self
+    }
+}
+
 /// The Hopper variant for this call, or why the call cannot take the Hopper path (the caller
-/// then runs the `mma.sync` tiles). `arch` is the loaded PTX module's architecture.
+/// then runs the `mma.sync` tiles). `arch` is the loaded PTX module's architecture; the tile
+/// comes from the call's forced path, else `FERROTUNE_SM90_TILE`, else the chosen config's
+/// path (a tuned profile's), else the heuristic.
 pub fn choose(
     g: &Gemm,
     dtype: DType,
     out: DType,
     arch: &str,
     sm_count: u32,
+    cfg: GemmConfig,
     [pa, pb]: [u64; 2],
 ) -> std::result::Result<Sm90Variant, String> {
     if std::env::var("FERROTUNE_SM90").is_ok_and(|v| v == "0") {
         return Err("FERROTUNE_SM90=0 turns the Hopper path off".into());
+    }
+    let path = g.path.unwrap_or(cfg.path);
+    if let GemmPath::Sm90(t) = path
+        && t as usize >= k90::TILES.len()
+    {
+        return Err(format!("Hopper tile {t} is not compiled (0..{})", k90::TILES.len()));
+    }
+    if path == GemmPath::Mma {
+        let by = if g.path.is_some() { "the call" } else { "the chosen config (a tuned profile)" };
+        return Err(format!("{by} asks for the mma.sync tiles"));
     }
     if arch != "sm_90a" {
         return Err(format!("the loaded PTX is {arch}; the wgmma kernels need sm_90a (compute capability 9.0)"));
@@ -44,7 +67,7 @@ pub fn choose(
     if g.tile.is_some() {
         return Err("a tile of the mma.sync kernels is forced".into());
     }
-    let tile = tile_for(g, sm_count);
+    let tile = tile_for(g, sm_count, path);
     let v = Sm90Variant { dtype, out_f32: out == DType::F32, tile };
     if v.out_dtype() != out {
         return Err(format!("output {} for {} inputs", out.name(), dtype.name()));
@@ -59,13 +82,18 @@ pub fn choose(
     Ok(v)
 }
 
-/// The tile, from the H100 sweep of every tile (bench/results/hopper-run3/sweep-tile*.txt):
+/// The tile: forced (the call's path, `FERROTUNE_SM90_TILE`) or tuned (the config's path), else
+/// from the H100 sweep of every tile (bench/results/hopper-run3/sweep-tile*.txt):
 /// 128 x 256 one block per tile whenever it gives at least half a wave of blocks (fastest on
 /// 8192³, 4096³, 2048³ and 8192x3072x768), else 128 x 128 (twice the blocks; fastest on
 /// 512x3072x768). The persistent tiles lost on every shape there (with an epilogue since
-/// reworked) and are chosen only when forced. `FERROTUNE_SM90_TILE` forces a tile.
-fn tile_for(g: &Gemm, sm_count: u32) -> u8 {
-    if let Some(t) = std::env::var("FERROTUNE_SM90_TILE").ok().and_then(|v| v.parse::<u8>().ok())
+/// reworked) and are chosen only when forced or tuned; so are the ping-pong tiles, which lost
+/// to tile 0 on every shape but 512x3072x768 (bench/results/hopper-run5/sweep-tile*.txt).
+fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath) -> u8 {
+    let forced = g.path.and_then(|p| if let GemmPath::Sm90(t) = p { Some(t) } else { None });
+    let env = std::env::var("FERROTUNE_SM90_TILE").ok().and_then(|v| v.parse::<u8>().ok());
+    let tuned = if let GemmPath::Sm90(t) = path { Some(t) } else { None };
+    if let Some(t) = forced.or(env).or(tuned)
         && (t as usize) < k90::TILES.len()
     {
         return t;
@@ -130,7 +158,7 @@ pub unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, v: Sm90Variant, 
     let tiles = (g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn)) as u32;
     // Persistent: one block per SM at most, walking every tile of every batch matrix.
     let grid = if t.persistent {
-        ((tiles as u64 * g.batch as u64).min(gpu.info.sm_count.max(1) as u64) as u32, 1, 1)
+        (persistent_blocks(tiles as u64 * g.batch as u64, gpu.info.sm_count), 1, 1)
     } else {
         (tiles, 1, g.batch as u32)
     };
@@ -152,4 +180,12 @@ pub unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, v: Sm90Variant, 
     unsafe { lb.launch(cfg) }
         .ctx(|| format!("launching {} ({}x{}x{}, batch {})", name.as_str(), g.m, g.n, g.k, g.batch))?;
     Ok(())
+}
+
+/// Blocks of a persistent launch: one per SM at most, no more than the tiles, and no more than
+/// `FERROTUNE_SM90_MAX_BLOCKS` where set (tests and the sanitizer runs use it to make every
+/// block walk several tiles, so the ping-pong hand-over runs on small problems too).
+fn persistent_blocks(tiles: u64, sm_count: u32) -> u32 {
+    let cap = std::env::var("FERROTUNE_SM90_MAX_BLOCKS").ok().and_then(|v| v.parse::<u64>().ok()).filter(|&c| c > 0);
+    tiles.min(sm_count.max(1) as u64).min(cap.unwrap_or(u64::MAX)).max(1) as u32
 }
