@@ -47,7 +47,7 @@ fn on_hopper(b: &Backend, dt: DType, out_f32: bool, g: Gemm, seed: u64) -> Resul
     let out = if out_f32 { DType::F32 } else { dt };
     let f = family(b, &g, dt, out);
     let small_m = ferrotune::ops::gemv::small_m_applies(&g.resolved(), dt).is_some();
-    if !(matches!(f, Family::Launch(Launch::Hopper(_))) || small_m && f == Family::SmallM) {
+    if !(matches!(f, Family::Launch(Launch::Hopper(..))) || small_m && f == Family::SmallM) {
         return Err(format!("{g:?} was expected on the Hopper path, plan: {f:?}"));
     }
     dispatch(b, dt, out_f32, g, seed)

@@ -1,5 +1,5 @@
 //! Per-stream device workspaces for kernels that need scratch memory on every call (the
-//! small-M GEMM's split-K fix-up, the packing of unaligned GEMM operands): one buffer per CUDA
+//! small-M GEMM's split-K fix-up, the Hopper split-K's tree reduction, the packing of unaligned GEMM operands): one buffer per CUDA
 //! stream and purpose that grows on demand, so a call does not allocate. Zero-initialised when
 //! allocated; kernels that keep counters there must leave them at zero. The buffers are blocks
 //! of the device's caching pool (`pool/`), so they count in its statistics and limit.
@@ -22,6 +22,8 @@ pub(crate) enum Slot {
     SmallMSplit,
     /// Packed copies of unaligned GEMM operands.
     Pack,
+    /// Counters and f32 partials of the Hopper split-K (counters kept at zero).
+    Sm90Split,
 }
 
 /// A cached workspace and its stream, held alive so that its handle is never reused while the

@@ -3,12 +3,15 @@
 //! heuristic's) and the call's operands, with the reason. `ops::gemm` resolves the plan and
 //! launches it. Families in the order they are tried: pack (unaligned 16-bit operands of a
 //! large enough problem copied into an aligned workspace, then the packed problem planned
-//! again, `ops::pack`), small-M (M <= 64 against a large weight, `ops::gemv`), split-K, Hopper
-//! (`ops::gemm_sm90`), the `mma.sync`/FFMA tiles.
+//! again, `ops::pack`), small-M (M <= 64 against a large weight, `ops::gemv`), Hopper with a
+//! split of K joined in the kernel (few output tiles, long K: `ops::gemm_sm90::split_for`),
+//! the `mma.sync` split-K (forced by the call, or off the Hopper path), Hopper (`ops::gemm_sm90`),
+//! the `mma.sync`/FFMA tiles.
 //! Adding a family: one `Family` variant, one arm in [`plan`].
 
 use ferrotune_kernels::gemm::GemmVariant;
 use ferrotune_kernels::gemm_sm90::Sm90Variant;
+use ferrotune_kernels::gemm_sm90_split::Sm90Split;
 use ferrotune_kernels::splitk::SplitPlan;
 
 use crate::DType;
@@ -32,8 +35,9 @@ pub enum Family {
 /// The families `ops::gemm` launches on the operands as given.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Launch {
-    /// sm_90a: TMA + wgmma, warp-specialised (`gemm_sm90`).
-    Hopper(Sm90Variant),
+    /// sm_90a: TMA + wgmma, warp-specialised (`gemm_sm90`), K split over blocks and joined in
+    /// the kernel when the split has more than one slice.
+    Hopper(Sm90Variant, Sm90Split),
     /// One launch of the `mma.sync` tensor-core tiles (f16, bf16, tf32) or the FFMA kernel.
     Tiles(GemmVariant),
     /// K cut into slices (partial GEMMs on the tiles into an f32 workspace, then a reduce).
@@ -56,7 +60,10 @@ impl GemmPlan {
         match &self.family {
             Family::SmallM => "small-m".into(),
             Family::Pack => "pack".into(),
-            Family::Launch(Launch::Hopper(v)) => format!("sm90:{}", v.entry_name().as_str()),
+            Family::Launch(Launch::Hopper(v, sp)) if sp.is_split() => {
+                format!("sm90:{}:splitk{}", v.entry_name().as_str(), sp.slices)
+            }
+            Family::Launch(Launch::Hopper(v, _)) => format!("sm90:{}", v.entry_name().as_str()),
             Family::Launch(Launch::Tiles(v)) if v.math == ferrotune_kernels::gemm::Math::Ffma => {
                 format!("ffma:{}", v.entry_name().as_str())
             }
@@ -87,23 +94,35 @@ pub fn plan(
             reason: format!("{why}; then {} ({})", then.path(), then.reason),
         });
     }
-    if let Some(why) = crate::ops::gemv::small_m_applies(g, dtype) {
+    // Above `small_m_beside_hopper` rows a call the Hopper path can run goes there (tiles of
+    // 128 rows, split over K when the tiles are few) instead of the small-M family.
+    let hopper_first =
+        g.m > small_m_beside_hopper() && gemm_sm90::choose(g, dtype, out, arch, sm_count, [pa, pb]).is_ok();
+    if let Some(why) = crate::ops::gemv::small_m_applies(g, dtype).filter(|_| !hopper_first) {
         let detail = crate::ops::gemv::describe(g, dtype, out, [pa, pb], sm_count.max(1) as usize)
             .map(|(name, p)| format!("; {name}, {} slabs x {} K slices", p.slabs, p.ksplit))
             .unwrap_or_default();
         return Ok(GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{detail}") });
     }
+    let hopper = gemm_sm90::choose(g, dtype, out, arch, sm_count, [pa, pb]);
+    if let Ok((v, sp)) = hopper
+        && sp.is_split()
+    {
+        let reason = gemm_sm90::split_reason(g, sp, sm_count);
+        return Ok(GemmPlan { family: Family::Launch(Launch::Hopper(v, sp)), cfg, reason });
+    }
     let split = SplitPlan::new(g.k, split_k_for(g, cfg));
-    if split.is_split() {
+    // On the Hopper path only a split the call forces runs on the mma.sync tiles.
+    if split.is_split() && (g.split_k.is_some() || hopper.is_err()) {
         let why = if g.split_k.is_some() { "forced by the call" } else { "the chosen config splits K" };
         return Ok(GemmPlan { family: Family::Launch(Launch::SplitK(split)), cfg, reason: format!("split-K: {why}") });
     }
     // A config whose tile was chosen for a split this call does not run gives way to the
     // unsplit heuristic.
     let cfg = if cfg.split_k > 1 { GemmConfig::heuristic_unsplit(g.m, g.n, g.batch) } else { cfg };
-    match gemm_sm90::choose(g, dtype, out, arch, sm_count, [pa, pb]) {
-        Ok(v) => Ok(GemmPlan {
-            family: Family::Launch(Launch::Hopper(v)),
+    match hopper {
+        Ok((v, sp)) => Ok(GemmPlan {
+            family: Family::Launch(Launch::Hopper(v, sp)),
             cfg,
             reason: "Hopper wgmma + TMA: sm_90a module, 16-bit rc operands TMA can describe".into(),
         }),
@@ -116,6 +135,12 @@ pub fn plan(
             })
         }
     }
+}
+
+/// Rows up to which the small-M family serves a call the Hopper path could run (measured on
+/// the H100: bench/results/irregular/). `FERROTUNE_SMALL_M_BESIDE_HOPPER` overrides it.
+pub fn small_m_beside_hopper() -> usize {
+    std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
 }
 
 /// The split-K factor a call runs with: the call's own (checked in `check`), else the chosen
