@@ -31,11 +31,11 @@ t0=$(date +%s); timeout ${JIT_TIMEOUT:-300} $C/xtask info > /dev/null 2>&1; echo
 if [[ $PARTS == *tests* ]]; then
   # The sanitizers (correctness only) run beside the tests; timings come after, alone.
   for tool in memcheck racecheck; do
-    timeout ${SAN_TIMEOUT:-200} compute-sanitizer --tool $tool --error-exitcode 9 $C/ferrotune_tests --test-threads=1 \
+    timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $tool --error-exitcode 9 $C/ferrotune_tests --test-threads=1 \
       gpu_sm90_split_k_is_deterministic gpu_small_m_split_k > $OUT/irregular-sanitizer-$tool.txt 2>&1 &
   done
   echo "=== GPU tests (Hopper split-K, small-M, pack, Hopper, GEMM, split-K)"
-  timeout ${TESTS_TIMEOUT:-200} $C/ferrotune_tests --test-threads=2 gemm_sm90_split:: gemv:: pack:: gemm_sm90:: \
+  timeout ${TESTS_TIMEOUT:-150} $C/ferrotune_tests --test-threads=2 gemm_sm90_split:: gemv:: pack:: gemm_sm90:: \
     ${MORE_TESTS-gpu_gemm_matches gpu_split_k} > $OUT/irregular-tests.txt 2>&1
   echo "tests exit $?"; grep -E "test result|panicked|FAILED|skipped" $OUT/irregular-tests.txt | head -20
   wait
@@ -50,17 +50,6 @@ suite() { # label, shapes, then env assignments
   echo "--- $label ($*): exit $?"; grep -E "^ *bf16" /tmp/explore-$label.txt | cut -c1-150
   cat /tmp/explore-$label.txt >> $OUT/irregular-explore.txt
 }
-if [[ $PARTS == *explore* ]]; then
-  # Suite shapes, so the suite's own rows (the plan's defaults) are the other side of each A/B.
-  LONGK=256x256x65536,512x512x32768,1024x1024x16384,128x8192x1024
-  SMALLM=64x4096x4096,33x4096x64,17x33x9000,16x11008x4096
-  UNAL=1x8193x4099,33x8191x4099,8x12288x4099,1x4097x777,33x1023x777
-  suite longk-nosplit $LONGK FERROTUNE_SM90_SPLIT=1
-  suite smallm-hopper16 $SMALLM FERROTUNE_SMALL_M_BESIDE_HOPPER=16
-  suite unal-nopack $UNAL FERROTUNE_PACK=0
-  suite unal-hopper16 $UNAL FERROTUNE_SMALL_M_BESIDE_HOPPER=16
-  for t in 1 2 3; do suite tinyk-tile$t 8191x8193x64 FERROTUNE_SM90_TILE=$t; done
-fi
 SHAPES="1x4096x4096,8x4096x4096,16x11008x4096,1x14336x4096,1x4096x14336,33x8191x4099,64x4096x4096,1x8193x4099,8x3000x64,33x1023x777,1x4097x777,8x12288x4099,33x4096x64,4097x1023x777,8191x8193x64,128x8192x1024,256x256x65536,512x512x32768,1024x1024x16384,1000x3000x700,2047x2049x1025,3x5x7,1x1x4099,17x33x9000,4096x4096x4096,8192x3072x768"
 DTS=${DTYPES:-bf16 f16}
 if [[ $PARTS == *suite* ]]; then
@@ -68,7 +57,7 @@ if [[ $PARTS == *suite* ]]; then
     echo "=== irregular suite vs cuBLAS ($dt)"
     timeout ${SUITE_TIMEOUT:-150} $C/xtask bench --ops gemm --shape-suite irregular --dtypes $dt --warmup ${WARMUP:-3} \
       --iters ${ITERS:-20} --json $OUT/gemm-irregular-$dt-h100.json > /tmp/gemm-irregular-$dt.txt 2>&1
-    echo "suite $dt exit $?"; grep -E "geomean|copy ceiling" /tmp/gemm-irregular-$dt.txt
+    echo "suite $dt exit $?"; grep -E "^ *(bf16|f16)|geomean|copy ceiling" /tmp/gemm-irregular-$dt.txt | cut -c1-118
   done
 fi
 if [[ $PARTS == *torch* ]] && [ -f benches/torch_gemm.py ]; then
@@ -84,4 +73,16 @@ if [[ $PARTS == *torch* ]] && [ -f benches/torch_gemm.py ]; then
     cat /tmp/vs-peers-$dt.md >> $OUT/gemm-irregular-vs-peers.md; echo >> $OUT/gemm-irregular-vs-peers.md
   done
   cp /tmp/torch-gemm-irregular.json $OUT/torch-gemm-irregular-h100.json
+fi
+# Last, so a call cut short by its time limit still has the suite and torch rows.
+if [[ $PARTS == *explore* ]]; then
+  # Suite shapes, so the suite's own rows (the plan's defaults) are the other side of each A/B.
+  LONGK=256x256x65536,512x512x32768,1024x1024x16384,128x8192x1024
+  SMALLM=64x4096x4096,33x4096x64,17x33x9000,16x11008x4096
+  UNAL=1x8193x4099,33x8191x4099,8x12288x4099,1x4097x777,33x1023x777
+  suite longk-nosplit $LONGK FERROTUNE_SM90_SPLIT=1
+  suite smallm-hopper16 $SMALLM FERROTUNE_SMALL_M_BESIDE_HOPPER=16
+  suite unal-nopack $UNAL FERROTUNE_PACK=0
+  suite unal-hopper16 $UNAL FERROTUNE_SMALL_M_BESIDE_HOPPER=16
+  for t in 1 2 3; do suite tinyk-tile$t 8191x8193x64 FERROTUNE_SM90_TILE=$t; done
 fi
