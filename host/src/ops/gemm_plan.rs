@@ -94,10 +94,13 @@ pub fn plan(
             reason: format!("{why}; then {} ({})", then.path(), then.reason),
         });
     }
-    // Above `small_m_beside_hopper` rows a call the Hopper path can run goes there (tiles of
-    // 128 rows, split over K when the tiles are few) instead of the small-M family.
-    let hopper_first =
-        g.m > small_m_beside_hopper() && gemm_sm90::choose(g, dtype, out, arch, sm_count, [pa, pb]).is_ok();
+    // Above `small_m_beside_hopper` rows, a weight of at least 1024 x 1024 that the Hopper
+    // path can load goes there (tiles of 128 rows, K split when the tiles are few) instead of
+    // the small-M family, which reads x once per 16 weight rows.
+    let hopper_first = g.m > small_m_beside_hopper()
+        && g.k >= 1024
+        && g.n >= 1024
+        && gemm_sm90::choose(g, dtype, out, arch, sm_count, [pa, pb]).is_ok();
     if let Some(why) = crate::ops::gemv::small_m_applies(g, dtype).filter(|_| !hopper_first) {
         let detail = crate::ops::gemv::describe(g, dtype, out, [pa, pb], sm_count.max(1) as usize)
             .map(|(name, p)| format!("; {name}, {} slabs x {} K slices", p.slabs, p.ksplit))
@@ -137,10 +140,13 @@ pub fn plan(
     }
 }
 
-/// Rows up to which the small-M family serves a call the Hopper path could run (measured on
-/// the H100: bench/results/irregular/). `FERROTUNE_SMALL_M_BESIDE_HOPPER` overrides it.
+/// Rows up to which the small-M family serves a call the Hopper path could run. Measured on
+/// the H100 (bench/results/irregular/run1-explore.txt, queued ms): 64x4096x4096 0.032 on the
+/// Hopper split vs 0.041 small-M; 33x8191x4099 (packed) 0.094 vs 0.111; but 33x4096x64 and
+/// 17x33x9000 faster small-M (hence also K, N >= 1024). `FERROTUNE_SMALL_M_BESIDE_HOPPER`
+/// overrides it.
 pub fn small_m_beside_hopper() -> usize {
-    std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+    std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse().ok()).unwrap_or(32)
 }
 
 /// The split-K factor a call runs with: the call's own (checked in `check`), else the chosen
