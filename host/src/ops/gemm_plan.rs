@@ -141,7 +141,7 @@ pub fn plan(
 }
 
 /// Rows up to which the small-M family serves a call the Hopper path could run. Measured on
-/// the H100 (bench/results/irregular/run1-explore.txt, queued ms): 64x4096x4096 0.032 on the
+/// the H100 (bench/results/irregular/run1-0a84591/, queued ms): 64x4096x4096 0.032 on the
 /// Hopper split vs 0.041 small-M; 33x8191x4099 (packed) 0.094 vs 0.111; but 33x4096x64 and
 /// 17x33x9000 faster small-M (hence also K, N >= 1024). `FERROTUNE_SMALL_M_BESIDE_HOPPER`
 /// overrides it.
