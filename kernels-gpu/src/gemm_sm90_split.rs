@@ -104,7 +104,10 @@ pub fn tree_step(node: usize, level: usize, slices: usize) -> TreeStep {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
+    use std::vec;
+    use std::vec::Vec;
 
     #[test]
     fn slices_cover_k_and_none_is_empty() {
