@@ -28,7 +28,9 @@ pub(crate) enum Slot {
 
 /// A cached workspace and its stream, held alive so that its handle is never reused while the
 /// entry exists, and the length of its prefix known to be zero (see [`with_counters`]).
-type Entry2 = (Arc<CudaStream>, Arc<Pooled<u8>>, Arc<Mutex<usize>>);
+type Entry2 = (Arc<CudaStream>, Arc<Pooled<u8>>, ZeroPrefix);
+/// Bytes at the start of a workspace known to be zero, locked while a launch is queued.
+type ZeroPrefix = Arc<Mutex<usize>>;
 type Cache = Mutex<HashMap<(usize, Slot), Entry2>>;
 
 /// The cached buffers, keyed by the raw stream handle and purpose.
@@ -55,7 +57,7 @@ pub(crate) fn with_stream_workspace<R>(
 
 /// The cached buffer for `slot` on `cs` of at least `bytes` bytes (a zeroed one replaces a
 /// smaller), and its zero-prefix length.
-fn entry(gpu: &Gpu, cs: &Arc<CudaStream>, slot: Slot, bytes: usize) -> Result<(Arc<Pooled<u8>>, Arc<Mutex<usize>>)> {
+fn entry(gpu: &Gpu, cs: &Arc<CudaStream>, slot: Slot, bytes: usize) -> Result<(Arc<Pooled<u8>>, ZeroPrefix)> {
     let alloc = || -> Result<Entry2> {
         // A block allocated during a capture would belong to the graph's private pool; warm
         // the call up before capturing it instead.
