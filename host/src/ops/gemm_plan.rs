@@ -215,3 +215,48 @@ pub fn explain_at(
     let arch = gpu.kernels()?.arch;
     plan(&g, dtype, out, arch, gpu.info.sm_count, cfg, ptrs).map(Some)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::gemm::Layout;
+
+    /// The plan's family for a bf16 `x wᵀ` of this shape on a 132-SM device running `arch`.
+    fn fam(arch: &str, g: Gemm) -> Family {
+        let g = g.layouts(Layout::Row, Layout::Col).resolved();
+        let cfg = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
+        plan(&g, DType::Bf16, DType::Bf16, arch, 132, cfg, [256, 256]).unwrap().family
+    }
+
+    fn hopper_slices(f: Family) -> Option<usize> {
+        match f {
+            Family::Launch(Launch::Hopper(_, sp)) => Some(sp.slices),
+            _ => None,
+        }
+    }
+
+    /// The shape classes of the irregular suite get the family the H100 measurements chose
+    /// (bench/results/irregular/): long K with few tiles the Hopper split, M > 32 against a
+    /// large weight the Hopper tiles, other small M the small-M family; off sm_90a, the
+    /// mma.sync split-K; a call's own split_k keeps it.
+    #[test]
+    fn plan_families_by_shape_class() {
+        if ["FERROTUNE_SM90", "FERROTUNE_SM90_SPLIT", "FERROTUNE_SMALL_M", "FERROTUNE_SMALL_M_BESIDE_HOPPER"]
+            .iter()
+            .any(|v| std::env::var(v).is_ok())
+        {
+            return; // the variables override the rules under test
+        }
+        let a = "sm_90a";
+        assert_eq!(hopper_slices(fam(a, Gemm::new(256, 256, 65_536))), Some(32));
+        assert_eq!(hopper_slices(fam(a, Gemm::new(1024, 1024, 16_384))), Some(2));
+        assert_eq!(hopper_slices(fam(a, Gemm::new(128, 8192, 1024))), Some(1));
+        assert_eq!(hopper_slices(fam(a, Gemm::new(64, 4096, 4096))), Some(4));
+        assert_eq!(fam(a, Gemm::new(33, 4096, 64)), Family::SmallM);
+        assert_eq!(fam(a, Gemm::new(16, 11008, 4096)), Family::SmallM);
+        assert_eq!(fam(a, Gemm::new(17, 33, 9000)), Family::SmallM);
+        assert!(matches!(fam("sm_80", Gemm::new(256, 256, 65_536)), Family::Launch(Launch::SplitK(_))));
+        assert!(matches!(fam(a, Gemm::new(256, 256, 65_536).split_k(4)), Family::Launch(Launch::SplitK(_))));
+        assert_eq!(hopper_slices(fam(a, Gemm::new(256, 256, 65_536).split_k(1))), Some(1));
+    }
+}
