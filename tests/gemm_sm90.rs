@@ -3,6 +3,7 @@
 //! NaN-poisoned outputs, and the plan's fallback for calls the path cannot serve. Skips
 //! without a device, and on a GPU that does not load the sm_90a module.
 
+use ferrotune::config::GemmPath;
 use ferrotune::ops::gemm::{Gemm, Layout};
 use ferrotune::ops::gemm_plan::{self, Family, Launch};
 use ferrotune::{Backend, DType};
@@ -117,4 +118,30 @@ fn sm90_falls_back_where_tma_cannot_load() {
     // f32 inputs stay on the mma.sync / FFMA kernels.
     let f = family(&b, &rc(256, 256, 256), DType::F32, DType::F32);
     assert!(matches!(f, Family::Launch(Launch::Tiles(_))), "{f:?}");
+}
+
+#[test]
+fn sm90_every_tile_forced_through_the_path() {
+    let Some(b) = hopper("sm90_every_tile_forced_through_the_path") else { return };
+    // Each Hopper tile (per-tile, persistent, ping-pong) forced by the call: edge rows and
+    // columns, several tiles per persistent block (1000 x 1000: 16 to 64 tiles), K = 4099,
+    // a strided batch, both output types, every epilogue.
+    let n = ferrotune_kernels::gemm_sm90::TILES.len();
+    for t in 0..n as u8 {
+        let cases = [rc(129, 257, 65), rc(1000, 1000, 1000), rc(65, 300, 4099).split_k(1), rc(200, 136, 72).batched(3)];
+        for (i, g) in cases.into_iter().enumerate() {
+            let g = g.path(GemmPath::Sm90(t)).epilogue(epilogue(i + t as usize));
+            let dt = if (i + t as usize).is_multiple_of(2) { DType::Bf16 } else { DType::F16 };
+            let out = if i == 1 { DType::F32 } else { dt };
+            let f = family(&b, &g, dt, out);
+            let want = ferrotune_kernels::gemm_sm90::Sm90Variant { dtype: dt, out_f32: i == 1, tile: t };
+            let none = ferrotune_kernels::gemm_sm90_split::Sm90Split::NONE;
+            assert_eq!(f, Family::Launch(Launch::Hopper(want, none)), "tile {t}, {g:?}");
+            dispatch(&b, dt, i == 1, g, 40 + 10 * t as u64 + i as u64).unwrap_or_else(|e| panic!("tile {t}: {e}"));
+        }
+    }
+    // A forced Hopper tile the call cannot take is an error, not a silent fallback.
+    let g = Gemm::new(128, 128, 128).path(GemmPath::Sm90(0));
+    let e = gemm_plan::explain(&b.stream(), &g, DType::Bf16, DType::Bf16).unwrap_err();
+    assert!(e.to_string().contains("layout"), "{e}");
 }

@@ -16,3 +16,4 @@ mod runtime;
 mod splitk;
 mod tidy;
 mod tune;
+mod tune_path;

@@ -138,7 +138,13 @@ fn bad_files_are_reported_with_file_and_line_and_never_used() {
 }
 
 /// A GEMM entry for this machine: `[m, n, k, batch]` measured, bucketed per dimension.
-fn gemm_entry_for(s: &ferrotune::Stream, dtype: &str, layout: &str, mnkb: [u64; 4], cfg: &GemmConfig) -> Entry {
+pub(crate) fn gemm_entry_for(
+    s: &ferrotune::Stream,
+    dtype: &str,
+    layout: &str,
+    mnkb: [u64; 4],
+    cfg: &GemmConfig,
+) -> Entry {
     Entry {
         op: "gemm".into(),
         dtype: dtype.into(),
@@ -164,7 +170,7 @@ fn gemm_calls_use_profile_entries_in_lookup_order_and_say_why() {
     let b = cpu_backend();
     let s = b.stream();
     let dir = temp_dir("gemm");
-    let tuned = GemmConfig { tile: 3, cpu_rows: 4, split_k: 1 };
+    let tuned = GemmConfig { tile: 3, cpu_rows: 4, split_k: 1, ..GemmConfig::DEFAULT };
     let p = Profile {
         source: None,
         entries: vec![gemm_entry_for(&s, "bf16", "rc", [1000, 3000, 700, 1], &tuned)],
@@ -221,8 +227,8 @@ fn gemm_profiles_round_trip_split_k_and_read_old_entries_as_unsplit() {
     let b = cpu_backend();
     let s = b.stream();
     let dir = temp_dir("gemm-split");
-    let split = GemmConfig { tile: 0, cpu_rows: 8, split_k: 8 };
-    let unsplit = GemmConfig { tile: 5, cpu_rows: 4, split_k: 1 };
+    let split = GemmConfig { tile: 0, cpu_rows: 8, split_k: 8, ..GemmConfig::DEFAULT };
+    let unsplit = GemmConfig { tile: 5, cpu_rows: 4, split_k: 1, ..GemmConfig::DEFAULT };
     let mut old = gemm_entry_for(&s, "f16", "rc", [256, 256, 65536, 1], &unsplit);
     old.config.remove("split_k");
     let p = Profile {

@@ -9,7 +9,7 @@
 //! resident block). On the CPU the space is the rows per rayon task. The model ranks candidates
 //! for the model-guided strategy.
 
-use ferrotune::config::{GemmConfig, MIN_SLICE_K};
+use ferrotune::config::{GemmConfig, GemmPath, MIN_SLICE_K};
 use ferrotune::ops::gemm::{Layout, SplitPlan, split_launches, variant_for};
 use ferrotune_kernels::gemm::GemmVariant;
 use ferrotune_kernels::gemm::tc::{TILES, Tile};
@@ -38,10 +38,14 @@ pub fn space(d: &Description, shape: &GemmShape) -> Space {
         };
     }
     Space {
-        domains: vec![
-            Domain { param: Param::Tile, values: (0..TILES.len() as u64).collect() },
-            Domain { param: Param::SplitK, values: SPLIT_K.to_vec() },
-        ],
+        domains: [crate::gemm_sm90::path_domain(d)]
+            .into_iter()
+            .flatten()
+            .chain([
+                Domain { param: Param::Tile, values: (0..TILES.len() as u64).collect() },
+                Domain { param: Param::SplitK, values: SPLIT_K.to_vec() },
+            ])
+            .collect(),
         constraints: vec![
             Constraint::HostAccepts,
             Constraint::SharedMemory { dynamic_per_block: 0 },
@@ -62,6 +66,9 @@ pub fn to_config(p: &Point, base: GemmConfig) -> GemmConfig {
     }
     if let Some(s) = p.get(Param::SplitK) {
         c.split_k = s as usize;
+    }
+    if let Some(v) = p.get(Param::Path) {
+        c.path = crate::gemm_sm90::path_of(v);
     }
     c
 }
@@ -112,6 +119,9 @@ pub fn split_pruned(shape: &GemmShape, tile: usize, s: usize, sms: u32) -> Optio
 /// What the kernel of `cfg` needs per launch: registers and limits from the worker's driver,
 /// block size and dynamic shared memory from the variant itself.
 pub fn resources(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> Option<KernelResources> {
+    if matches!(cfg.path, GemmPath::Sm90(_)) {
+        return crate::gemm_sm90::resources(d, shape, cfg);
+    }
     let v = variant(shape, cfg).ok()?;
     let mut r = d.gemm_resources_of(v.entry_name().as_str())?;
     r.block_threads = v.block().2;
@@ -126,6 +136,9 @@ pub fn candidates(d: &Description, shape: &GemmShape, base: GemmConfig) -> (Vec<
     let host = |p: &Point| {
         let c = to_config(p, base);
         c.validate().map_err(|e| e.to_string())?;
+        if matches!(c.path, GemmPath::Sm90(_)) {
+            return crate::gemm_sm90::variant(d, shape, &c).map(|_| ());
+        }
         if let Some(why) = d.limits.and_then(|l| split_pruned(shape, c.tile, c.split_k, l.sm_count)) {
             return Err(why);
         }
@@ -229,6 +242,11 @@ fn estimated_resources(t: &Tile) -> KernelResources {
 /// D written (and C read) at DRAM speed, and its launch.
 pub fn predict_ms(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
     let Some(l) = d.limits else { return predict_cpu_ms(d, shape, cfg) };
+    if let GemmPath::Sm90(t) = cfg.path {
+        return ferrotune_kernels::gemm_sm90::TILES
+            .get(t as usize)
+            .map_or(f64::INFINITY, |t| crate::gemm_sm90::predict_ms(d, &l, shape, t));
+    }
     let plan = SplitPlan::new(shape.k, cfg.split_k);
     let split = cfg.split_k > 1 && plan.is_split() && shape.batch <= 1;
     let tile = if split && shape.dtype != GemmDtype::Tf32 { 0 } else { cfg.tile };
@@ -319,6 +337,11 @@ pub(crate) mod tests {
         d
     }
 
+    /// A point of the `mma.sync` tiles (not a Hopper one).
+    pub(crate) fn mma(p: &Pruned) -> bool {
+        p.point.get(Param::Path) == Some(0)
+    }
+
     pub(crate) fn shape(dtype: GemmDtype, m: usize, n: usize, k: usize) -> GemmShape {
         GemmShape { dtype, m, n, k, batch: 1, a: Layout::Row, b: Layout::Col }
     }
@@ -337,15 +360,21 @@ pub(crate) mod tests {
         let d = gemm_description();
         let s = shape(GemmDtype::Bf16, 4096, 4096, 4096);
         let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
-        assert_eq!(cands.len() + pruned.len(), TILES.len() * SPLIT_K.len());
+        let paths = 1 + ferrotune_kernels::gemm_sm90::TILES.len();
+        assert_eq!(cands.len() + pruned.len(), paths * TILES.len() * SPLIT_K.len());
         assert_eq!(cands.len(), TILES.len(), "every tile fits an H100, no split pays: {pruned:?}");
+        assert!(cands.iter().enumerate().all(|(i, c)| c.tile == i
+            && c.cpu_rows == GemmConfig::DEFAULT.cpu_rows
+            && c.split_k == 1
+            && c.path == GemmPath::Mma));
+        let (mma, hopper): (Vec<_>, Vec<_>) = pruned.iter().partition(|p| p.point.get(Param::Path) == Some(0));
+        assert!(mma.iter().all(|p| p.reason.contains("two waves")), "{mma:?}");
+        // This description lists no Hopper entry: those points say so (or why they repeat one).
         assert!(
-            cands
+            hopper
                 .iter()
-                .enumerate()
-                .all(|(i, c)| c.tile == i && c.cpu_rows == GemmConfig::DEFAULT.cpu_rows && c.split_k == 1)
+                .all(|p| ["not in the PTX", "split-K runs", "tile 0 stands"].iter().any(|w| p.reason.contains(w)))
         );
-        assert!(pruned.iter().all(|p| p.reason.contains("two waves")), "{pruned:?}");
     }
 
     #[test]
@@ -358,7 +387,7 @@ pub(crate) mod tests {
         let splits: Vec<usize> = cands.iter().filter(|c| c.split_k > 1).map(|c| c.split_k).collect();
         assert_eq!(splits, vec![2, 4, 8, 16]);
         assert!(cands.iter().filter(|c| c.split_k > 1).all(|c| c.tile == 0));
-        let p = pruned.iter().find(|p| p.point.get(Param::Tile) == Some(4)).unwrap();
+        let p = pruned.iter().find(|p| p.point.get(Param::Tile) == Some(4) && mma(p)).unwrap();
         assert!(p.reason.contains("f32-output"), "{}", p.reason);
         // The model prefers splitting a 4-block grid 16 ways over any unsplit tile.
         let best = cands.iter().min_by(|a, b| predict_ms(&d, &s, a).total_cmp(&predict_ms(&d, &s, b))).unwrap();
@@ -398,7 +427,7 @@ pub(crate) mod tests {
         want.extend(ferrotune_kernels::gemm::tc::NARROW_TILES);
         assert_eq!(tiles, want);
         assert!(cands.iter().all(|c| c.split_k == 1 || c.tile == 0));
-        let unsplit: Vec<_> = pruned.iter().filter(|p| p.point.get(Param::SplitK) == Some(1)).collect();
+        let unsplit: Vec<_> = pruned.iter().filter(|p| p.point.get(Param::SplitK) == Some(1) && mma(p)).collect();
         assert_eq!(unsplit.len(), TILES.len() - want.len());
         assert!(unsplit.iter().all(|p| p.reason.contains("16-byte aligned")), "{pruned:?}");
         // k = 701: 2-byte rows, only the default tile.
@@ -417,7 +446,7 @@ pub(crate) mod tests {
         let s = shape(GemmDtype::F16, 4096, 4096, 4096);
         let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
         assert!(cands.iter().all(|c| c.tile != 4));
-        let p = pruned.iter().find(|p| p.point.get(Param::Tile) == Some(4)).unwrap();
+        let p = pruned.iter().find(|p| p.point.get(Param::Tile) == Some(4) && mma(p)).unwrap();
         assert!(p.reason.contains("shared memory") && p.reason.contains("opt-in"), "{}", p.reason);
     }
 
@@ -475,7 +504,7 @@ pub(crate) mod tests {
             dt in 0usize..3, a_row: bool, b_row: bool,
             optin in prop::sample::select(vec![49_152u32, 101_376, 166_912, 232_448]),
         ) {
-            let mut d = gemm_description();
+            let mut d = crate::gemm_sm90::tests::hopper_description();
             let l = d.limits.as_mut().unwrap();
             l.shared_per_block_optin = optin;
             l.shared_per_sm = optin + 1024;
@@ -483,8 +512,17 @@ pub(crate) mod tests {
             let lay = |r: bool| if r { Layout::Row } else { Layout::Col };
             let s = GemmShape { dtype: GemmDtype::ALL[dt], m, n, k, batch, a: lay(a_row), b: lay(b_row) };
             let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
-            prop_assert_eq!(cands.len() + pruned.len(), TILES.len() * SPLIT_K.len());
-            for c in &cands {
+            let paths = 1 + ferrotune_kernels::gemm_sm90::TILES.len();
+            prop_assert_eq!(cands.len() + pruned.len(), paths * TILES.len() * SPLIT_K.len());
+            for c in cands.iter().filter(|c| c.path != GemmPath::Mma) {
+                // A Hopper point: a variant the host runs for this call, whose ring fits.
+                prop_assert!(c.validate().is_ok());
+                let v = crate::gemm_sm90::variant(&d, &s, c);
+                prop_assert!(v.is_ok(), "{:?}", v);
+                prop_assert!(v.unwrap().tile().smem_bytes() as u32 <= limits.shared_optin());
+                prop_assert!(predict_ms(&d, &s, c).is_finite());
+            }
+            for c in cands.iter().filter(|c| c.path == GemmPath::Mma) {
                 prop_assert!(c.validate().is_ok());
                 let v = variant(&s, c);
                 prop_assert!(v.is_ok(), "{:?}", v);
@@ -505,6 +543,7 @@ pub(crate) mod tests {
             let narrow = ferrotune_kernels::gemm::tc::NARROW_TILES;
             if !aligned(16) {
                 prop_assert!(cands.iter().all(|c| c.tile == 0 || (aligned(8) && narrow.contains(&c.tile))), "{:?}", cands);
+                prop_assert!(cands.iter().all(|c| c.path == GemmPath::Mma), "TMA needs 16-byte rows: {:?}", cands);
             }
         }
     }

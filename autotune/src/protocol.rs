@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use ferrotune::config::GemmConfig;
+use ferrotune::config::{GemmConfig, GemmPath};
 use ferrotune::ops::gemm::{Gemm, Layout, Precision};
 use ferrotune::{DType, ElemConfig, ElemOp, ElemVariant};
 use ferrotune_profile::Device;
@@ -49,7 +49,12 @@ impl fmt::Display for ConfigJson {
             ),
             ConfigJson::Gemm(c) => {
                 let label = ferrotune::tuned::tile_label(c.tile as usize).unwrap_or_else(|| "not compiled".into());
-                write!(f, "tile={} ({label}) cpu_rows={} split_k={}", c.tile, c.cpu_rows, c.split_k)
+                write!(f, "tile={} ({label}) cpu_rows={} split_k={}", c.tile, c.cpu_rows, c.split_k)?;
+                match c.path {
+                    PathJson::Sm90(t) => write!(f, " path=sm90:{t} ({})", ferrotune::tuned::sm90_tile_label(t)),
+                    PathJson::Mma => write!(f, " path=mma"),
+                    PathJson::Auto => Ok(()),
+                }
             }
         }
     }
@@ -76,21 +81,44 @@ pub struct GemmConfigJson {
     /// Slices of K (1 = no split); absent in messages of older tools: 1.
     #[serde(default = "no_split")]
     pub split_k: usize,
+    /// The kernel family (`GemmPath`); absent in messages of older tools: auto.
+    #[serde(default)]
+    pub path: PathJson,
 }
 
 fn no_split() -> usize {
     1
 }
 
+/// A `GemmPath` on the wire: `"auto"`, `"mma"` or `{"sm90": tile}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathJson {
+    #[default]
+    Auto,
+    Mma,
+    Sm90(u8),
+}
+
 impl From<GemmConfig> for GemmConfigJson {
     fn from(c: GemmConfig) -> Self {
-        GemmConfigJson { tile: c.tile as u32, cpu_rows: c.cpu_rows, split_k: c.split_k }
+        let path = match c.path {
+            GemmPath::Auto => PathJson::Auto,
+            GemmPath::Mma => PathJson::Mma,
+            GemmPath::Sm90(t) => PathJson::Sm90(t),
+        };
+        GemmConfigJson { tile: c.tile as u32, cpu_rows: c.cpu_rows, split_k: c.split_k, path }
     }
 }
 
 impl From<GemmConfigJson> for GemmConfig {
     fn from(c: GemmConfigJson) -> Self {
-        GemmConfig { tile: c.tile as usize, cpu_rows: c.cpu_rows, split_k: c.split_k }
+        let path = match c.path {
+            PathJson::Auto => GemmPath::Auto,
+            PathJson::Mma => GemmPath::Mma,
+            PathJson::Sm90(t) => GemmPath::Sm90(t),
+        };
+        GemmConfig { tile: c.tile as usize, cpu_rows: c.cpu_rows, split_k: c.split_k, path }
     }
 }
 

@@ -26,6 +26,9 @@ pub enum Param {
     CpuRows,
     /// Slices K is split into (1 = off): f32 partial products in a workspace, then a reduce.
     SplitK,
+    /// The GEMM kernel family: 0 the `mma.sync` tiles (`Tile`), 1 + i Hopper tile i
+    /// (`gemm_sm90::TILES`; sm_90a only).
+    Path,
 }
 
 /// A parameter and the values it may take.

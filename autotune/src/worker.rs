@@ -101,6 +101,7 @@ impl Injection {
                 ("tile", ConfigJson::Gemm(c)) => Some(c.tile.to_string()),
                 ("cpu_rows", ConfigJson::Gemm(c)) => Some(c.cpu_rows.to_string()),
                 ("split_k", ConfigJson::Gemm(c)) => Some(c.split_k.to_string()),
+                ("path", ConfigJson::Gemm(c)) => Some(ferrotune::config::GemmConfig::from(*c).path.label()),
                 _ => None,
             };
             have.as_ref() == Some(v)
@@ -430,8 +431,12 @@ fn describe(
         let variants = (0..TILES.len()).flat_map(|tile| {
             [dt, DType::F32].map(|out| variant_for(&g.gemm().tile(tile), dt, out, 256, 256).ok()).into_iter().flatten()
         });
-        for v in variants {
-            let name = v.entry_name().as_str().to_string();
+        // The Hopper tiles (sm_90a module only; absent elsewhere, which prunes their points).
+        let hopper = ferrotune_kernels::gemm_sm90::Sm90Variant::all()
+            .filter(|v| v.dtype == dt && v.out_dtype() == dt)
+            .map(|v| (v.entry_name().as_str().to_string(), v.tile().threads(), v.tile().smem_bytes()));
+        let tiles = variants.map(|v| (v.entry_name().as_str().to_string(), v.block().2, v.smem_bytes()));
+        for (name, threads, smem) in tiles.chain(hopper) {
             if gemm_resources.iter().any(|r| r.kernel == name) {
                 continue;
             }
@@ -443,8 +448,8 @@ fn describe(
                 registers: f.registers,
                 shared_bytes,
                 max_threads: f.max_threads,
-                block_threads: v.block().2,
-                dynamic_shared: v.smem_bytes() as u32,
+                block_threads: threads,
+                dynamic_shared: smem as u32,
                 local_bytes: f.local_bytes,
             };
             gemm_resources.push(GemmResourceJson { kernel: name, resources });
@@ -622,7 +627,14 @@ mod tests {
         // GEMM keys match GEMM configs only.
         let g = parse_injections("wrong@tile=3,dtype=bf16").unwrap();
         let gs = Shape::Gemm(crate::gemm::tests::shape(crate::protocol::GemmDtype::Bf16, 64, 64, 64));
-        let gc = |tile| ConfigJson::Gemm(crate::protocol::GemmConfigJson { tile, cpu_rows: 16, split_k: 1 });
+        let gc = |tile| {
+            ConfigJson::Gemm(crate::protocol::GemmConfigJson {
+                tile,
+                cpu_rows: 16,
+                split_k: 1,
+                path: Default::default(),
+            })
+        };
         assert!(g[0].applies(&gs, &gc(3)));
         assert!(!g[0].applies(&gs, &gc(2)));
         assert!(!g[0].applies(&shape, &ConfigJson::Elem(c)), "no tile in an elementwise config");

@@ -3,6 +3,7 @@
 //! (every element written, sampled elements against float64 dot products, every element
 //! against the first verified output), and event-timed repetitions.
 
+use ferrotune::config::{GemmConfig, GemmPath};
 use ferrotune::ops::gemm::{Gemm, Precision, gemm};
 use ferrotune::{Backend, Buffer, Error, Scalar, Stream};
 use ferrotune_testkit::{Rng, gemm_allowed, gemm_check_samples, poison};
@@ -129,7 +130,13 @@ impl<T: Scalar> GemmBench<T> {
         if let Some(o) = injected(s, inject, &shape, &config) {
             return o;
         }
-        let g = self.g.tile(c.tile as usize).cpu_rows(c.cpu_rows).split_k(c.split_k);
+        // A Hopper point runs its tile (no mma.sync tile forced); every other point forces
+        // its mma.sync tile, which keeps the call off the Hopper path.
+        let g = match GemmConfig::from(c).path {
+            p @ GemmPath::Sm90(_) => self.g.path(p),
+            _ => self.g.tile(c.tile as usize),
+        };
+        let g = g.cpu_rows(c.cpu_rows).split_k(c.split_k);
         // Verification run into poisoned D: an element the kernel never writes stays NaN.
         let poisoned = vec![poison::<T>(); self.g.batch.max(1) * self.g.stride_c];
         if let Err(e) = self.sets[0].2.copy_from(s, &poisoned) {
@@ -205,14 +212,14 @@ mod tests {
         };
         assert!(sets >= 2, "operands are rotated");
         for rows in [1, 16, 64] {
-            let config = ConfigJson::Gemm(GemmConfigJson { tile: 0, cpu_rows: rows, split_k: 1 });
+            let config = ConfigJson::Gemm(GemmConfig { cpu_rows: rows, ..GemmConfig::DEFAULT }.into());
             let (Response::Outcome(o), false) = w.handle(Request::Eval { config, warmup: 1, iters: 2 }) else {
                 panic!("eval failed")
             };
             assert!(matches!(o, EvalOutcome::Ok { ref verified, .. } if verified.contains("f64")), "{o:?}");
         }
         w.inject = parse_injections("wrong@cpu_rows=8");
-        let config = ConfigJson::Gemm(GemmConfigJson { tile: 0, cpu_rows: 8, split_k: 1 });
+        let config = ConfigJson::Gemm(GemmConfig { cpu_rows: 8, ..GemmConfig::DEFAULT }.into());
         let (Response::Outcome(o), _) = w.handle(Request::Eval { config, warmup: 1, iters: 2 }) else { panic!() };
         assert!(matches!(o, EvalOutcome::Invalid { ref why } if why.contains("(0, 18, 14)")), "{o:?}");
         // An elementwise config for a GEMM shape is a request error, not a crash.

@@ -114,12 +114,49 @@ pub struct GemmConfig {
     /// workspace, a reduce kernel adds them and applies the epilogue. Single GEMMs on the GPU
     /// only; the CPU backend and batches ignore it.
     pub split_k: usize,
+    /// The kernel family a tuned config asks for (profiles' `path`; `Auto` in older ones).
+    pub path: GemmPath,
+}
+
+/// Which GEMM kernel family a config asks the plan (`ops::gemm_plan`) for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GemmPath {
+    /// The plan decides (the Hopper kernels where the call can take them, else the tiles).
+    #[default]
+    Auto,
+    /// The `mma.sync`/FFMA tiles (`tile`), even where the Hopper path could run.
+    Mma,
+    /// The Hopper kernel with tile `gemm_sm90::TILES[i]`, where the call can take it.
+    Sm90(u8),
+}
+
+impl GemmPath {
+    /// `auto`, `mma` or `sm90:<tile>`: how profiles and the tuner's messages write it.
+    pub fn label(&self) -> String {
+        match self {
+            GemmPath::Auto => "auto".into(),
+            GemmPath::Mma => "mma".into(),
+            GemmPath::Sm90(t) => format!("sm90:{t}"),
+        }
+    }
+
+    /// The inverse of [`GemmPath::label`]; `None` for anything else or an uncompiled tile.
+    pub fn parse(s: &str) -> Option<GemmPath> {
+        match s {
+            "auto" => Some(GemmPath::Auto),
+            "mma" => Some(GemmPath::Mma),
+            _ => {
+                let t: u8 = s.strip_prefix("sm90:")?.parse().ok()?;
+                ((t as usize) < ferrotune_kernels::gemm_sm90::TILES.len()).then_some(GemmPath::Sm90(t))
+            }
+        }
+    }
 }
 
 impl GemmConfig {
     /// The kernels' own default: tile 0 (128 x 128), 16 rows per CPU task, no split-K. What the
     /// tuner compares its result against.
-    pub const DEFAULT: GemmConfig = GemmConfig { tile: 0, cpu_rows: 16, split_k: 1 };
+    pub const DEFAULT: GemmConfig = GemmConfig { tile: 0, cpu_rows: 16, split_k: 1, path: GemmPath::Auto };
 
     /// The most K slices a config may ask for.
     pub const MAX_SPLIT_K: usize = ferrotune_kernels::splitk::MAX_SLICES;
@@ -188,6 +225,11 @@ impl GemmConfig {
         if self.cpu_rows == 0 {
             return Err(Error::InvalidConfig { op: "gemm", why: "cpu_rows must be at least 1".into() });
         }
+        if let GemmPath::Sm90(t) = self.path
+            && t as usize >= ferrotune_kernels::gemm_sm90::TILES.len()
+        {
+            return Err(Error::InvalidConfig { op: "gemm", why: format!("Hopper tile {t} is not compiled") });
+        }
         validate_split_k(self.split_k)
     }
 }
@@ -217,9 +259,19 @@ mod gemm_tests {
     fn gemm_configs_are_checked_against_the_compiled_tiles() {
         let n = ferrotune_kernels::gemm::tc::TILES.len();
         assert!(GemmConfig::DEFAULT.validate().is_ok());
-        assert!(GemmConfig { tile: n - 1, cpu_rows: 1, split_k: 64 }.validate().is_ok());
+        assert!(GemmConfig { tile: n - 1, cpu_rows: 1, split_k: 64, ..GemmConfig::DEFAULT }.validate().is_ok());
         assert!(GemmConfig { tile: n, ..GemmConfig::DEFAULT }.validate().is_err());
         assert!(GemmConfig { cpu_rows: 0, ..GemmConfig::DEFAULT }.validate().is_err());
+        let hopper = ferrotune_kernels::gemm_sm90::TILES.len() as u8;
+        assert!(GemmConfig { path: GemmPath::Sm90(hopper - 1), ..GemmConfig::DEFAULT }.validate().is_ok());
+        assert!(GemmConfig { path: GemmPath::Sm90(hopper), ..GemmConfig::DEFAULT }.validate().is_err());
+        for p in [GemmPath::Auto, GemmPath::Mma, GemmPath::Sm90(0), GemmPath::Sm90(hopper - 1)] {
+            assert_eq!(GemmPath::parse(&p.label()), Some(p));
+        }
+        for bad in ["", "sm90", "sm90:", "sm90:x", "tiles", "SM90:1"] {
+            assert_eq!(GemmPath::parse(bad), None, "{bad}");
+        }
+        assert_eq!(GemmPath::parse(&format!("sm90:{hopper}")), None);
         // CPU bands: one per thread, whole micro-tiles, one per matrix for a large batch.
         assert_eq!(GemmConfig::cpu_band_rows(1024, 1, 2), 512);
         assert_eq!(GemmConfig::cpu_band_rows(100, 1, 2), 56);
@@ -250,7 +302,10 @@ mod gemm_tests {
     fn the_heuristic_splits_k_only_for_few_tiles_and_long_k() {
         let split = |m, n, k, b| GemmConfig::heuristic(m, n, k, b).split_k;
         // 4 tiles of 128 x 128: 16 slices (the cap) of 4096.
-        assert_eq!(GemmConfig::heuristic(256, 256, 65536, 1), GemmConfig { tile: 0, split_k: 16, cpu_rows: 16 });
+        assert_eq!(
+            GemmConfig::heuristic(256, 256, 65536, 1),
+            GemmConfig { tile: 0, split_k: 16, ..GemmConfig::DEFAULT }
+        );
         // 16 tiles: 16 slices give 256 blocks, two waves at most.
         assert_eq!(split(512, 512, 32768, 1), 16);
         // 64 tiles: 4 slices.

@@ -14,7 +14,7 @@ use ferrotune_kernels::gemm::tc::TILES;
 use ferrotune_profile::{Config, Device, Match, Param, ProfileSet, Query};
 
 use crate::backend::Backend;
-use crate::config::{ElemConfig, GemmConfig};
+use crate::config::{ElemConfig, GemmConfig, GemmPath};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{Gemm, Layout, Precision};
 use crate::stream::Stream;
@@ -59,7 +59,21 @@ pub fn gemm_to_params(c: &GemmConfig) -> Config {
     }
     m.insert("cpu_rows".into(), Param::Int(c.cpu_rows as i64));
     m.insert("split_k".into(), Param::Int(c.split_k as i64));
+    if c.path != GemmPath::Auto {
+        m.insert("path".into(), Param::Text(c.path.label()));
+    }
+    if let GemmPath::Sm90(t) = c.path {
+        m.insert("sm90_tile_shape".into(), Param::Text(sm90_tile_label(t)));
+    }
     m
+}
+
+/// A Hopper tile's shape for people reading a profile: the entry-name suffix
+/// (`128x256x64s4`, `64x256x64s4pp`).
+pub fn sm90_tile_label(t: u8) -> String {
+    let v = ferrotune_kernels::gemm_sm90::Sm90Variant { dtype: crate::DType::Bf16, out_f32: false, tile: t };
+    let name = v.entry_name();
+    name.as_str().rsplit('_').next().unwrap_or_default().to_string()
 }
 
 /// The GEMM config from named parameters; `None` when one is missing or out of range, or the
@@ -74,7 +88,18 @@ pub fn gemm_from_params(m: &Config) -> Option<GemmConfig> {
         None => 1,
         Some(_) => int("split_k")?,
     };
-    let c = GemmConfig { tile: int("tile")?, cpu_rows: int("cpu_rows")?, split_k };
+    // `path` is missing in entries written before the Hopper path was tunable: the plan decides.
+    let path = match m.get("path") {
+        None => GemmPath::Auto,
+        Some(Param::Text(p)) => GemmPath::parse(p)?,
+        Some(_) => return None,
+    };
+    if let GemmPath::Sm90(t) = path
+        && m.get("sm90_tile_shape").is_some_and(|l| *l != Param::Text(sm90_tile_label(t)))
+    {
+        return None;
+    }
+    let c = GemmConfig { tile: int("tile")?, cpu_rows: int("cpu_rows")?, split_k, path };
     match m.get("tile_shape") {
         Some(Param::Text(t)) if Some(t) != tile_label(c.tile).as_ref() => return None,
         Some(Param::Text(_)) | None => {}
@@ -484,20 +509,20 @@ mod tests {
     fn gemm_params_round_trip_and_check_the_tile_shape() {
         for tile in 0..TILES.len() {
             for split_k in [1, 2, 16, 64] {
-                let c = GemmConfig { tile, cpu_rows: 8, split_k };
+                let c = GemmConfig { tile, cpu_rows: 8, split_k, ..GemmConfig::DEFAULT };
                 assert_eq!(gemm_from_params(&gemm_to_params(&c)), Some(c));
             }
         }
         // Entries from before split-K have no `split_k`: no split.
-        let mut m = gemm_to_params(&GemmConfig { tile: 2, cpu_rows: 8, split_k: 4 });
+        let mut m = gemm_to_params(&GemmConfig { tile: 2, cpu_rows: 8, split_k: 4, ..GemmConfig::DEFAULT });
         m.remove("split_k");
-        assert_eq!(gemm_from_params(&m), Some(GemmConfig { tile: 2, cpu_rows: 8, split_k: 1 }));
+        assert_eq!(gemm_from_params(&m), Some(GemmConfig { tile: 2, cpu_rows: 8, split_k: 1, ..GemmConfig::DEFAULT }));
         for bad in [Param::Int(0), Param::Int(65), Param::Int(-2), Param::Text("4".into())] {
             let mut m = gemm_to_params(&GemmConfig::DEFAULT);
             m.insert("split_k".into(), bad.clone());
             assert_eq!(gemm_from_params(&m), None, "split_k {bad:?}");
         }
-        let mut m = gemm_to_params(&GemmConfig { tile: 1, cpu_rows: 8, split_k: 1 });
+        let mut m = gemm_to_params(&GemmConfig { tile: 1, cpu_rows: 8, split_k: 1, ..GemmConfig::DEFAULT });
         m.insert("tile_shape".into(), Param::Text("1x1".into()));
         assert_eq!(gemm_from_params(&m), None, "a tile index whose shape changed is not used");
         let mut m = gemm_to_params(&GemmConfig::DEFAULT);
@@ -507,5 +532,31 @@ mod tests {
         m.remove("cpu_rows");
         assert_eq!(gemm_from_params(&m), None);
         assert_eq!(gemm_layout(Layout::Row, Layout::Col), "rc");
+    }
+
+    #[test]
+    fn gemm_path_round_trips_and_old_entries_load_as_auto() {
+        let n = ferrotune_kernels::gemm_sm90::TILES.len() as u8;
+        for path in [GemmPath::Mma, GemmPath::Sm90(0), GemmPath::Sm90(n - 1)] {
+            let c = GemmConfig { path, ..GemmConfig::DEFAULT };
+            let m = gemm_to_params(&c);
+            assert_eq!(m.get("path"), Some(&Param::Text(path.label())));
+            assert_eq!(gemm_from_params(&m), Some(c));
+        }
+        // An entry without `path` (every profile before the Hopper path was tunable).
+        let m = gemm_to_params(&GemmConfig::DEFAULT);
+        assert!(!m.contains_key("path"));
+        assert_eq!(gemm_from_params(&m).map(|c| c.path), Some(GemmPath::Auto));
+        assert_eq!(sm90_tile_label(0), "128x256x64s4");
+        assert_eq!(sm90_tile_label(4), "64x256x64s4pp");
+        // A Hopper tile whose shape changed at that index, an unknown path, a tile not compiled.
+        let mut m = gemm_to_params(&GemmConfig { path: GemmPath::Sm90(0), ..GemmConfig::DEFAULT });
+        m.insert("sm90_tile_shape".into(), Param::Text("64x64x64s2".into()));
+        assert_eq!(gemm_from_params(&m), None);
+        for bad in [Param::Text("cublas".into()), Param::Text(format!("sm90:{n}")), Param::Int(1)] {
+            let mut m = gemm_to_params(&GemmConfig::DEFAULT);
+            m.insert("path".into(), bad.clone());
+            assert_eq!(gemm_from_params(&m), None, "path {bad:?}");
+        }
     }
 }

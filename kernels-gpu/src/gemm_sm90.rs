@@ -18,8 +18,11 @@ pub const CONSUMER_REGS: u32 = 232;
 pub const RASTER_GROUP: usize = 8;
 /// Floats of padding per staged epilogue row (8-byte fragment writes hit distinct banks).
 pub const EPI_PAD: usize = 8;
-/// Row pitch (bytes) of the persistent form's per-warp epilogue staging: 64 floats + padding.
-pub const STAGE_PITCH_BYTES: usize = (64 + EPI_PAD) * 4;
+/// Columns of a persistent warp's epilogue chunk (16 rows x this many floats staged at once):
+/// 32 keeps the staging at 20 KiB per block, room for a fifth 64 x 256 stage.
+pub const STAGE_COLS: usize = 32;
+/// Row pitch (bytes) of the persistent form's per-warp epilogue staging: a chunk + padding.
+pub const STAGE_PITCH_BYTES: usize = (STAGE_COLS + EPI_PAD) * 4;
 
 /// One compiled Hopper tile: `64 * consumers` x `bn` outputs per block, `stages` deep ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -32,11 +35,20 @@ pub struct Sm90Tile {
     /// One block per SM walking the tiles (epilogue staged per warp through a small area of
     /// its own), else one block per tile (epilogue staged through the ring); stores coalesced.
     pub persistent: bool,
+    /// Persistent ping-pong when non-zero: each consumer warpgroup owns a whole tile of
+    /// `64 * pp_slabs` x `bn` (1 or 2 slabs of 64 rows) and the two alternate, one's
+    /// epilogue overlapping the other's mainloop. 0: the consumers share each tile.
+    pub pp_slabs: usize,
 }
 
 impl Sm90Tile {
+    /// Rows of the block's output tile (a ping-pong tile is one warpgroup's).
     pub const fn bm(&self) -> usize {
-        64 * self.consumers
+        if self.pp_slabs > 0 { 64 * self.pp_slabs } else { 64 * self.consumers }
+    }
+    /// Whether the consumer warpgroups take turns on whole tiles (ping-pong).
+    pub const fn pingpong(&self) -> bool {
+        self.pp_slabs > 0
     }
     /// K elements per stage for inputs of `elem` bytes.
     pub const fn bk(&self, elem: usize) -> usize {
@@ -68,12 +80,27 @@ impl Sm90Tile {
 }
 
 const fn t(bn: usize, consumers: usize, stages: usize, persistent: bool) -> Sm90Tile {
-    Sm90Tile { bn, consumers, stages, persistent }
+    Sm90Tile { bn, consumers, stages, persistent, pp_slabs: 0 }
+}
+
+/// A persistent ping-pong tile: two consumer warpgroups, each owning a `64 slabs` x `bn` tile.
+const fn pp(slabs: usize, bn: usize, stages: usize) -> Sm90Tile {
+    Sm90Tile { bn, consumers: 2, stages, persistent: true, pp_slabs: slabs }
 }
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 4] = [t(256, 2, 4, false), t(128, 2, 6, false), t(256, 2, 3, true), t(128, 2, 5, true)];
+pub const TILES: [Sm90Tile; 9] = [
+    t(256, 2, 4, false),
+    t(128, 2, 6, false),
+    t(256, 2, 3, true),
+    t(128, 2, 5, true),
+    pp(1, 256, 4),
+    pp(1, 128, 7),
+    pp(2, 128, 5),
+    pp(1, 256, 5),
+    t(256, 2, 4, true),
+];
 
 // Every tile's epilogue staging fits in its ring and its shared memory in the H100's 227 KiB.
 const _: () = {
@@ -108,7 +135,8 @@ impl Sm90Variant {
         TILES[self.tile as usize]
     }
 
-    /// `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x<BK>s<stages>[p]` (`p`: persistent), e.g.
+    /// `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x<BK>s<stages>[p|pp]` (`p`: persistent, `pp`:
+    /// persistent ping-pong), e.g.
     /// `ft_gemm90_bf16_rc_bf16_128x256x64s4`.
     pub fn entry_name(&self) -> EntryName {
         let t = self.tile();
@@ -126,6 +154,9 @@ impl Sm90Variant {
         n.push("s");
         n.push_num(t.stages);
         if t.persistent {
+            n.push("p");
+        }
+        if t.pingpong() {
             n.push("p");
         }
         n
@@ -172,9 +203,23 @@ mod tests {
         assert_eq!(v.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s4");
         assert_eq!(launch_bounds("ft_gemm90_bf16_rc_bf16_128x256x64s4"), Some((384, 1)));
         assert_eq!(launch_bounds("ft_gemm_bf16_rc_v16_bf16_128x128x32w2x4s4"), None);
-        assert_eq!(Sm90Variant::all().count(), 16);
+        assert_eq!(Sm90Variant::all().count(), 4 * TILES.len());
         let p = Sm90Variant { tile: 2, ..v };
         assert_eq!(p.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s3p");
+        let pp = Sm90Variant { tile: 4, ..v };
+        assert_eq!(pp.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_64x256x64s4pp");
+        assert_eq!(launch_bounds(pp.entry_name().as_str()), Some((384, 1)));
+        assert_eq!(Sm90Variant { tile: 5, ..v }.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_64x128x64s7pp");
+        assert_eq!(Sm90Variant { tile: 6, ..v }.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x128x64s5pp");
+    }
+
+    #[test]
+    fn pingpong_tiles_are_persistent_with_two_consumers() {
+        for t in TILES.iter().filter(|t| t.pingpong()) {
+            assert!(t.persistent && t.consumers == 2 && matches!(t.bm(), 64 | 128), "{t:?}");
+            // Room for both warpgroups' epilogue staging past the ring and barriers.
+            assert!(t.smem_bytes() >= t.barrier_offset() + 16 * t.stages + 8 * 16 * STAGE_PITCH_BYTES);
+        }
     }
 
     #[test]

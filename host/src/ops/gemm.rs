@@ -53,6 +53,8 @@ pub struct Gemm {
     /// than 1 on a batch of several matrices (strided or pointer-array) is an error; the CPU
     /// backend ignores it (its result is the same up to rounding).
     pub split_k: Option<usize>,
+    /// Forces a kernel family (see `Gemm::path`); `None` asks the chooser.
+    pub path: Option<crate::config::GemmPath>,
 }
 
 /// Arithmetic allowed for f32 inputs.
@@ -94,6 +96,7 @@ impl Gemm {
             tile: None,
             cpu_rows: None,
             split_k: None,
+            path: None,
         }
     }
 

@@ -15,7 +15,7 @@ use ferrotune_kernels::gemm_sm90_split::Sm90Split;
 use ferrotune_kernels::splitk::SplitPlan;
 
 use crate::DType;
-use crate::config::GemmConfig;
+use crate::config::{GemmConfig, GemmPath};
 use crate::error::Result;
 use crate::ops::gemm::{Gemm, variant_chosen};
 use crate::ops::gemm_sm90;
@@ -100,14 +100,14 @@ pub fn plan(
     let hopper_first = g.m > small_m_beside_hopper()
         && g.k >= 1024
         && g.n >= 1024
-        && gemm_sm90::choose(g, dtype, out, arch, sm_count, [pa, pb]).is_ok();
+        && gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, [pa, pb]).is_ok();
     if let Some(why) = crate::ops::gemv::small_m_applies(g, dtype).filter(|_| !hopper_first) {
         let detail = crate::ops::gemv::describe(g, dtype, out, [pa, pb], sm_count.max(1) as usize)
             .map(|(name, p)| format!("; {name}, {} slabs x {} K slices", p.slabs, p.ksplit))
             .unwrap_or_default();
         return Ok(GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{detail}") });
     }
-    let hopper = gemm_sm90::choose(g, dtype, out, arch, sm_count, [pa, pb]);
+    let hopper = gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, [pa, pb]);
     if let Ok((v, sp)) = hopper
         && sp.is_split()
     {
@@ -128,6 +128,10 @@ pub fn plan(
             family: Family::Launch(Launch::Hopper(v, sp)),
             cfg,
             reason: "Hopper wgmma + TMA: sm_90a module, 16-bit rc operands TMA can describe".into(),
+        }),
+        Err(why) if matches!(g.path, Some(GemmPath::Sm90(_))) => Err(crate::error::Error::InvalidConfig {
+            op: "gemm",
+            why: format!("the call forces Hopper path {:?}, which it cannot take: {why}", g.path),
         }),
         Err(why) => {
             let v = variant_chosen(g, dtype, out, pa, pb, cfg)?;
@@ -168,7 +172,7 @@ pub(crate) fn split_k_for(g: &Gemm, cfg: GemmConfig) -> usize {
         }
         // A forced tile asks for that kernel: the chosen config's split (whose partial
         // products may need another tile) applies only when split_k is forced too.
-        None if g.tile.is_some() && cfg.split_k > 1 => {
+        None if (g.tile.is_some() || matches!(g.path, Some(GemmPath::Sm90(_)))) && cfg.split_k > 1 => {
             log::debug!(
                 "gemm {}x{}x{}: split_k {} of the chosen config ignored for the forced tile {:?}",
                 g.m,

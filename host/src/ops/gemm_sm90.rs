@@ -11,25 +11,47 @@ use ferrotune_kernels::gemm_sm90_split::Sm90Split;
 
 use crate::DType;
 use crate::backend::Gpu;
+use crate::config::{GemmConfig, GemmPath};
 use crate::error::{DriverContext, Error, Result};
 use crate::ops::gemm::{Gemm, Layout};
 use crate::tma::TileMap;
 
 const OP: &str = "gemm";
 
+impl Gemm {
+    /// Forces a kernel family: `GemmPath::Mma` (the `mma.sync` tiles), `GemmPath::Sm90(t)`
+    /// (Hopper tile `t`: an `InvalidConfig` error where the call cannot take it), or `Auto`.
+    pub fn path(mut self, p: GemmPath) -> Gemm {
+        self.path = Some(p);
+        self
+    }
+}
+
 /// The Hopper variant for this call and its split of K, or why the call cannot take the
-/// Hopper path (the caller then runs the `mma.sync` tiles). `arch` is the loaded PTX module's
-/// architecture.
+/// Hopper path (the caller then runs the `mma.sync` tiles). `arch` is the loaded PTX module's architecture; the tile
+/// comes from the call's forced path, else `FERROTUNE_SM90_TILE`, else the chosen config's
+/// path (a tuned profile's), else the heuristic.
 pub fn choose(
     g: &Gemm,
     dtype: DType,
     out: DType,
     arch: &str,
     sm_count: u32,
+    cfg: GemmConfig,
     [pa, pb]: [u64; 2],
 ) -> std::result::Result<(Sm90Variant, Sm90Split), String> {
     if std::env::var("FERROTUNE_SM90").is_ok_and(|v| v == "0") {
         return Err("FERROTUNE_SM90=0 turns the Hopper path off".into());
+    }
+    let path = g.path.unwrap_or(cfg.path);
+    if let GemmPath::Sm90(t) = path
+        && t as usize >= k90::TILES.len()
+    {
+        return Err(format!("Hopper tile {t} is not compiled (0..{})", k90::TILES.len()));
+    }
+    if path == GemmPath::Mma {
+        let by = if g.path.is_some() { "the call" } else { "the chosen config (a tuned profile)" };
+        return Err(format!("{by} asks for the mma.sync tiles"));
     }
     if arch != "sm_90a" {
         return Err(format!("the loaded PTX is {arch}; the wgmma kernels need sm_90a (compute capability 9.0)"));
@@ -47,9 +69,9 @@ pub fn choose(
     if g.tile.is_some() {
         return Err("a tile of the mma.sync kernels is forced".into());
     }
-    let forced = forced_tile();
+    let forced = forced_tile(g, path);
     let split = if forced.is_none_or(|t| t == SPLIT_TILE) { split_for(g, sm_count) } else { Sm90Split::NONE };
-    let tile = if split.is_split() { SPLIT_TILE } else { forced.unwrap_or_else(|| tile_for(g, sm_count)) };
+    let tile = if split.is_split() { SPLIT_TILE } else { tile_for(g, sm_count, path) };
     let v = Sm90Variant { dtype, out_f32: out == DType::F32, tile };
     if v.out_dtype() != out {
         return Err(format!("output {} for {} inputs", out.name(), dtype.name()));
@@ -106,23 +128,29 @@ pub fn split_reason(g: &Gemm, split: Sm90Split, sm_count: u32) -> String {
     )
 }
 
-/// The tile, from the H100 sweep of every tile (bench/results/hopper-run3/sweep-tile*.txt):
+/// The tile: forced (the call's path, `FERROTUNE_SM90_TILE`) or tuned (the config's path), else
+/// from the H100 sweep of every tile (bench/results/hopper-run3/sweep-tile*.txt):
 /// 128 x 256 one block per tile whenever it gives at least half a wave of blocks (fastest on
 /// 8192³, 4096³, 2048³ and 8192x3072x768), else 128 x 128 (twice the blocks; fastest on
 /// 512x3072x768). The persistent tiles lost on every shape there (with an epilogue since
-/// reworked) and are chosen only when forced. `FERROTUNE_SM90_TILE` forces a tile.
-fn tile_for(g: &Gemm, sm_count: u32) -> u8 {
+/// reworked) and are chosen only when forced or tuned; so are the ping-pong tiles, which lost
+/// to tile 0 on every shape but 512x3072x768 (bench/results/hopper-run5/sweep-tile*.txt).
+fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath) -> u8 {
+    if let Some(t) = forced_tile(g, path) {
+        return t;
+    }
     let big = k90::TILES[0];
     let tiles = g.m.div_ceil(big.bm()) * g.n.div_ceil(big.bn) * g.batch;
     if 2 * tiles >= sm_count.max(1) as usize { 0 } else { 1 }
 }
 
-/// The tile `FERROTUNE_SM90_TILE` forces, if any.
-fn forced_tile() -> Option<u8> {
-    std::env::var("FERROTUNE_SM90_TILE")
-        .ok()
-        .and_then(|v| v.parse::<u8>().ok())
-        .filter(|&t| (t as usize) < k90::TILES.len())
+/// The tile the call's forced path, else `FERROTUNE_SM90_TILE`, else the chosen config's
+/// (tuned) path names, if any.
+fn forced_tile(g: &Gemm, path: GemmPath) -> Option<u8> {
+    let forced = g.path.and_then(|p| if let GemmPath::Sm90(t) = p { Some(t) } else { None });
+    let env = std::env::var("FERROTUNE_SM90_TILE").ok().and_then(|v| v.parse::<u8>().ok());
+    let tuned = if let GemmPath::Sm90(t) = path { Some(t) } else { None };
+    forced.or(env).or(tuned).filter(|&t| (t as usize) < k90::TILES.len())
 }
 
 /// The maps of A (M x K row-major) and B (N x K row-major, i.e. K x N column-major).
@@ -230,7 +258,7 @@ unsafe fn launch_on(
     }
     // Persistent: one block per SM at most, walking every tile of every batch matrix.
     let grid = if t.persistent {
-        ((tiles as u64 * g.batch as u64).min(gpu.info.sm_count.max(1) as u64) as u32, 1, 1)
+        (persistent_blocks(tiles as u64 * g.batch as u64, gpu.info.sm_count), 1, 1)
     } else {
         (tiles, slices, g.batch as u32)
     };
@@ -255,6 +283,14 @@ unsafe fn launch_on(
     unsafe { lb.launch(cfg) }
         .ctx(|| format!("launching {} ({}x{}x{}, batch {})", name.as_str(), g.m, g.n, g.k, g.batch))?;
     Ok(())
+}
+
+/// Blocks of a persistent launch: one per SM at most, no more than the tiles, and no more than
+/// `FERROTUNE_SM90_MAX_BLOCKS` where set (tests and the sanitizer runs use it to make every
+/// block walk several tiles, so the ping-pong hand-over runs on small problems too).
+fn persistent_blocks(tiles: u64, sm_count: u32) -> u32 {
+    let cap = std::env::var("FERROTUNE_SM90_MAX_BLOCKS").ok().and_then(|v| v.parse::<u64>().ok()).filter(|&c| c > 0);
+    tiles.min(sm_count.max(1) as u64).min(cap.unwrap_or(u64::MAX)).max(1) as u32
 }
 
 #[cfg(test)]

@@ -158,6 +158,17 @@ pub unsafe fn named_barrier(id: u32, threads: u32) {
     unsafe { asm!("bar.sync {i}, {t};", i = in(reg32) id, t = in(reg32) threads) };
 }
 
+/// Arrives at named barrier `id` without waiting (`bar.arrive`): the signalling half of a
+/// producer/consumer handshake whose other side calls [`named_barrier`] with the same count.
+///
+/// # Safety
+/// As [`named_barrier`]: `threads` counts the arriving and the waiting threads together.
+#[inline(always)]
+pub unsafe fn named_barrier_arrive(id: u32, threads: u32) {
+    // SAFETY: as the caller guarantees.
+    unsafe { asm!("bar.arrive {i}, {t};", i = in(reg32) id, t = in(reg32) threads) };
+}
+
 /// The generic address of a tensor map from its param-space address
 /// (`cvta.param`): for maps passed by value to the kernel.
 #[inline(always)]

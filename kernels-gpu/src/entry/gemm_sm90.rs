@@ -18,9 +18,13 @@ use crate::arch::sm90::{
 };
 use crate::element::Element;
 use crate::gemm::Epilogue;
-use crate::gemm_sm90::{BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_PITCH_BYTES, WG_THREADS, raster};
+use crate::gemm_sm90::{
+    BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_COLS, STAGE_PITCH_BYTES, WG_THREADS, raster,
+};
 use crate::gemm_sm90_split::Sm90Split;
 use half::{bf16, f16};
+
+mod pingpong;
 
 /// A `CUtensorMap` passed by value: 128 opaque bytes. Declared align(16) (rustc cannot pass
 /// more); the PTX build raises the parameter's alignment to 64, as TMA needs.
@@ -132,13 +136,23 @@ impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST>
     /// Every thread of the block calls it once, first.
     #[inline(always)]
     unsafe fn init(&self, tid: usize) {
+        // SAFETY: forwarded.
+        unsafe { self.init_counts(tid, CONS as u32) }
+    }
+
+    /// As [`Ring::init`] with `consumers` arrivals completing a stage's empty barrier.
+    ///
+    /// # Safety
+    /// As [`Ring::init`].
+    #[inline(always)]
+    unsafe fn init_counts(&self, tid: usize, consumers: u32) {
         if tid == 0 {
             for s in 0..ST {
                 // SAFETY: the barriers lie past the ring, 8-byte aligned; the sync below
                 // orders the initialisation before every other use.
                 unsafe {
                     mbar_init(self.full(s), 1);
-                    mbar_init(self.empty(s), CONS as u32);
+                    mbar_init(self.empty(s), consumers);
                 }
             }
             fence_barrier_init();
@@ -375,8 +389,9 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
 }
 
 /// The persistent form's epilogue (the ring is busy with the next tile): each warp stages its
-/// 16 rows in chunks of 64 columns through its own small area and drains them coalesced. The
-/// staging loops use constant indices only, so the accumulators stay in registers.
+/// 16 rows in chunks of `STAGE_COLS` columns through its own small area and drains them
+/// coalesced. The staging loops use constant indices only, so the accumulators stay in
+/// registers.
 ///
 /// # Safety
 /// C, D and bias cover the M x N output at `ldc`; `stg` is the warp's staging area of
@@ -395,9 +410,11 @@ unsafe fn store_staged<O: Element, const NACC: usize>(
 ) {
     let (w, lane) = (lt / 32, lt % 32);
     let (g, t) = (lane / 4, lane % 4);
-    for ch in 0..NACC / 32 {
-        for jj in 0..8 {
-            let j = ch * 8 + jj;
+    // Each j covers 8 columns (the wgmma fragment layout); a chunk is STAGE_COLS of them.
+    const JC: usize = STAGE_COLS / 8;
+    for ch in 0..2 * NACC / STAGE_COLS {
+        for jj in 0..JC {
+            let j = ch * JC + jj;
             let col = ((jj * 8 + 2 * t) * 4) as u32;
             // SAFETY: rows g and g + 8 of the warp's area, 8-byte aligned.
             unsafe {
@@ -406,8 +423,9 @@ unsafe fn store_staged<O: Element, const NACC: usize>(
             }
         }
         sync_warp();
+        let shape = (STAGE_COLS, 16, 32);
         // SAFETY: the chunk is staged; the outputs are predicated inside.
-        unsafe { drain::<O>(c, d, bias, out, stg, STG_PITCH, (64, 16, 32), m0 + w * 16, n0 + ch * 64, lane) };
+        unsafe { drain::<O>(c, d, bias, out, stg, STG_PITCH, shape, m0 + w * 16, n0 + ch * STAGE_COLS, lane) };
         sync_warp();
     }
 }
@@ -500,9 +518,9 @@ unsafe fn store4<O: Element>(p: *mut O, o: [O; 4]) {
 // slices, kt_per; the last three: split-K, one-tile form only, `slices` 1 = no split); the maps
 // by value (`__grid_constant__`; on the H100 this ran as fast as maps in global memory, see
 // bench/results/hopper-run1/maps-*.txt). Entries ending in `p` are persistent (grid: at most
-// one block per SM, walking the tiles).
+// one block per SM, walking the tiles), in `pp` persistent ping-pong (`pingpong.rs`).
 macro_rules! sm90_entry {
-    ($name:expr, $E:ty, $O:ty, $nacc:literal, $cons:literal, $st:literal, $persist:literal) => {
+    ($name:expr, $E:ty, $O:ty, $nacc:literal, $cons:literal, $st:literal, $persist:literal, $pp:literal) => {
         const _: () = {
             #[unsafe(export_name = $name)]
             #[allow(clippy::too_many_arguments)]
@@ -537,7 +555,19 @@ macro_rules! sm90_entry {
                 // outputs, the block size and the shared memory (and, persistent, launched at
                 // most one block per tile).
                 unsafe {
-                    if $persist {
+                    if $pp > 0 {
+                        pingpong::sm90_gemm_pingpong::<$E, $O, $nacc, $pp, $st>(
+                            ma,
+                            mb,
+                            c,
+                            d,
+                            bias,
+                            k as usize,
+                            batch as usize,
+                            stride_c as usize,
+                            out,
+                        )
+                    } else if $persist {
                         sm90_gemm_persistent::<$E, $O, $nacc, $cons, $st>(
                             ma,
                             mb,
@@ -571,13 +601,18 @@ macro_rules! sm90_entry {
 }
 
 /// Every tile of `gemm_sm90::TILES` for one (input, output): (NACC = BN / 2, consumers,
-/// stages, persistent), in order.
+/// stages, persistent, ping-pong slabs (0: cooperative)), in order.
 macro_rules! sm90_tiles {
     ($in:literal, $E:ty, $out:literal, $O:ty) => {
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4"), $E, $O, 128, 2, 4, false);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s6"), $E, $O, 64, 2, 6, false);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s3p"), $E, $O, 128, 2, 3, true);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5p"), $E, $O, 64, 2, 5, true);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4"), $E, $O, 128, 2, 4, false, 0);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s6"), $E, $O, 64, 2, 6, false, 0);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s3p"), $E, $O, 128, 2, 3, true, 0);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5p"), $E, $O, 64, 2, 5, true, 0);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s4pp"), $E, $O, 128, 2, 4, true, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s7pp"), $E, $O, 64, 2, 7, true, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5pp"), $E, $O, 64, 2, 5, true, 2);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s5pp"), $E, $O, 128, 2, 5, true, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4p"), $E, $O, 128, 2, 4, true, 0);
     };
 }
 
