@@ -115,8 +115,7 @@ impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST>
         self.base + (ST * Self::STAGE + 8 * (ST + s)) as u32
     }
 
-    /// The shared word the split reduction broadcasts its arrival count through (one-tile
-    /// form): just past the barriers.
+    /// The split reduction's shared flag word (one-tile form): just past the barriers.
     #[inline(always)]
     fn flag(&self) -> u32 {
         self.base + (ST * Self::STAGE + 16 * ST) as u32
@@ -211,13 +210,11 @@ impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST>
     }
 }
 
-/// The kernel body: one block per output tile (and K slice: `blockIdx.y`, with `split`).
-/// `NACC` = BN / 2 accumulators per consumer thread, `CONS` consumer warpgroups (BM = 64 CONS),
-/// `ST` stages.
+/// The kernel body: one block per output tile (and K slice, `blockIdx.y`, with `split`).
+/// `NACC` = BN / 2 accumulators per thread, `CONS` consumer warpgroups (BM = 64 CONS), `ST` stages.
 ///
 /// # Safety
-/// With `split` cutting K, `ws` is the split's zero-countered workspace (`gemm_sm90_split`)
-/// and the grid is (tiles, slices, 1).
+/// With a split, `ws` is its workspace (`gemm_sm90_split`, counters zero), grid (tiles, slices, 1).
 /// `map_a` / `map_b` are the generic addresses of valid maps of A (dims K, M, batch) and B
 /// (dims K, N, batch) with boxes (64, BM, 1) and (64, BN, 1) and the 128-byte swizzle; C, D
 /// and bias cover the batch of M x N outputs at `ldc`; the launch has `128 (1 + CONS)` threads
@@ -270,8 +267,7 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
         unsafe { ring.consume::<E>(kt, cw, &mut acc, kt > 0 && lt == 0) };
     }
     wgmma_wait::<0>();
-    // Compiled for the split tile only (128 x 128: `NACC` 64), so the 128 x 256 tile keeps its
-    // registers (the host never splits it).
+    // Only the split tile (128 x 128: `NACC` 64) has this code; the 128 x 256 keeps its registers.
     if NACC == 64 && split.is_split() {
         let cx =
             SplitCtx { ws, split, tiles: tiles_m * tiles_n, tile: block_idx_x() as usize, slice, flag: ring.flag() };
@@ -581,18 +577,9 @@ macro_rules! sm90_entry {
                         )
                     } else {
                         let z = block_idx_z() as usize * stride_c as usize;
-                        let split = Sm90Split { slices: slices as usize, kt_per: kt_per as usize };
-                        sm90_gemm::<$E, $O, $nacc, $cons, $st>(
-                            ma,
-                            mb,
-                            c.add(z),
-                            d.add(z),
-                            bias,
-                            k as usize,
-                            out,
-                            ws,
-                            split,
-                        )
+                        let sp = Sm90Split { slices: slices as usize, kt_per: kt_per as usize };
+                        let (cz, dz) = (c.add(z), d.add(z));
+                        sm90_gemm::<$E, $O, $nacc, $cons, $st>(ma, mb, cz, dz, bias, k as usize, out, ws, sp)
                     }
                 }
             }
