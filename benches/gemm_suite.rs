@@ -207,7 +207,7 @@ fn row<T: Scalar>(
     let secs = ours.median_ms * 1e-3;
     let flops = g.flops();
     let weight_bps = (k * n * es) as f64 / secs;
-    let small = fam.starts_with("small-M");
+    let small = streams_weight(&fam);
     let shape = GemmShape { m, n, k };
     let mut peers = Vec::new();
     let mut note = None;
@@ -271,6 +271,12 @@ fn row<T: Scalar>(
     })
 }
 
+/// Whether a row's path streams the weight (the small-M family, directly or after a pack):
+/// those rows get a fraction of copy bandwidth. The path names are `GemmPlan::path`'s.
+pub fn streams_weight(family: &str) -> bool {
+    family.starts_with("small-m") || family.starts_with("pack") && family.contains("then small-m")
+}
+
 /// Parses `irregular` (the only suite) into its shapes.
 pub fn suite_shapes(name: &str) -> Option<Vec<(usize, usize, usize)>> {
     (name == "irregular").then(|| IRREGULAR.to_vec())
@@ -293,5 +299,13 @@ mod tests {
         assert!(s.iter().any(|&(m, n, k)| k >= 16 * m.max(n)), "long K");
         assert!(s.iter().any(|&(m, n, k)| m % 2 == 1 && n % 2 == 1 && k % 2 == 1 && m > 64), "odd M, N, K");
         assert!(suite_shapes("nope").is_none());
+    }
+
+    #[test]
+    fn copy_fraction_rows_are_the_small_m_paths() {
+        assert!(streams_weight("small-m (M <= 64: …; ft_gemv_bf16_bf16_g1_v, 256 slabs x 1 K slices)"));
+        assert!(streams_weight("pack (rows not aligned; then small-m (M <= 64 …))"));
+        assert!(!streams_weight("pack (rows not aligned; then sm90:ft_gemm90_bf16_rc_bf16_128x256x64s4 (…))"));
+        assert!(!streams_weight("sm90:ft_gemm90_bf16_rc_bf16_128x128x64s6"));
     }
 }

@@ -48,7 +48,7 @@ fn on_hopper(b: &Backend, dt: DType, out_f32: bool, g: Gemm, seed: u64) -> Resul
     let out = if out_f32 { DType::F32 } else { dt };
     let f = family(b, &g, dt, out);
     let small_m = ferrotune::ops::gemv::small_m_applies(&g.resolved(), dt).is_some();
-    if !(matches!(f, Family::Launch(Launch::Hopper(_))) || small_m && f == Family::SmallM) {
+    if !(matches!(f, Family::Launch(Launch::Hopper(..))) || small_m && f == Family::SmallM) {
         return Err(format!("{g:?} was expected on the Hopper path, plan: {f:?}"));
     }
     dispatch(b, dt, out_f32, g, seed)
@@ -135,7 +135,8 @@ fn sm90_every_tile_forced_through_the_path() {
             let out = if i == 1 { DType::F32 } else { dt };
             let f = family(&b, &g, dt, out);
             let want = ferrotune_kernels::gemm_sm90::Sm90Variant { dtype: dt, out_f32: i == 1, tile: t };
-            assert_eq!(f, Family::Launch(Launch::Hopper(want)), "tile {t}, {g:?}");
+            let none = ferrotune_kernels::gemm_sm90_split::Sm90Split::NONE;
+            assert_eq!(f, Family::Launch(Launch::Hopper(want, none)), "tile {t}, {g:?}");
             dispatch(&b, dt, i == 1, g, 40 + 10 * t as u64 + i as u64).unwrap_or_else(|e| panic!("tile {t}: {e}"));
         }
     }

@@ -6,6 +6,7 @@ mod elementwise;
 mod errors;
 mod gemm;
 mod gemm_sm90;
+mod gemm_sm90_split;
 mod gemv;
 mod multigpu;
 mod pack;

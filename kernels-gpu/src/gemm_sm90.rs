@@ -71,9 +71,10 @@ impl Sm90Tile {
         self.bm() * (self.bn + EPI_PAD) * 4
     }
     /// Dynamic shared memory a launch asks for: the ring, the barriers, the persistent form's
-    /// per-warp epilogue staging (16 rows each) and 1024 bytes of slack to align the base.
+    /// per-warp epilogue staging (16 rows each) or the one-tile form's split-K flag word, and
+    /// 1024 bytes of slack to align the base.
     pub const fn smem_bytes(&self) -> usize {
-        let staging = if self.persistent { 4 * self.consumers * 16 * STAGE_PITCH_BYTES } else { 0 };
+        let staging = if self.persistent { 4 * self.consumers * 16 * STAGE_PITCH_BYTES } else { 16 };
         self.barrier_offset() + 16 * self.stages + staging + 1024
     }
 }

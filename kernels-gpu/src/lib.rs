@@ -10,6 +10,7 @@ pub mod element;
 pub mod elementwise;
 pub mod gemm;
 pub mod gemm_sm90;
+pub mod gemm_sm90_split;
 pub mod gemv;
 pub mod math;
 pub mod pack;

@@ -198,6 +198,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(suite) = &args.shape_suite {
         return crate::bench_gemm_suite::run(crate::bench_gemm_suite::SuiteArgs {
             suite: suite.clone(),
+            shapes: args.shapes.clone(),
             dtypes: args.dtypes.clone().unwrap_or_else(|| ["bf16", "f16"].map(String::from).to_vec()),
             warmup: args.warmup.unwrap_or(3),
             iters: args.iters.unwrap_or(20),

@@ -11,6 +11,8 @@ use ferrotune_bench::gemm_suite::{SuiteRow, run_suite, suite_shapes};
 /// What the suite command runs.
 pub struct SuiteArgs {
     pub suite: String,
+    /// `--shapes MxNxK,…`: these instead of the suite's own (a focused run).
+    pub shapes: Option<Vec<String>>,
     pub dtypes: Vec<String>,
     pub warmup: usize,
     pub iters: usize,
@@ -39,8 +41,18 @@ fn print(r: &SuiteRow) {
 }
 
 pub fn run(args: SuiteArgs) -> anyhow::Result<()> {
-    let shapes =
+    let mut shapes =
         suite_shapes(&args.suite).with_context(|| format!("unknown shape suite {} (irregular)", args.suite))?;
+    if let Some(given) = &args.shapes {
+        shapes = given
+            .iter()
+            .map(|s| {
+                let d: Vec<usize> = s.split('x').filter_map(|x| x.parse().ok()).collect();
+                anyhow::ensure!(d.len() == 3, "--shapes {s}: the suite takes MxNxK");
+                Ok((d[0], d[1], d[2]))
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
     let maths = args
         .dtypes
         .iter()

@@ -498,7 +498,7 @@ fn launch_planned<T: Scalar, O: Scalar>(
     // width, or tensor maps TMA can describe); the split's launches stay inside the operands.
     match l {
         Launch::SplitK(plan) => unsafe { launch_split(cs, gpu, g, cfg, plan, T::DTYPE, O::DTYPE, ptrs) }?,
-        Launch::Hopper(v) => unsafe { crate::ops::gemm_sm90::launch(cs, gpu, g, v, ptrs) }?,
+        Launch::Hopper(v, sp) => unsafe { crate::ops::gemm_sm90::launch(cs, gpu, g, v, sp, ptrs) }?,
         Launch::Tiles(v) => unsafe { launch(cs, gpu, g, v, ptrs, false) }?,
     }
     drop(op);

@@ -3,12 +3,15 @@
 //! heuristic's) and the call's operands, with the reason. `ops::gemm` resolves the plan and
 //! launches it. Families in the order they are tried: pack (unaligned 16-bit operands of a
 //! large enough problem copied into an aligned workspace, then the packed problem planned
-//! again, `ops::pack`), small-M (M <= 64 against a large weight, `ops::gemv`), split-K, Hopper
-//! (`ops::gemm_sm90`), the `mma.sync`/FFMA tiles.
+//! again, `ops::pack`), small-M (M <= 64 against a large weight, `ops::gemv`), Hopper with a
+//! split of K joined in the kernel (few output tiles, long K: `ops::gemm_sm90::split_for`),
+//! the `mma.sync` split-K (forced by the call, or off the Hopper path), Hopper (`ops::gemm_sm90`),
+//! the `mma.sync`/FFMA tiles.
 //! Adding a family: one `Family` variant, one arm in [`plan`].
 
 use ferrotune_kernels::gemm::GemmVariant;
 use ferrotune_kernels::gemm_sm90::Sm90Variant;
+use ferrotune_kernels::gemm_sm90_split::Sm90Split;
 use ferrotune_kernels::splitk::SplitPlan;
 
 use crate::DType;
@@ -32,8 +35,9 @@ pub enum Family {
 /// The families `ops::gemm` launches on the operands as given.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Launch {
-    /// sm_90a: TMA + wgmma, warp-specialised (`gemm_sm90`).
-    Hopper(Sm90Variant),
+    /// sm_90a: TMA + wgmma, warp-specialised (`gemm_sm90`), K split over blocks and joined in
+    /// the kernel when the split has more than one slice.
+    Hopper(Sm90Variant, Sm90Split),
     /// One launch of the `mma.sync` tensor-core tiles (f16, bf16, tf32) or the FFMA kernel.
     Tiles(GemmVariant),
     /// K cut into slices (partial GEMMs on the tiles into an f32 workspace, then a reduce).
@@ -56,7 +60,10 @@ impl GemmPlan {
         match &self.family {
             Family::SmallM => "small-m".into(),
             Family::Pack => "pack".into(),
-            Family::Launch(Launch::Hopper(v)) => format!("sm90:{}", v.entry_name().as_str()),
+            Family::Launch(Launch::Hopper(v, sp)) if sp.is_split() => {
+                format!("sm90:{}:splitk{}", v.entry_name().as_str(), sp.slices)
+            }
+            Family::Launch(Launch::Hopper(v, _)) => format!("sm90:{}", v.entry_name().as_str()),
             Family::Launch(Launch::Tiles(v)) if v.math == ferrotune_kernels::gemm::Math::Ffma => {
                 format!("ffma:{}", v.entry_name().as_str())
             }
@@ -87,23 +94,38 @@ pub fn plan(
             reason: format!("{why}; then {} ({})", then.path(), then.reason),
         });
     }
-    if let Some(why) = crate::ops::gemv::small_m_applies(g, dtype) {
+    // Above `small_m_beside_hopper` rows, a weight of at least 1024 x 1024 that the Hopper
+    // path can load goes there (tiles of 128 rows, K split when the tiles are few) instead of
+    // the small-M family, which reads x once per 16 weight rows.
+    let hopper_first = g.m > small_m_beside_hopper()
+        && g.k >= 1024
+        && g.n >= 1024
+        && gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, [pa, pb]).is_ok();
+    if let Some(why) = crate::ops::gemv::small_m_applies(g, dtype).filter(|_| !hopper_first) {
         let detail = crate::ops::gemv::describe(g, dtype, out, [pa, pb], sm_count.max(1) as usize)
             .map(|(name, p)| format!("; {name}, {} slabs x {} K slices", p.slabs, p.ksplit))
             .unwrap_or_default();
         return Ok(GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{detail}") });
     }
+    let hopper = gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, [pa, pb]);
+    if let Ok((v, sp)) = hopper
+        && sp.is_split()
+    {
+        let reason = gemm_sm90::split_reason(g, sp, sm_count);
+        return Ok(GemmPlan { family: Family::Launch(Launch::Hopper(v, sp)), cfg, reason });
+    }
     let split = SplitPlan::new(g.k, split_k_for(g, cfg));
-    if split.is_split() {
+    // On the Hopper path only a split the call forces runs on the mma.sync tiles.
+    if split.is_split() && (g.split_k.is_some() || hopper.is_err()) {
         let why = if g.split_k.is_some() { "forced by the call" } else { "the chosen config splits K" };
         return Ok(GemmPlan { family: Family::Launch(Launch::SplitK(split)), cfg, reason: format!("split-K: {why}") });
     }
     // A config whose tile was chosen for a split this call does not run gives way to the
     // unsplit heuristic.
     let cfg = if cfg.split_k > 1 { GemmConfig::heuristic_unsplit(g.m, g.n, g.batch) } else { cfg };
-    match gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, [pa, pb]) {
-        Ok(v) => Ok(GemmPlan {
-            family: Family::Launch(Launch::Hopper(v)),
+    match hopper {
+        Ok((v, sp)) => Ok(GemmPlan {
+            family: Family::Launch(Launch::Hopper(v, sp)),
             cfg,
             reason: "Hopper wgmma + TMA: sm_90a module, 16-bit rc operands TMA can describe".into(),
         }),
@@ -120,6 +142,15 @@ pub fn plan(
             })
         }
     }
+}
+
+/// Rows up to which the small-M family serves a call the Hopper path could run. Measured on
+/// the H100 (bench/results/irregular/run1-0a84591/, queued ms): 64x4096x4096 0.032 on the
+/// Hopper split vs 0.041 small-M; 33x8191x4099 (packed) 0.094 vs 0.111; but 33x4096x64 and
+/// 17x33x9000 faster small-M (hence also K, N >= 1024). `FERROTUNE_SMALL_M_BESIDE_HOPPER`
+/// overrides it.
+pub fn small_m_beside_hopper() -> usize {
+    std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse().ok()).unwrap_or(32)
 }
 
 /// The split-K factor a call runs with: the call's own (checked in `check`), else the chosen
@@ -187,4 +218,49 @@ pub fn explain_at(
     let g = g.resolved();
     let arch = gpu.kernels()?.arch;
     plan(&g, dtype, out, arch, gpu.info.sm_count, cfg, ptrs).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::gemm::Layout;
+
+    /// The plan's family for a bf16 `x wᵀ` of this shape on a 132-SM device running `arch`.
+    fn fam(arch: &str, g: Gemm) -> Family {
+        let g = g.layouts(Layout::Row, Layout::Col).resolved();
+        let cfg = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
+        plan(&g, DType::Bf16, DType::Bf16, arch, 132, cfg, [256, 256]).unwrap().family
+    }
+
+    fn hopper_slices(f: Family) -> Option<usize> {
+        match f {
+            Family::Launch(Launch::Hopper(_, sp)) => Some(sp.slices),
+            _ => None,
+        }
+    }
+
+    /// The shape classes of the irregular suite get the family the H100 measurements chose
+    /// (bench/results/irregular/): long K with few tiles the Hopper split, M > 32 against a
+    /// large weight the Hopper tiles, other small M the small-M family; off sm_90a, the
+    /// mma.sync split-K; a call's own split_k keeps it.
+    #[test]
+    fn plan_families_by_shape_class() {
+        if ["FERROTUNE_SM90", "FERROTUNE_SM90_SPLIT", "FERROTUNE_SMALL_M", "FERROTUNE_SMALL_M_BESIDE_HOPPER"]
+            .iter()
+            .any(|v| std::env::var(v).is_ok())
+        {
+            return; // the variables override the rules under test
+        }
+        let a = "sm_90a";
+        assert_eq!(hopper_slices(fam(a, Gemm::new(256, 256, 65_536))), Some(32));
+        assert_eq!(hopper_slices(fam(a, Gemm::new(1024, 1024, 16_384))), Some(2));
+        assert_eq!(hopper_slices(fam(a, Gemm::new(128, 8192, 1024))), Some(1));
+        assert_eq!(hopper_slices(fam(a, Gemm::new(64, 4096, 4096))), Some(4));
+        assert_eq!(fam(a, Gemm::new(33, 4096, 64)), Family::SmallM);
+        assert_eq!(fam(a, Gemm::new(16, 11008, 4096)), Family::SmallM);
+        assert_eq!(fam(a, Gemm::new(17, 33, 9000)), Family::SmallM);
+        assert!(matches!(fam("sm_80", Gemm::new(256, 256, 65_536)), Family::Launch(Launch::SplitK(_))));
+        assert!(matches!(fam(a, Gemm::new(256, 256, 65_536).split_k(4)), Family::Launch(Launch::SplitK(_))));
+        assert_eq!(hopper_slices(fam(a, Gemm::new(256, 256, 65_536).split_k(1))), Some(1));
+    }
 }

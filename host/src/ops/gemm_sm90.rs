@@ -1,11 +1,13 @@
 //! The Hopper GEMM family on the host: whether a call can take it (sm_90a module, f16/bf16,
-//! `rc` layout, operands TMA can describe) and why not, its tile choice, and the launch (two
-//! tensor maps encoded per call, passed by value).
+//! `rc` layout, operands TMA can describe) and why not, its tile and split-K choice (the cost
+//! rule for few output tiles and a long K), and the launch (two tensor maps encoded per call,
+//! passed by value; the split's workspace from the stream's cache).
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use ferrotune_kernels::gemm_sm90::{self as k90, Sm90Variant};
+use ferrotune_kernels::gemm_sm90_split::Sm90Split;
 
 use crate::DType;
 use crate::backend::Gpu;
@@ -25,8 +27,8 @@ impl Gemm {
     }
 }
 
-/// The Hopper variant for this call, or why the call cannot take the Hopper path (the caller
-/// then runs the `mma.sync` tiles). `arch` is the loaded PTX module's architecture; the tile
+/// The Hopper variant for this call and its split of K, or why the call cannot take the
+/// Hopper path (the caller then runs the `mma.sync` tiles). `arch` is the loaded PTX module's architecture; the tile
 /// comes from the call's forced path, else `FERROTUNE_SM90_TILE`, else the chosen config's
 /// path (a tuned profile's), else the heuristic.
 pub fn choose(
@@ -37,7 +39,7 @@ pub fn choose(
     sm_count: u32,
     cfg: GemmConfig,
     [pa, pb]: [u64; 2],
-) -> std::result::Result<Sm90Variant, String> {
+) -> std::result::Result<(Sm90Variant, Sm90Split), String> {
     if std::env::var("FERROTUNE_SM90").is_ok_and(|v| v == "0") {
         return Err("FERROTUNE_SM90=0 turns the Hopper path off".into());
     }
@@ -67,7 +69,9 @@ pub fn choose(
     if g.tile.is_some() {
         return Err("a tile of the mma.sync kernels is forced".into());
     }
-    let tile = tile_for(g, sm_count, path);
+    let forced = forced_tile(g, path);
+    let split = if forced.is_none_or(|t| t == SPLIT_TILE) { split_for(g, sm_count) } else { Sm90Split::NONE };
+    let tile = if split.is_split() { SPLIT_TILE } else { tile_for(g, sm_count, path) };
     let v = Sm90Variant { dtype, out_f32: out == DType::F32, tile };
     if v.out_dtype() != out {
         return Err(format!("output {} for {} inputs", out.name(), dtype.name()));
@@ -79,7 +83,49 @@ pub fn choose(
     if tiles > i32::MAX as usize || g.batch > 65_535 {
         return Err(format!("{tiles} tiles x batch {} exceed the grid", g.batch));
     }
-    Ok(v)
+    Ok((v, split))
+}
+
+/// The tile split-K runs on (128 x 128, one block per tile: the finer grain of output tiles).
+pub const SPLIT_TILE: u8 = 1;
+/// Least k-tiles (of 64) per K slice: shorter slices spend more on the join than they save
+/// (on the H100, 128x8192x1024 ran 0.026 ms in 2 slices of 8, 0.024 ms unsplit).
+pub const MIN_KT_PER_SLICE: usize = 16;
+
+/// The split-K cost rule: a single matrix whose 128 x 128 output tiles fill at most half the
+/// SMs leaves the others idle for the whole of a long K; cut K into up to `SMs / tiles`
+/// slices (at most 64) of at least [`MIN_KT_PER_SLICE`] k-tiles, so the grid is about one
+/// wave. Not when the call forces `split_k` (1: no split; above 1: the `mma.sync` split-K) or
+/// is a batch. `FERROTUNE_SM90_SPLIT=s` forces `s` slices (1: off).
+pub fn split_for(g: &Gemm, sm_count: u32) -> Sm90Split {
+    if g.batch != 1 || g.split_k.is_some() {
+        return Sm90Split::NONE;
+    }
+    let t = k90::TILES[SPLIT_TILE as usize];
+    let tiles = g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn);
+    let ktiles = g.k.div_ceil(t.bk(2));
+    if let Some(s) = std::env::var("FERROTUNE_SM90_SPLIT").ok().and_then(|v| v.parse::<usize>().ok()) {
+        return Sm90Split::new(ktiles, s);
+    }
+    let sms = sm_count.max(1) as usize;
+    if tiles == 0 || 2 * tiles > sms {
+        return Sm90Split::NONE;
+    }
+    Sm90Split::new(ktiles, (sms / tiles).min(ktiles / MIN_KT_PER_SLICE))
+}
+
+/// Why `split` was chosen, for the plan's reason.
+pub fn split_reason(g: &Gemm, split: Sm90Split, sm_count: u32) -> String {
+    let t = k90::TILES[SPLIT_TILE as usize];
+    let tiles = g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn);
+    format!(
+        "Hopper split-K: {tiles} output tiles of 128x128 fill at most half of {sm_count} SMs and K = {} is long: \
+         {} K slices of {} k-tiles, joined in the kernel by a fixed tree (deterministic), {} KiB workspace",
+        g.k,
+        split.slices,
+        split.kt_per,
+        split.workspace_bytes(tiles, t.bm() * t.bn).div_ceil(1024)
+    )
 }
 
 /// The tile: forced (the call's path, `FERROTUNE_SM90_TILE`) or tuned (the config's path), else
@@ -90,17 +136,21 @@ pub fn choose(
 /// reworked) and are chosen only when forced or tuned; so are the ping-pong tiles, which lost
 /// to tile 0 on every shape but 512x3072x768 (bench/results/hopper-run5/sweep-tile*.txt).
 fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath) -> u8 {
-    let forced = g.path.and_then(|p| if let GemmPath::Sm90(t) = p { Some(t) } else { None });
-    let env = std::env::var("FERROTUNE_SM90_TILE").ok().and_then(|v| v.parse::<u8>().ok());
-    let tuned = if let GemmPath::Sm90(t) = path { Some(t) } else { None };
-    if let Some(t) = forced.or(env).or(tuned)
-        && (t as usize) < k90::TILES.len()
-    {
+    if let Some(t) = forced_tile(g, path) {
         return t;
     }
     let big = k90::TILES[0];
     let tiles = g.m.div_ceil(big.bm()) * g.n.div_ceil(big.bn) * g.batch;
     if 2 * tiles >= sm_count.max(1) as usize { 0 } else { 1 }
+}
+
+/// The tile the call's forced path, else `FERROTUNE_SM90_TILE`, else the chosen config's
+/// (tuned) path names, if any.
+fn forced_tile(g: &Gemm, path: GemmPath) -> Option<u8> {
+    let forced = g.path.and_then(|p| if let GemmPath::Sm90(t) = p { Some(t) } else { None });
+    let env = std::env::var("FERROTUNE_SM90_TILE").ok().and_then(|v| v.parse::<u8>().ok());
+    let tuned = if let GemmPath::Sm90(t) = path { Some(t) } else { None };
+    forced.or(env).or(tuned).filter(|&t| (t as usize) < k90::TILES.len())
 }
 
 /// The maps of A (M x K row-major) and B (N x K row-major, i.e. K x N column-major).
@@ -122,16 +172,67 @@ fn maps(g: &Gemm, v: Sm90Variant, pa: u64, pb: u64) -> (TileMap, TileMap) {
     (a, b)
 }
 
-/// Launches `v` on `ptrs` = (a, b, c, d, bias).
+/// Launches `v` (with `split` of K) on `ptrs` = (a, b, c, d, bias).
 ///
 /// # Safety
 /// The pointers cover their (batch of) matrices as `g` describes them (as `check` proves for
-/// a call's views) and stay alive until the launch completes; `v` came from [`choose`] for
-/// this call.
-pub unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, v: Sm90Variant, ptrs: [u64; 5]) -> Result<()> {
+/// a call's views) and stay alive until the launch completes; `v` and `split` came from
+/// [`choose`] for this call.
+pub unsafe fn launch(
+    cs: &Arc<CudaStream>,
+    gpu: &Gpu,
+    g: &Gemm,
+    v: Sm90Variant,
+    split: Sm90Split,
+    ptrs: [u64; 5],
+) -> Result<()> {
+    let name = v.entry_name();
+    let t = v.tile();
+    let tiles = (g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn)) as u32;
+    let ktiles = g.k.div_ceil(t.bk(2));
+    if split.is_split()
+        && (v.tile != SPLIT_TILE
+            || g.batch != 1
+            || split.slices > ferrotune_kernels::gemm_sm90_split::MAX_SLICES
+            || split.range(split.slices - 1, ktiles).0 >= ktiles)
+    {
+        return Err(Error::InvalidConfig {
+            op: OP,
+            why: format!("{split:?} of {ktiles} k-tiles on {} (batch {})", name.as_str(), g.batch),
+        });
+    }
+    // The split's workspace: counters (left at zero by every launch), then the partials.
+    if split.is_split() {
+        let bytes = split.workspace_bytes(tiles as usize, t.bm() * t.bn);
+        let counters = 4 * split.counter_words(tiles as usize);
+        let slot = crate::workspace::Slot::Sm90Split;
+        // SAFETY: as this function's; the workspace is the split's, counters zeroed.
+        return crate::workspace::with_counters(gpu, cs, slot, bytes, counters, |ws| unsafe {
+            launch_on(cs, gpu, g, v, split, ptrs, ws)
+        });
+    }
+    // SAFETY: as this function's; no split, so no workspace.
+    unsafe { launch_on(cs, gpu, g, v, split, ptrs, 0) }
+}
+
+/// [`launch`] with the split's workspace at `ws` (counters at zero; 0 without a split).
+///
+/// # Safety
+/// As [`launch`]; with a split, `ws` holds `split.workspace_bytes` bytes, counters zero.
+unsafe fn launch_on(
+    cs: &Arc<CudaStream>,
+    gpu: &Gpu,
+    g: &Gemm,
+    v: Sm90Variant,
+    split: Sm90Split,
+    ptrs: [u64; 5],
+    ws: u64,
+) -> Result<()> {
     let [pa, pb, pc, pd, pbias] = ptrs;
     let name = v.entry_name();
     let t = v.tile();
+    let tiles = (g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn)) as u32;
+    let (slices, kt_per) = (split.slices as u32, split.kt_per.min(u32::MAX as usize) as u32);
     let smem = t.smem_bytes() as u32;
     if smem > gpu.info.shared_mem_per_block_optin {
         return Err(Error::InvalidConfig {
@@ -155,12 +256,11 @@ pub unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, v: Sm90Variant, 
             why: format!("{} allows {} threads per block, needs {}", name.as_str(), kernel.max_threads, t.threads()),
         });
     }
-    let tiles = (g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn)) as u32;
     // Persistent: one block per SM at most, walking every tile of every batch matrix.
     let grid = if t.persistent {
         (persistent_blocks(tiles as u64 * g.batch as u64, gpu.info.sm_count), 1, 1)
     } else {
-        (tiles, 1, g.batch as u32)
+        (tiles, slices, g.batch as u32)
     };
     let cfg = LaunchConfig { grid_dim: grid, block_dim: (t.threads(), 1, 1), shared_mem_bytes: smem };
     // m, n, k, ldc, batch: the entry's five u32 parameters.
@@ -173,10 +273,13 @@ pub unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, v: Sm90Variant, 
     for x in &dims {
         lb.arg(x);
     }
-    lb.arg(&stride_c).arg(&e.alpha).arg(&e.beta).arg(&flags);
+    lb.arg(&stride_c).arg(&e.alpha).arg(&e.beta).arg(&flags).arg(&ws).arg(&slices).arg(&kt_per);
     // SAFETY: the arguments match `sm90_entry!` in kernels-gpu/src/entry/gemm_sm90.rs (two
-    // 128-byte maps by value, 3 pointers, 5 u32, 1 u64, 2 f32, 1 u32); the maps describe A and B as the kernel loads them (boxes of the tile); the
-    // caller vouches for the pointers; block size and shared memory are the tile's.
+    // 128-byte maps by value, 3 pointers, 5 u32, 1 u64, 2 f32, 1 u32, 1 pointer, 2 u32); the
+    // maps describe A and B as the kernel loads them (boxes of the tile); the caller vouches
+    // for the pointers; block size and shared memory are the tile's; a split runs one-tile
+    // blocks of a single matrix, one per (tile, slice), every slice non-empty, on a workspace
+    // of the size `gemm_sm90_split` lays out, its counters at zero.
     unsafe { lb.launch(cfg) }
         .ctx(|| format!("launching {} ({}x{}x{}, batch {})", name.as_str(), g.m, g.n, g.k, g.batch))?;
     Ok(())
@@ -188,4 +291,46 @@ pub unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, v: Sm90Variant, 
 fn persistent_blocks(tiles: u64, sm_count: u32) -> u32 {
     let cap = std::env::var("FERROTUNE_SM90_MAX_BLOCKS").ok().and_then(|v| v.parse::<u64>().ok()).filter(|&c| c > 0);
     tiles.min(sm_count.max(1) as u64).min(cap.unwrap_or(u64::MAX)).max(1) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rc(m: usize, n: usize, k: usize) -> Gemm {
+        Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).resolved()
+    }
+
+    /// The cost rule on the H100's 132 SMs: few 128 x 128 tiles and a long K split into about
+    /// a wave of blocks; a full wave, a short K, batches and a call's own `split_k` do not.
+    #[test]
+    fn split_rule_shape_classes() {
+        if std::env::var("FERROTUNE_SM90_SPLIT").is_ok() {
+            return; // the variable overrides the rule under test
+        }
+        let s = |g: Gemm| split_for(&g, 132);
+        assert_eq!(s(rc(256, 256, 65_536)), Sm90Split { slices: 32, kt_per: 32 });
+        assert_eq!(s(rc(512, 512, 32_768)), Sm90Split { slices: 8, kt_per: 64 });
+        assert_eq!(s(rc(1024, 1024, 16_384)), Sm90Split { slices: 2, kt_per: 128 });
+        // 64 tiles, 32 k-tiles: two slices of the least length; 16 k-tiles: none.
+        assert_eq!(s(rc(128, 8192, 2048)), Sm90Split { slices: 2, kt_per: 16 });
+        assert!(!s(rc(128, 8192, 1024)).is_split());
+        // One tile: capped at 64 slices.
+        assert_eq!(s(rc(128, 128, 1 << 20)).slices, 64);
+        for g in [
+            rc(4096, 4096, 4096),
+            rc(512, 3072, 768),
+            rc(256, 256, 960),
+            rc(256, 256, 65_536).split_k(1),
+            rc(256, 256, 65_536).split_k(8),
+            rc(256, 256, 65_536).batched(2).resolved(),
+        ] {
+            assert!(!s(g).is_split(), "{g:?}");
+        }
+        // The uneven last slice is never empty and K is covered.
+        let sp = s(rc(129, 257, 4099));
+        let kt = 4099usize.div_ceil(64);
+        assert!(sp.is_split() && sp.range(sp.slices - 1, kt).1 == kt && sp.range(sp.slices - 1, kt).0 < kt);
+        assert!(split_reason(&rc(256, 256, 65_536), s(rc(256, 256, 65_536)), 132).contains("32 K slices"));
+    }
 }

@@ -98,49 +98,55 @@ unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, dtype: DType, out: D
         available: 0,
         what: format!("the small-M split workspace of {}x{}x{} (overflows)", g.m, g.n, plan.ksplit),
     })?;
-    // Without a split the workspace is never touched: D stands in for its address.
-    let ws = if ws_bytes > 0 {
-        crate::workspace::stream_workspace(gpu, cs, crate::workspace::Slot::SmallMSplit, ws_bytes)?
-    } else {
-        pd
+    let go = |ws: u64| -> Result<()> {
+        let kernel = gpu.kernels()?.function(name)?;
+        if kv::THREADS > kernel.max_threads {
+            return Err(Error::InvalidConfig {
+                op: OP,
+                why: format!("{name} allows {} threads per block, needs {}", kernel.max_threads, kv::THREADS),
+            });
+        }
+        let grid = (plan.slabs as u32, plan.ksplit as u32, g.batch as u32);
+        let smem = kv::smem_bytes(groups) as u32;
+        let cfg = LaunchConfig { grid_dim: grid, block_dim: (kv::THREADS, 1, 1), shared_mem_bytes: smem };
+        let dims = [g.m, g.n, g.k, g.lda, g.ldb, g.ldc].map(|x| x as u32);
+        let strides = [g.stride_a, g.stride_b, g.stride_c].map(|x| x as u64);
+        let e = g.epilogue;
+        let flags = e.flags();
+        let layout = (if g.a_layout == Layout::Col { kv::A_COL } else { 0 })
+            | (if g.b_layout == Layout::Row { kv::B_ROW } else { 0 });
+        let split = [plan.ksplit as u32, plan.kslice as u32];
+        let mut lb = cs.launch_builder(&kernel.func);
+        for p in [&pa, &pb, &pc, &pd, &pbias, &ws] {
+            lb.arg(p);
+        }
+        for x in &dims {
+            lb.arg(x);
+        }
+        for x in &strides {
+            lb.arg(x);
+        }
+        lb.arg(&e.alpha).arg(&e.beta).arg(&flags).arg(&layout);
+        for x in &split {
+            lb.arg(x);
+        }
+        // SAFETY: the arguments match `gemv_entry!` in kernels-gpu/src/entry/gemv.rs (6 pointers,
+        // 6 u32, 3 u64, 2 f32, 4 u32); the caller vouches for the operands; `describe` picked the
+        // 16-byte variant only for K-contiguous A and B (`vector_loads`); the
+        // workspace holds `plan.workspace_bytes` with its counters at zero (the kernel leaves them
+        // so); the block size and shared memory are the ones the kernel is written for.
+        unsafe { lb.launch(cfg) }.ctx(|| {
+            format!("launching {name} ({}x{}x{}, batch {}, {} K slices)", g.m, g.n, g.k, g.batch, plan.ksplit)
+        })?;
+        Ok(())
     };
-    let kernel = gpu.kernels()?.function(name)?;
-    if kv::THREADS > kernel.max_threads {
-        return Err(Error::InvalidConfig {
-            op: OP,
-            why: format!("{name} allows {} threads per block, needs {}", kernel.max_threads, kv::THREADS),
-        });
+    // Without a split the workspace is never touched: D stands in for its address. With one,
+    // the counters are zero (zeroed where the last call left data) and the buffer held until
+    // the launch is queued.
+    if ws_bytes > 0 {
+        let slot = crate::workspace::Slot::SmallMSplit;
+        crate::workspace::with_counters(gpu, cs, slot, ws_bytes, plan.counter_bytes(g.batch), go)
+    } else {
+        go(pd)
     }
-    let grid = (plan.slabs as u32, plan.ksplit as u32, g.batch as u32);
-    let smem = kv::smem_bytes(groups) as u32;
-    let cfg = LaunchConfig { grid_dim: grid, block_dim: (kv::THREADS, 1, 1), shared_mem_bytes: smem };
-    let dims = [g.m, g.n, g.k, g.lda, g.ldb, g.ldc].map(|x| x as u32);
-    let strides = [g.stride_a, g.stride_b, g.stride_c].map(|x| x as u64);
-    let e = g.epilogue;
-    let flags = e.flags();
-    let layout = (if g.a_layout == Layout::Col { kv::A_COL } else { 0 })
-        | (if g.b_layout == Layout::Row { kv::B_ROW } else { 0 });
-    let split = [plan.ksplit as u32, plan.kslice as u32];
-    let mut lb = cs.launch_builder(&kernel.func);
-    for p in [&pa, &pb, &pc, &pd, &pbias, &ws] {
-        lb.arg(p);
-    }
-    for x in &dims {
-        lb.arg(x);
-    }
-    for x in &strides {
-        lb.arg(x);
-    }
-    lb.arg(&e.alpha).arg(&e.beta).arg(&flags).arg(&layout);
-    for x in &split {
-        lb.arg(x);
-    }
-    // SAFETY: the arguments match `gemv_entry!` in kernels-gpu/src/entry/gemv.rs (6 pointers,
-    // 6 u32, 3 u64, 2 f32, 4 u32); the caller vouches for the operands; `describe` picked the
-    // 16-byte variant only for K-contiguous A and B (`vector_loads`); the
-    // workspace holds `plan.workspace_bytes` with its counters at zero (the kernel leaves them
-    // so); the block size and shared memory are the ones the kernel is written for.
-    unsafe { lb.launch(cfg) }
-        .ctx(|| format!("launching {name} ({}x{}x{}, batch {}, {} K slices)", g.m, g.n, g.k, g.batch, plan.ksplit))?;
-    Ok(())
 }

@@ -506,6 +506,23 @@ pub unsafe fn ld_global_cg_f32(p: *const f32) -> f32 {
     v
 }
 
+/// 16-byte f32 global load cached in L2 only (`ld.global.cg.v4.f32`): sees other blocks'
+/// fenced writes even where this SM's L1 holds an older copy.
+///
+/// # Safety
+/// `p` must point to 4 readable, 16-byte aligned f32 of global memory.
+#[inline(always)]
+pub unsafe fn ld_global_cg_v4_f32(p: *const f32) -> [f32; 4] {
+    let (a, b, c, d): (f32, f32, f32, f32);
+    // SAFETY: the caller guarantees alignment and validity.
+    unsafe {
+        asm!("ld.global.cg.v4.f32 {{{a}, {b}, {c}, {d}}}, [{p}];",
+             p = in(reg64) p, a = out(reg32) a, b = out(reg32) b, c = out(reg32) c,
+             d = out(reg32) d, options(readonly, nostack))
+    };
+    [a, b, c, d]
+}
+
 /// 16-byte global load through the read-only (non-coherent) path (`ld.global.nc.v4.b32`).
 ///
 /// # Safety

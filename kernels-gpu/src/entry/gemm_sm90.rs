@@ -6,8 +6,10 @@
 
 use core::arch::asm;
 
+use super::gemm_sm90_split::{SplitCtx, split_reduce};
 use crate::arch::nvptx::{
-    block_idx_x, block_idx_z, grid_dim_x, ld_shared_v4_f32, st_shared_v2_f32, sync_threads, sync_warp, thread_idx_x,
+    block_idx_x, block_idx_y, block_idx_z, grid_dim_x, ld_shared_v4_f32, st_shared_v2_f32, sync_threads, sync_warp,
+    thread_idx_x,
 };
 use crate::arch::sm90::{
     desc_k_sw128, fence_barrier_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier,
@@ -19,6 +21,7 @@ use crate::gemm::Epilogue;
 use crate::gemm_sm90::{
     BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_COLS, STAGE_PITCH_BYTES, WG_THREADS, raster,
 };
+use crate::gemm_sm90_split::Sm90Split;
 use half::{bf16, f16};
 
 mod pingpong;
@@ -112,6 +115,12 @@ impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST>
         self.base + (ST * Self::STAGE + 8 * (ST + s)) as u32
     }
 
+    /// The split reduction's shared flag word (one-tile form): just past the barriers.
+    #[inline(always)]
+    fn flag(&self) -> u32 {
+        self.base + (ST * Self::STAGE + 16 * ST) as u32
+    }
+
     /// The staging area of warp `w` of consumer `cw` (persistent form): past the barriers,
     /// 16 rows of [`STG_PITCH`] bytes per warp.
     #[inline(always)]
@@ -201,10 +210,11 @@ impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST>
     }
 }
 
-/// The kernel body: one block per output tile. `NACC` = BN / 2 accumulators per consumer
-/// thread, `CONS` consumer warpgroups (BM = 64 CONS), `ST` stages.
+/// The kernel body: one block per output tile (and K slice, `blockIdx.y`, with `split`).
+/// `NACC` = BN / 2 accumulators per thread, `CONS` consumer warpgroups (BM = 64 CONS), `ST` stages.
 ///
 /// # Safety
+/// With a split, `ws` is its workspace (`gemm_sm90_split`, counters zero), grid (tiles, slices, 1).
 /// `map_a` / `map_b` are the generic addresses of valid maps of A (dims K, M, batch) and B
 /// (dims K, N, batch) with boxes (64, BM, 1) and (64, BN, 1) and the 128-byte swizzle; C, D
 /// and bias cover the batch of M x N outputs at `ldc`; the launch has `128 (1 + CONS)` threads
@@ -219,14 +229,19 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
     bias: *const O,
     k: usize,
     out: Out,
+    ws: *mut f32,
+    split: Sm90Split,
 ) {
     let ring = Ring::<NACC, CONS, ST>::new();
     let (bm, bn) = (ring.bm(), ring.bn());
     let tid = thread_idx_x() as usize;
     let wg = tid / WG_THREADS as usize;
-    let (tm, tn) = raster(block_idx_x() as usize, out.m.div_ceil(bm), out.n.div_ceil(bn));
+    let (tiles_m, tiles_n) = (out.m.div_ceil(bm), out.n.div_ceil(bn));
+    let (tm, tn) = raster(block_idx_x() as usize, tiles_m, tiles_n);
     let z = block_idx_z() as i32;
-    let ktiles = k.div_ceil(BK);
+    let slice = block_idx_y() as usize;
+    let (kt0, kt1) = split.range(slice, k.div_ceil(BK));
+    let ktiles = kt1 - kt0;
     // SAFETY: every thread calls it first.
     unsafe { ring.init(tid) };
     if wg == 0 {
@@ -234,9 +249,9 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
             setmaxnreg_dec::<PRODUCER_REGS>();
         }
         if tid == 0 {
-            for kt in 0..ktiles {
+            for it in 0..ktiles {
                 // SAFETY: the maps describe A and B (caller).
-                unsafe { ring.produce(kt, map_a, map_b, kt, tm, tn, z) };
+                unsafe { ring.produce(it, map_a, map_b, kt0 + it, tm, tn, z) };
             }
         }
         return;
@@ -252,6 +267,15 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
         unsafe { ring.consume::<E>(kt, cw, &mut acc, kt > 0 && lt == 0) };
     }
     wgmma_wait::<0>();
+    // Only the split tile (128 x 128: `NACC` 64) has this code; the 128 x 256 keeps its registers.
+    if NACC == 64 && split.is_split() {
+        let cx =
+            SplitCtx { ws, split, tiles: tiles_m * tiles_n, tile: block_idx_x() as usize, slice, flag: ring.flag() };
+        // SAFETY: every consumer thread calls it (caller: the workspace and the grid).
+        if !unsafe { split_reduce::<NACC>(&mut acc, cx, tid - WG_THREADS as usize, WG_THREADS * CONS as u32) } {
+            return;
+        }
+    }
     // SAFETY: the consumers (and only they) reach both barriers; after the first no wgmma
     // reads the ring, so it holds the f32 staging of each warpgroup's 64 rows.
     unsafe {
@@ -486,7 +510,8 @@ unsafe fn store4<O: Element>(p: *mut O, o: [O; 4]) {
 }
 
 // Entry points `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x64s<ST>` (see `Sm90Variant::entry_name`).
-// ABI: (map_a, map_b, c, d, bias, m, n, k, ldc, batch, stride_c, alpha, beta, flags); the maps
+// ABI: (map_a, map_b, c, d, bias, m, n, k, ldc, batch, stride_c, alpha, beta, flags, ws,
+// slices, kt_per; the last three: split-K, one-tile form only, `slices` 1 = no split); the maps
 // by value (`__grid_constant__`; on the H100 this ran as fast as maps in global memory, see
 // bench/results/hopper-run1/maps-*.txt). Entries ending in `p` are persistent (grid: at most
 // one block per SM, walking the tiles), in `pp` persistent ping-pong (`pingpong.rs`).
@@ -510,6 +535,9 @@ macro_rules! sm90_entry {
                 alpha: f32,
                 beta: f32,
                 flags: u32,
+                ws: *mut f32,
+                slices: u32,
+                kt_per: u32,
             ) {
                 let (pa, pb): (u64, u64);
                 // SAFETY: takes the param-space addresses of the first two parameters.
@@ -549,7 +577,9 @@ macro_rules! sm90_entry {
                         )
                     } else {
                         let z = block_idx_z() as usize * stride_c as usize;
-                        sm90_gemm::<$E, $O, $nacc, $cons, $st>(ma, mb, c.add(z), d.add(z), bias, k as usize, out)
+                        let sp = Sm90Split { slices: slices as usize, kt_per: kt_per as usize };
+                        let (cz, dz) = (c.add(z), d.add(z));
+                        sm90_gemm::<$E, $O, $nacc, $cons, $st>(ma, mb, cz, dz, bias, k as usize, out, ws, sp)
                     }
                 }
             }

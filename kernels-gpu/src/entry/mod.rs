@@ -10,6 +10,8 @@ mod elementwise;
 mod gemm;
 #[cfg(target_feature = "sm_90a")]
 mod gemm_sm90;
+#[cfg(target_feature = "sm_90a")]
+mod gemm_sm90_split;
 mod gemv;
 mod pack;
 mod reduce;

@@ -1,0 +1,109 @@
+//! The Hopper split-K (K cut over blocks, slices joined in the kernel by a fixed tree) against
+//! float64 references: shapes whose few output tiles make the plan split (M, N odd or 1, K odd,
+//! uneven last slices, 2 to 61 slices), every epilogue, both output types, NaN-poisoned
+//! outputs; repeated calls give bit-identical results (the counters reset, the order fixed).
+//! Skips without a device, and on a GPU that does not load the sm_90a module.
+
+use ferrotune::ops::gemm::{Gemm, Layout};
+use ferrotune::ops::gemm_plan::{self, Family, Launch};
+use ferrotune::{Backend, DType, bf16, f16};
+use ferrotune_testkit::{Rng, cuda_backend};
+
+use crate::gemm::{check, dispatch, epilogue, make_case, run};
+
+/// The CUDA backend when it runs the sm_90a module, else `None` after saying why.
+fn hopper(test: &str) -> Option<Backend> {
+    let b = cuda_backend(test)?;
+    let arch = match &b {
+        Backend::Cuda(g) => g.ptx_arch().ok(),
+        _ => None,
+    };
+    if arch != Some("sm_90a") {
+        println!("{test}: skipped: the GPU does not run the sm_90a module ({arch:?}); the Hopper split-K needs it");
+        return None;
+    }
+    Some(b)
+}
+
+/// `x wᵀ` with rows padded to 16 bytes (what TMA needs; the padding holds data the kernel
+/// must not read).
+fn rc(m: usize, n: usize, k: usize) -> Gemm {
+    let mut g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col);
+    g.lda = k.next_multiple_of(8);
+    g.ldb = k.next_multiple_of(8) + 8;
+    g
+}
+
+/// The slices the plan gives `g`, asserting it is the Hopper split.
+fn slices(b: &Backend, g: &Gemm, dt: DType, out: DType) -> Result<usize, String> {
+    let p = gemm_plan::explain(&b.stream(), g, dt, out).map_err(|e| e.to_string())?.expect("a CUDA stream");
+    match p.family {
+        Family::Launch(Launch::Hopper(_, sp)) if sp.is_split() => Ok(sp.slices),
+        f => Err(format!("{g:?}: expected the Hopper split-K, plan {f:?} ({})", p.reason)),
+    }
+}
+
+#[test]
+fn gpu_sm90_split_k_shapes_every_epilogue() {
+    let Some(b) = hopper("gpu_sm90_split_k_shapes_every_epilogue") else { return };
+    // (m, n, k): one tile of odd edges, odd K, uneven last slices, up to 61 slices.
+    let shapes = [
+        (65, 1, 3000),
+        (129, 257, 4099),
+        (300, 200, 5001),
+        (257, 129, 9000),
+        (128, 128, 70_000),
+        (1000, 1000, 2100),
+        (100, 3, 20_000),
+    ];
+    let mut seen = vec![];
+    for (i, &(m, n, k)) in shapes.iter().enumerate() {
+        let dt = if i % 2 == 0 { DType::Bf16 } else { DType::F16 };
+        let out_f32 = i % 3 == 1;
+        let out = if out_f32 { DType::F32 } else { dt };
+        let g = rc(m, n, k).epilogue(epilogue(i));
+        let s = slices(&b, &g, dt, out).unwrap();
+        seen.push(s);
+        dispatch(&b, dt, out_f32, g, 300 + i as u64).unwrap_or_else(|e| panic!("{m}x{n}x{k}, {s} slices: {e}"));
+    }
+    assert!(seen.iter().any(|&s| s % 2 == 1) && seen.iter().any(|&s| s >= 32), "slices {seen:?}");
+}
+
+#[test]
+fn gpu_sm90_split_k_is_deterministic_and_reusable() {
+    let Some(b) = hopper("gpu_sm90_split_k_is_deterministic_and_reusable") else { return };
+    // Two shapes alternating on the same stream's workspace (different tile and slice counts),
+    // each run three times: every run checked, all bit-identical.
+    let mut rng = Rng::new(77);
+    let c1 = make_case::<bf16, bf16>(&mut rng, rc(256, 256, 16_384).epilogue(epilogue(3)));
+    let c2 = make_case::<f16, f32>(&mut rng, rc(384, 130, 6000).epilogue(epilogue(1)));
+    slices(&b, &c1.g, DType::Bf16, DType::Bf16).unwrap();
+    slices(&b, &c2.g, DType::F16, DType::F32).unwrap();
+    let (mut first1, mut first2) = (None, None);
+    for _ in 0..3 {
+        let d1 = run(&b, &c1).unwrap();
+        let d2 = run(&b, &c2).unwrap();
+        check(&c1, &d1).unwrap();
+        check(&c2, &d2).unwrap();
+        let bits1: Vec<u16> = d1.iter().map(|x| x.to_bits()).collect();
+        let bits2: Vec<u32> = d2.iter().map(|x| x.to_bits()).collect();
+        assert_eq!(first1.get_or_insert_with(|| bits1.clone()), &bits1, "bf16 run differs");
+        assert_eq!(first2.get_or_insert_with(|| bits2.clone()), &bits2, "f32 run differs");
+    }
+}
+
+#[test]
+fn gpu_sm90_split_k_not_taken_where_it_does_not_apply() {
+    let Some(b) = hopper("gpu_sm90_split_k_not_taken_where_it_does_not_apply") else { return };
+    let unsplit = |g: Gemm| {
+        let p = gemm_plan::explain(&b.stream(), &g, DType::Bf16, DType::Bf16).unwrap().unwrap();
+        assert!(!matches!(p.family, Family::Launch(Launch::Hopper(_, sp)) if sp.is_split()), "{g:?}: {}", p.path());
+    };
+    unsplit(rc(4096, 4096, 4096)); // a full wave of tiles
+    unsplit(rc(256, 256, 256)); // K too short to slice
+    unsplit(rc(256, 256, 65_536).split_k(1)); // the call says no split
+    unsplit(rc(256, 256, 65_536).batched(2)); // batches do not split
+    // A split the call forces runs the mma.sync split-K.
+    let p = gemm_plan::explain(&b.stream(), &rc(256, 256, 8192).split_k(4), DType::Bf16, DType::Bf16).unwrap().unwrap();
+    assert!(matches!(p.family, Family::Launch(Launch::SplitK(_))), "{}", p.path());
+}
