@@ -2,6 +2,7 @@
 
 mod bench;
 mod clifford;
+mod clifford_fcgp;
 mod elementwise;
 mod errors;
 mod gemm;

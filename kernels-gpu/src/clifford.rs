@@ -242,6 +242,12 @@ macro_rules! for_terms {
     };
 }
 
+// After `for_terms!`, which it uses.
+mod fcgp;
+pub use fcgp::{
+    MAX_TOTAL, expand_grad, fcgp_input_grads, fcgp_norm_bwd_rows, fcgp_products_bwd_rows, norm_stats, path_products_vjp,
+};
+
 /// `1 / sqrt(2 pi)`.
 const INV_SQRT_2PI: f32 = 0.398_942_3;
 

@@ -10,7 +10,7 @@ use super::{
 use crate::element::Element;
 
 #[inline(always)]
-fn load<T: Element, A: Algebra>(p: &[&[T]], idx: usize) -> Mv {
+pub(super) fn load<T: Element, A: Algebra>(p: &[&[T]], idx: usize) -> Mv {
     let mut v = [0.0f32; MAX_C];
     for c in 0..A::C {
         v[c] = p[c][idx].to_f32();

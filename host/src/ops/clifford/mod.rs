@@ -1,6 +1,6 @@
 //! Clifford-algebra layer ops (the Flash Clifford family) for Cl(2,0) and Cl(3,0):
 //! `fused_gelu_sgp_norm` (forward and backward, `sgp_fwd.rs`, `sgp_bwd.rs`) and
-//! `fused_gelu_fcgp_norm` (`fcgp.rs`), in f32, f16 and bf16 (f32 maths). Tensors are
+//! `fused_gelu_fcgp_norm` (forward `fcgp.rs`, backward `fcgp_bwd.rs`), in f32, f16 and bf16 (f32 maths). Tensors are
 //! `(C, B, N)` (component, batch, feature), contiguous. Launch parameters are a
 //! [`CliffordConfig`] (`config.rs`). This file holds the problem type, the checks and the
 //! launch pieces the three share.
@@ -17,11 +17,13 @@ pub use ferrotune_kernels::clifford::RowVariant as CliffordVariant;
 
 mod config;
 mod fcgp;
+mod fcgp_bwd;
 mod sgp_bwd;
 mod sgp_fwd;
 
 pub use config::CliffordConfig;
 pub use fcgp::{FcgpWorkspace, fused_gelu_fcgp_norm, run_fcgp_forward};
+pub use fcgp_bwd::{fused_gelu_fcgp_norm_backward, run_fcgp_backward};
 pub use sgp_bwd::{fused_gelu_sgp_norm_backward, run_sgp_backward, sgp_backward_workspace_len};
 pub use sgp_fwd::{fused_gelu_sgp_norm, run_sgp_forward};
 
@@ -98,6 +100,8 @@ pub fn all_entries() -> Vec<String> {
                 v.push(format!("ft_clifford_bwd_d{dim}_{}_{lanes}_p{vpt}", dt.name()));
             }
             v.push(format!("ft_clifford_fcgp_prod_d{dim}_{}", dt.name()));
+            v.push(format!("ft_clifford_fcgp_nbwd_d{dim}_{}", dt.name()));
+            v.push(format!("ft_clifford_fcgp_pbwd_d{dim}_{}", dt.name()));
         }
     }
     for dt in DType::ALL {
