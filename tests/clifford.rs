@@ -455,7 +455,7 @@ fn gpu_backward_typed<T: Scalar>(gpu: &Backend) {
             let mut cfgs = vec![None];
             for vec in [true, false] {
                 let mut c = CliffordConfig::heuristic(&p, T::DTYPE, None).backward_form();
-                c.variant = CliffordVariant { vec, vpt: 0 };
+                c.variant = CliffordVariant { vec, vpt: 0, stream_w: false };
                 c.blocks_per_sm = 1; // many rows per block: the shared-memory accumulation
                 if c.validate(&p, None).is_ok() {
                     cfgs.push(Some(c));

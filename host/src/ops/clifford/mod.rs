@@ -25,7 +25,7 @@ pub use config::CliffordConfig;
 pub use fcgp::{FcgpWorkspace, fused_gelu_fcgp_norm, run_fcgp_forward};
 pub use fcgp_bwd::{fused_gelu_fcgp_norm_backward, run_fcgp_backward};
 pub use sgp_bwd::{fused_gelu_sgp_norm_backward, run_sgp_backward, sgp_backward_workspace_len};
-pub use sgp_fwd::{fused_gelu_sgp_norm, run_sgp_forward};
+pub use sgp_fwd::{forward_config, fused_gelu_sgp_norm, run_sgp_forward};
 
 use crate::DType;
 use crate::backend::Gpu;
@@ -91,6 +91,9 @@ pub fn all_entries() -> Vec<String> {
             for var in ROW_VARIANTS {
                 v.push(row_entry(CliffordKernel::Forward, dim, dt, var));
                 v.push(row_entry(CliffordKernel::FcgpAssemble, dim, dt, var));
+            }
+            for var in kc::FWD_STREAM_VARIANTS {
+                v.push(row_entry(CliffordKernel::Forward, dim, dt, var));
             }
             for lanes in ["v4", "v1", "v4_g", "v1_g"] {
                 v.push(format!("ft_clifford_bwd_d{dim}_{}_{lanes}", dt.name()));
@@ -172,7 +175,7 @@ fn runnable_variant<T: Scalar>(v: RowVariant, ptrs: &[u64]) -> RowVariant {
     let align = 4 * T::DTYPE.size_bytes() as u64;
     if v.vec && !ptrs.iter().all(|p| p % align == 0) {
         let vpt = if v.vpt == 1 { 4 } else { v.vpt };
-        return RowVariant { vec: false, vpt };
+        return RowVariant { vec: false, vpt, stream_w: v.stream_w };
     }
     v
 }
@@ -226,6 +229,8 @@ fn gpu_row_kernel<T: Scalar>(
         RowLaunch::Assemble { .. } => CliffordKernel::FcgpAssemble,
     };
     let variant = runnable_variant::<T>(cfg.variant, &ptrs);
+    // The assembly has no weights: its entries are the kept-weights ones.
+    let variant = if kind == CliffordKernel::FcgpAssemble { variant.keeping_w() } else { variant };
     let name = row_entry(kind, p.dim, T::DTYPE, variant);
     let kernel = gpu.kernels()?.function(&name)?;
     check_threads(&kernel, &name, cfg.threads)?;
