@@ -4,7 +4,7 @@
 //! through the gate. The GEMMs between them (`dProd = gD Wᵀ`, `dW = Prodᵀ gD`) run on the host.
 #![allow(clippy::needless_range_loop)]
 
-use super::cpu::load;
+use super::cpu::{blocked_sums, load};
 use super::{Algebra, MAX_C, MAX_G, Mv, assemble, fmaf, gate, gate_vjp, norm_backward_coefs, through_norm};
 use crate::element::Element;
 
@@ -78,12 +78,10 @@ pub fn fcgp_norm_bwd_rows<A: Algebra, T: Element>(
     let rows = d[0].len().checked_div(n).unwrap_or(0);
     for r in 0..rows {
         let coefs = normalize.then(|| {
-            let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
-            for f in 0..n {
+            let (ss, dot) = blocked_sums(n, |f, ss, dot| {
                 let idx = r * n + f;
-                let o = assemble::<A>(|s| d[s][idx]);
-                norm_stats::<A>(&o, &load::<T, A>(go, idx), &mut ss, &mut dot);
-            }
+                norm_stats::<A>(&assemble::<A>(|s| d[s][idx]), &load::<T, A>(go, idx), ss, dot);
+            });
             norm_backward_coefs::<A>(&ss, &dot, n)
         });
         for f in 0..n {
