@@ -9,7 +9,7 @@ use ferrotune::ops::clifford::{
 };
 use ferrotune::ops::gemm::Precision;
 use ferrotune::{Backend, Buffer, DType, Error, Scalar, bf16, f16};
-use ferrotune_kernels::clifford::{BWD_VARIANTS, ROW_VARIANTS};
+use ferrotune_kernels::clifford::{BWD_VARIANTS, ROW_VARIANTS, fwd_variants};
 use ferrotune_testkit::clifford_ref as r;
 use ferrotune_testkit::{Rng, Tolerance, cpu_backend, cuda_backend, poison};
 use proptest::prelude::*;
@@ -376,7 +376,9 @@ fn gpu_forward_typed<T: Scalar>(gpu: &Backend, fcgp: bool) -> usize {
             let case = make_case::<T>(p, fcgp, (dim as u64) << 8 | i as u64);
             // The default config, an unaligned view, and every compiled variant that covers N.
             let mut cfgs: Vec<(Option<CliffordConfig>, usize)> = vec![(None, 0), (None, 1)];
-            for v in ROW_VARIANTS {
+            // (The forward also has the streamed-weights variants; the FCGP assembly has no weights.)
+            let variants: Vec<CliffordVariant> = if fcgp { ROW_VARIANTS.to_vec() } else { fwd_variants().collect() };
+            for v in variants {
                 let space = CliffordConfig::gpu_space(&p);
                 if let Some(c) = space.into_iter().find(|c| c.variant == v && c.blocks_per_sm == 2) {
                     cfgs.push((Some(c), 0));
