@@ -59,6 +59,10 @@ SHAPES=${SHAPES:-1024x128,4096x512,4096x777,4096x1000,4096x1024,4096x1536,8192x1
 timeout ${T_BENCH:-60} $BIN/xtask bench --ops clifford --clifford-rows fwd,fwdbwd --shapes $SHAPES \
   --json $R/clifford-h100.json > $R/clifford-bench.txt 2>&1
 echo "bench exit $?"; grep -E "copy ceiling|d[23] " $R/clifford-bench.txt
+stamp "=== FCGP forward (tensor cores: TF32 for f32, bf16 natively)"
+timeout ${T_FCGP:-40} $BIN/xtask bench --ops clifford --clifford-rows fcgp_fwd --dtypes f32,bf16 \
+  --shapes ${FCGP_SHAPES:-4096x512,4096x1024} --json $R/clifford-fcgp-h100.json > $R/clifford-fcgp.txt 2>&1
+echo "fcgp exit $?"; grep -E "d[23] |error" $R/clifford-fcgp.txt
 stamp "=== Clifford sweep"
 timeout ${T_SWEEP:-90} $BIN/xtask bench --ops clifford --clifford-rows fwd_sweep,fwdbwd_sweep \
   --shapes ${SWEEP_SHAPES:-4096x512,4096x777,4096x1024} \
@@ -82,5 +86,5 @@ python3 $JOIN_PY $R/clifford-h100.json $R/torch-clifford-h100.json $(ls $R/torch
   --out $R/clifford-vs-torch-h100.md 2>&1 | tail -25
 tar -czf $OUT/clifford-results.tgz -C $R .
 cp $R/clifford-h100.json $R/clifford-sweep-h100.json $R/clifford-vs-torch-h100.md $R/clifford-tests.txt \
-  $R/torch-clifford-h100.json $R/clifford-explain.txt $R/clifford-bench.txt $OUT/results/ 2>/dev/null
+  $R/torch-clifford-h100.json $R/clifford-explain.txt $R/clifford-fcgp-h100.json $OUT/results/ 2>/dev/null
 ls $OUT/results
