@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The multi-GPU run, for nvidia-h200-x2 (issue 14), from an unpacked carry (.carry/xtask,
-# .carry/ferrotune_tests, .carry/torch_allreduce.py): topology, the multi-GPU tests, the
+# .carry/ferrotune_tests; benches/torch_allreduce.py from the tree): topology, the multi-GPU tests, the
 # multi-gpu bench (peer copies, NCCL all-reduce vs torch.distributed, data-parallel step 1 vs 2
 # GPUs), device-parallel tuning of 8 GEMM shapes on 1 vs 2 GPUs (same profile content?) and a
 # kill -9 / resume of a 2-GPU tuning run. Stays under 300 s (each step is cut to what is left).
@@ -13,7 +13,9 @@ if [ -f $C/bins.tar.xz ]; then xz -dc $C/bins.tar.xz | tar -C $C -xf -; fi
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0 FERROTUNE_REQUIRE_GPU=1 FERROTUNE_REQUIRE_GPUS=2 FERROTUNE_REQUIRE_NCCL=1
 export FERROTUNE_COMMIT=$(cat $C/commit 2>/dev/null || echo unknown)
-export FERROTUNE_TORCH_ALLREDUCE=$C/torch_allreduce.py
+export FERROTUNE_TORCH_ALLREDUCE=$PWD/benches/torch_allreduce.py
+# The carry embeds cubins (no JIT); should a PTX ever be JIT-compiled, the cache keeps it.
+export CUDA_CACHE_MAXSIZE=4294967296 CUDA_CACHE_PATH=/tmp/ferrotune-nv-cache
 R=$OUT/multigpu-logs; mkdir -p "$R"
 BUDGET=285
 # run_for SECONDS LOG CMD...: runs CMD with at most SECONDS (or what is left of the budget).

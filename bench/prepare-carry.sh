@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup component add rust-src --toolchain nightly >/dev/null
+export FERROTUNE_CUBIN=1  # ptxas-assembled cubins ride along: no JIT on the GPU machine
 cargo build --release -p xtask
 test_bin=$(cargo test --release --no-run -p ferrotune-testkit --message-format=json 2>/dev/null \
   | python3 -c 'import sys, json

@@ -88,7 +88,7 @@ impl Gpu {
     pub(crate) fn kernels(&self) -> Result<&Kernels> {
         let k = self.kernels.get_or_init(|| {
             let (arch, ptx) = select_ptx(self.info.compute_capability).map_err(|e| e.to_string())?;
-            Kernels::load(&self.ctx, arch, ptx).map_err(|e| e.to_string())
+            Kernels::load(&self.ctx, self.info.compute_capability, arch, ptx).map_err(|e| e.to_string())
         });
         k.as_ref().map_err(|e| Error::KernelsNotBuilt(e.clone()))
     }
@@ -96,6 +96,11 @@ impl Gpu {
     /// Architecture of the PTX module in use (`sm_90`...).
     pub fn ptx_arch(&self) -> Result<&'static str> {
         Ok(self.kernels()?.arch)
+    }
+
+    /// Whether the kernels came from the embedded cubin (no JIT) rather than the PTX.
+    pub fn kernels_from_cubin(&self) -> Result<bool> {
+        Ok(self.kernels()?.from_cubin)
     }
 }
 

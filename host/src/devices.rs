@@ -262,7 +262,11 @@ fn staged_copy<T: Scalar>(
         let what = || format!("staging elements {off}..{} through host memory", off + n);
         src_cs.memcpy_dtoh(&src.slice(off..off + n), &mut host).ctx(what)?;
         src_cs.synchronize().ctx(what)?;
-        dst_cs.memcpy_htod(&host, &mut dst.slice_mut(off..off + n)).ctx(what)?;
+        // The upload goes through a plain slice of the (portable, pinned) buffer: handing the
+        // buffer itself to the destination's stream would record the source context's event
+        // on it (CUDA_ERROR_INVALID_CONTEXT). The driver still sees pinned memory.
+        let staged = host.as_slice().ctx(what)?;
+        dst_cs.memcpy_htod(staged, &mut dst.slice_mut(off..off + n)).ctx(what)?;
         dst_cs.synchronize().ctx(what)?;
         off += n;
     }

@@ -25,6 +25,38 @@ pub fn embedded_ptx() -> Result<Vec<(&'static str, &'static str)>> {
     }
 }
 
+/// The cubin (SASS) assembled from `arch`'s PTX at build time, when the build had ptxas and
+/// `FERROTUNE_CUBIN=1` (the GPU-machine carry does): loading it skips the driver's JIT.
+pub fn embedded_cubin(arch: &str) -> Option<&'static [u8]> {
+    #[cfg(ferrotune_cubin)]
+    {
+        match arch {
+            "sm_90a" => Some(include_bytes!(env!("FERROTUNE_CUBIN_SM_90A"))),
+            "sm_90" => Some(include_bytes!(env!("FERROTUNE_CUBIN_SM_90"))),
+            "sm_80" => Some(include_bytes!(env!("FERROTUNE_CUBIN_SM_80"))),
+            _ => None,
+        }
+    }
+    #[cfg(not(ferrotune_cubin))]
+    {
+        let _ = arch;
+        None
+    }
+}
+
+/// Whether SASS assembled for `arch` runs on compute capability `cc`: the same major version
+/// and a minor at least `arch`'s; an arch-specific `sm_XYa` only on XY exactly.
+pub fn cubin_runs_on(arch: &str, cc: (i32, i32)) -> bool {
+    let Some(v) = arch.strip_prefix("sm_") else { return false };
+    let (digits, exact) = match v.strip_suffix('a') {
+        Some(d) => (d, true),
+        None => (v, false),
+    };
+    let Ok(n) = digits.parse::<i32>() else { return false };
+    let (major, minor) = (n / 10, n % 10);
+    cc.0 == major && if exact { cc.1 == minor } else { cc.1 >= minor }
+}
+
 /// Whether a device of compute capability `cc` runs PTX built for `arch`: `sm_XY` runs on
 /// XY and newer; an arch-specific `sm_XYa` (Hopper's wgmma, setmaxnreg) only on XY exactly.
 pub fn runs_on(arch: &str, cc: (i32, i32)) -> bool {
@@ -58,14 +90,28 @@ pub struct Kernel {
 /// A loaded module and the functions looked up in it so far.
 pub(crate) struct Kernels {
     pub arch: &'static str,
+    /// Loaded from the embedded cubin (no JIT) rather than the PTX.
+    pub from_cubin: bool,
     module: Arc<CudaModule>,
     functions: Mutex<HashMap<String, Kernel>>,
 }
 
 impl Kernels {
-    pub fn load(ctx: &Arc<CudaContext>, arch: &'static str, ptx: &'static str) -> Result<Kernels> {
+    /// Loads `arch`'s kernels into `ctx`: the embedded cubin when there is one for this device
+    /// (no JIT; `FERROTUNE_NO_CUBIN=1` skips it), else — or if the driver refuses it — the PTX.
+    pub fn load(ctx: &Arc<CudaContext>, cc: (i32, i32), arch: &'static str, ptx: &'static str) -> Result<Kernels> {
+        let cubin = embedded_cubin(arch)
+            .filter(|_| cubin_runs_on(arch, cc) && std::env::var_os("FERROTUNE_NO_CUBIN").is_none());
+        if let Some(bin) = cubin {
+            match ctx.load_module(Ptx::from_binary(bin.to_vec())) {
+                Ok(module) => {
+                    return Ok(Kernels { arch, from_cubin: true, module, functions: Mutex::new(HashMap::new()) });
+                }
+                Err(e) => log::warn!("the embedded {arch} cubin did not load ({e:?}): JIT-compiling the PTX instead"),
+            }
+        }
         let module = ctx.load_module(Ptx::from_src(ptx)).ctx(|| format!("loading the {arch} PTX module"))?;
-        Ok(Kernels { arch, module, functions: Mutex::new(HashMap::new()) })
+        Ok(Kernels { arch, from_cubin: false, module, functions: Mutex::new(HashMap::new()) })
     }
 
     /// The function `name` with its launch limits, looked up in the driver once and cached.
@@ -125,7 +171,18 @@ pub fn function_resources(s: &crate::stream::Stream, name: &str) -> Result<Optio
 
 #[cfg(test)]
 mod tests {
-    use super::runs_on;
+    use super::{cubin_runs_on, runs_on};
+
+    #[test]
+    fn cubins_run_on_their_major_version_only() {
+        assert!(cubin_runs_on("sm_90a", (9, 0)));
+        assert!(!cubin_runs_on("sm_90a", (9, 1)));
+        assert!(cubin_runs_on("sm_80", (8, 6)));
+        assert!(!cubin_runs_on("sm_80", (9, 0)));
+        assert!(!cubin_runs_on("sm_90", (8, 9)));
+        assert!(!cubin_runs_on("sm_90", (10, 0)));
+        assert!(!cubin_runs_on("compute_90", (9, 0)));
+    }
 
     #[test]
     fn arch_specific_ptx_runs_on_its_own_chip_only() {

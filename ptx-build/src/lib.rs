@@ -279,6 +279,28 @@ pub fn find_ptxas() -> Option<PathBuf> {
     String::from_utf8_lossy(&out.stdout).lines().map(PathBuf::from).find(|p| p.is_file())
 }
 
+/// Assembles `ptx` for `arch` into a cubin (SASS) at `out` with ptxas, so a device of that
+/// architecture loads the kernels without JIT-compiling the PTX (tens of seconds per context
+/// for this module). Skipped when `out` is newer than `ptx`. Returns ptxas's text on failure.
+pub fn assemble_cubin(ptxas: &Path, ptx: &Path, arch: &str, out: &Path) -> Result<(), String> {
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if matches!((mtime(out), mtime(ptx)), (Some(o), Some(i)) if o > i) {
+        return Ok(());
+    }
+    let tmp = out.with_extension("cubin.tmp");
+    let res = Command::new(ptxas)
+        .arg(format!("-arch={arch}"))
+        .arg(ptx)
+        .arg("-o")
+        .arg(&tmp)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", ptxas.display()))?;
+    if !res.status.success() {
+        return Err(String::from_utf8_lossy(&res.stderr).into_owned());
+    }
+    std::fs::rename(&tmp, out).map_err(|e| format!("cannot write {}: {e}", out.display()))
+}
+
 /// Assembles `ptx` for `arch` with `ptxas -v`; returns each entry's resources, or ptxas's
 /// error text when it rejects the module.
 pub fn ptxas_check(ptxas: &Path, ptx: &Path, arch: &str) -> Result<Vec<EntryResources>, String> {

@@ -34,7 +34,11 @@ pub fn run() -> anyhow::Result<()> {
                 Err(e) => println!("NCCL: {e}"),
             }
             match Backend::new(BackendChoice::Cuda) {
-                Ok(Backend::Cuda(g)) => println!("kernels: PTX {} loaded", g.ptx_arch()?),
+                Ok(Backend::Cuda(g)) => {
+                    let from =
+                        if g.kernels_from_cubin()? { "cubin (no JIT)" } else { "PTX (JIT-compiled by the driver)" };
+                    println!("kernels: {} {from} loaded", g.ptx_arch()?)
+                }
                 Ok(_) => {}
                 Err(e) => println!("kernels: {e}"),
             }
