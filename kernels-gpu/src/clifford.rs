@@ -466,13 +466,7 @@ pub fn bwd_stats_feature<A: Algebra>(x: &Mv, y: &Mv, go: &Mv, w: &Wv, ss: &mut G
     let (mut xg, mut yg) = (*x, *y);
     gate::<A>(&mut xg);
     gate::<A>(&mut yg);
-    let o = product::<A>(&xg, &yg, w);
-    let t = A::T;
-    for c in 0..A::C {
-        let g = t.grade[c];
-        ss[g] = fmaf(o[c], o[c], ss[g]);
-        dot[g] = fmaf(go[c], o[c], dot[g]);
-    }
+    norm_stats::<A>(&product::<A>(&xg, &yg, w), go, ss, dot);
 }
 
 /// The backward of one feature: returns `(dx, dy)` and adds to `dw`. `coefs` are the norm's

@@ -36,6 +36,24 @@ pub fn blocked_sums(n: usize, mut add: impl FnMut(usize, &mut Gv, &mut Gv)) -> (
     (ss, dot)
 }
 
+/// Writes row `r` of `out` from the raw outputs in `scratch` (`C * n`), each divided by its
+/// grade's RMS when `ss` (the row's per-grade sums of squares) is given.
+#[inline(always)]
+fn write_row<A: Algebra, T: Element>(scratch: &[f32], out: &mut [&mut [T]], r: usize, n: usize, ss: Option<&Gv>) {
+    let mut inv = [1.0f32; MAX_G];
+    if let Some(ss) = ss {
+        for g in 0..A::G {
+            inv[g] = inv_rms(ss[g], n);
+        }
+    }
+    for c in 0..A::C {
+        let s = inv[A::T.grade[c]];
+        for f in 0..n {
+            out[c][r * n + f] = T::from_f32(scratch[c * n + f] * s);
+        }
+    }
+}
+
 #[inline(always)]
 pub(super) fn load<T: Element, A: Algebra>(p: &[&[T]], idx: usize) -> Mv {
     let mut v = [0.0f32; MAX_C];
@@ -65,7 +83,6 @@ pub fn fwd_rows<A: Algebra, T: Element>(
     normalize: bool,
     scratch: &mut [f32],
 ) {
-    let t = A::T;
     let rows = x[0].len().checked_div(n).unwrap_or(0);
     for r in 0..rows {
         let (ss, _) = blocked_sums(n, |f, ss, _| {
@@ -79,17 +96,7 @@ pub fn fwd_rows<A: Algebra, T: Element>(
                 scratch[c * n + f] = o[c];
             }
         });
-        let mut inv = [1.0f32; MAX_G];
-        if normalize {
-            for g in 0..A::G {
-                inv[g] = inv_rms(ss[g], n);
-            }
-        }
-        for c in 0..A::C {
-            for f in 0..n {
-                out[c][r * n + f] = T::from_f32(scratch[c * n + f] * inv[t.grade[c]]);
-            }
-        }
+        write_row::<A, T>(scratch, out, r, n, normalize.then_some(&ss));
     }
 }
 
@@ -158,7 +165,6 @@ pub fn fcgp_assemble_rows<A: Algebra, T: Element>(
     normalize: bool,
     scratch: &mut [f32],
 ) {
-    let t = A::T;
     let rows = d[0].len().checked_div(n).unwrap_or(0);
     for r in 0..rows {
         let (ss, _) = blocked_sums(n, |f, ss, _| {
@@ -168,16 +174,6 @@ pub fn fcgp_assemble_rows<A: Algebra, T: Element>(
                 scratch[c * n + f] = o[c];
             }
         });
-        let mut inv = [1.0f32; MAX_G];
-        if normalize {
-            for g in 0..A::G {
-                inv[g] = inv_rms(ss[g], n);
-            }
-        }
-        for c in 0..A::C {
-            for f in 0..n {
-                out[c][r * n + f] = T::from_f32(scratch[c * n + f] * inv[t.grade[c]]);
-            }
-        }
+        write_row::<A, T>(scratch, out, r, n, normalize.then_some(&ss));
     }
 }
