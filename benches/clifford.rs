@@ -473,11 +473,12 @@ fn bench_row_on<T: Scalar>(
 /// A launch config in words.
 fn describe(c: &CliffordConfig) -> String {
     format!(
-        "threads {} rows/block {} {}_p{} blocks/SM {}",
+        "threads {} rows/block {} {}_p{}{} blocks/SM {}",
         c.threads,
         c.rows_per_block,
         if c.variant.vec { "v4" } else { "v1" },
         c.variant.vpt,
+        if c.variant.stream_w { "s" } else { "" },
         c.blocks_per_sm
     )
 }

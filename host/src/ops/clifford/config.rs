@@ -87,7 +87,8 @@ impl CliffordConfig {
     }
 
     /// The forward configs in the heuristic's order of preference, each with the team that
-    /// covers N: a row kept in registers with one feature per thread and the weights in
+    /// covers N: first (the sweep's winners) the fewest features per thread whose team of at
+    /// most 256 covers N; then a row kept in registers with one feature per thread and the weights in
     /// registers (`v1_p1`); the same with the weights re-read per row from L1 (`v1_p1s`: 10 or
     /// 20 registers fewer, so teams up to 1024 fit); then 2 and 4 features per thread with
     /// streamed weights (`v1_p2s`, `v1_p4s`: teams of N/2, N/4); last the two-pass form (any N,
@@ -96,6 +97,17 @@ impl CliffordConfig {
     pub fn forward_candidates(p: &Clifford, _dtype: DType, device: Option<&DeviceInfo>) -> Vec<CliffordConfig> {
         let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
         let mut out = Vec::new();
+        // Refit from the H100 sweep (bench/results/clifford-run2/): the fastest forward at
+        // B4096 N 512 and 777, 2D and 3D, was a team of 256 (128) threads per row, one row per
+        // block, each thread keeping 2 or 4 features (0.82-0.90x of copy vs 0.40-0.63x for a
+        // team of N with one feature each): so first the fewest features per thread (1, 2, 4)
+        // whose team of at most 256 covers N, weights kept in registers except 2D with 4
+        // features (streamed won there: 0.068 vs 0.0735 ms at N = 777).
+        if let Some(vpt) = [1u32, 2, 4].into_iter().find(|&v| p.n.max(1).div_ceil(v as usize) <= 256) {
+            let variant = RowVariant { vec: false, vpt, stream_w: p.dim == 2 && vpt == 4 };
+            let team = p.n.max(1).div_ceil(vpt as usize).next_power_of_two() as u32;
+            out.push(Self::resident(p, variant, team, false, max_threads));
+        }
         for (vpt, stream_w) in [(1u32, false), (1, true), (2, true), (4, true)] {
             let variant = RowVariant { vec: false, vpt, stream_w };
             let team = p.n.max(1).div_ceil(vpt as usize).next_power_of_two().min(1 << 20) as u32;
