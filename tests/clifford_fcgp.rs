@@ -257,10 +257,10 @@ fn gpu_typed<T: Scalar>(gpu: &Backend, precision: Precision, rel: f64) -> usize 
             if let Err(e) = check_all(&got, &cpu, rel) {
                 panic!("GPU vs CPU {} {precision:?} {p:?}: {e}", T::DTYPE.name());
             }
-            if n <= 7 {
-                if let Err(e) = check_all(&got, &finite_differences(&case), rel.max(rel_of(T::DTYPE))) {
-                    panic!("GPU vs finite differences {} {precision:?} {p:?}: {e}", T::DTYPE.name());
-                }
+            if n <= 7
+                && let Err(e) = check_all(&got, &finite_differences(&case), rel.max(rel_of(T::DTYPE)))
+            {
+                panic!("GPU vs finite differences {} {precision:?} {p:?}: {e}", T::DTYPE.name());
             }
             cases += 1;
         }
