@@ -141,7 +141,10 @@ fn explain_clifford(dtype: &str, shape: Option<&str>, b: &Backend) -> anyhow::Re
         show(&g),
         if g.variant.vpt == 0 { " (two passes: no one-pass team within the registers covers N)" } else { "" }
     );
-    println!("  from: the built-in heuristics (CliffordConfig::heuristic / backward_heuristic; not tuned)");
+    println!(
+        "  from: the built-in heuristics (CliffordConfig::forward_candidates, refit from the H100 sweep in \
+         bench/results/clifford-run2; backward_heuristic); no tuning profile for this family yet"
+    );
     Ok(())
 }
 
