@@ -248,23 +248,8 @@ fn finite_differences(case: &Case<f32>, go: &[f64]) -> (Vec<f64>, Vec<f64>, Vec<
         let (o, _) = r::sgp_forward(p.dim, p.b, p.n, x, y, w, p.normalize);
         o.iter().zip(go).map(|(a, b)| a * b).sum::<f64>()
     };
-    let h = 1e-5;
-    let grad = |v: &[f64], which: usize| -> Vec<f64> {
-        (0..v.len())
-            .map(|i| {
-                let (mut up, mut down) = (v.to_vec(), v.to_vec());
-                up[i] += h;
-                down[i] -= h;
-                let (lu, ld) = match which {
-                    0 => (loss(&up, &y, &w), loss(&down, &y, &w)),
-                    1 => (loss(&x, &up, &w), loss(&x, &down, &w)),
-                    _ => (loss(&x, &y, &up), loss(&x, &y, &down)),
-                };
-                (lu - ld) / (2.0 * h)
-            })
-            .collect()
-    };
-    (grad(&x, 0), grad(&y, 1), grad(&w, 2))
+    let [gx, gy, gw] = r::central_differences([&x, &y, &w], 1e-5, loss);
+    (gx, gy, gw)
 }
 
 /// `(dx, dy, dw)`.
