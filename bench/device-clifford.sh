@@ -64,8 +64,8 @@ timeout ${T_FCGP:-40} $BIN/xtask bench --ops clifford --clifford-rows fcgp_fwd -
   --shapes ${FCGP_SHAPES:-4096x512,4096x1024} --json $R/clifford-fcgp-h100.json > $R/clifford-fcgp.txt 2>&1
 echo "fcgp exit $?"; grep -E "d[23] |error" $R/clifford-fcgp.txt
 stamp "=== Clifford sweep"
-timeout ${T_SWEEP:-90} $BIN/xtask bench --ops clifford --clifford-rows fwd_sweep,fwdbwd_sweep \
-  --shapes ${SWEEP_SHAPES:-4096x512,4096x777,4096x1024} \
+timeout ${T_SWEEP:-150} $BIN/xtask bench --ops clifford --clifford-rows fwd_sweep,fwdbwd_sweep \
+  --shapes ${SWEEP_SHAPES:-4096x512,4096x1024} \
   --json $R/clifford-sweep-h100.json > $R/clifford-sweep.txt 2>&1
 echo "sweep exit $?"; grep -E "d[23] " $R/clifford-sweep.txt
 stamp "=== what the heuristic gives (profile explain)"
