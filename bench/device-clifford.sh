@@ -68,6 +68,9 @@ timeout ${T_SWEEP:-150} $BIN/xtask bench --ops clifford --clifford-rows fwd_swee
   --shapes ${SWEEP_SHAPES:-4096x512,4096x1024} \
   --json $R/clifford-sweep-h100.json > $R/clifford-sweep.txt 2>&1
 echo "sweep exit $?"; grep -E "d[23] " $R/clifford-sweep.txt
+SUM_PY=$HERE/clifford_sweep_summary.py; [ -f $SUM_PY ] || SUM_PY=bench/clifford_sweep_summary.py
+[ -f $R/clifford-sweep-h100.json ] && python3 $SUM_PY $R/clifford-sweep-h100.json --heuristic $R/clifford-h100.json \
+  --out $R/clifford-sweep-summary.md | cut -c1-400
 stamp "=== what the heuristic gives (profile explain)"
 for sh in 2x4096x512 2x4096x777 3x4096x512 3x4096x1024; do
   $BIN/xtask profile explain --op clifford --dtype f32 --shape $sh 2>&1 | grep -v "^warning"
