@@ -309,12 +309,13 @@ pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
     v
 }
 
-/// The forward configs `fwd_sweep` times: every compiled variant with the smallest team that
+/// The forward configs `fwd_sweep` times: every compiled forward variant (weights kept or
+/// re-read per row) with the smallest team that
 /// covers N and twice that, blocks of 256..=1024 threads, 0 (one block per row group), 1, 2
 /// and 4 blocks per SM.
 pub fn sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
     let mut v = Vec::new();
-    for variant in cl::ROW_VARIANT_LIST {
+    for variant in ferrotune_kernels::clifford::fwd_variants() {
         let per = variant.lanes() * (variant.vpt.max(1) as usize);
         let base = if variant.vpt == 0 { 128 } else { p.n.max(1).div_ceil(per).next_power_of_two() };
         for team in [base, 2 * base] {
@@ -472,11 +473,12 @@ fn bench_row_on<T: Scalar>(
 /// A launch config in words.
 fn describe(c: &CliffordConfig) -> String {
     format!(
-        "threads {} rows/block {} {}_p{} blocks/SM {}",
+        "threads {} rows/block {} {}_p{}{} blocks/SM {}",
         c.threads,
         c.rows_per_block,
         if c.variant.vec { "v4" } else { "v1" },
         c.variant.vpt,
+        if c.variant.stream_w { "s" } else { "" },
         c.blocks_per_sm
     )
 }

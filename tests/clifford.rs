@@ -9,7 +9,7 @@ use ferrotune::ops::clifford::{
 };
 use ferrotune::ops::gemm::Precision;
 use ferrotune::{Backend, Buffer, DType, Error, Scalar, bf16, f16};
-use ferrotune_kernels::clifford::{BWD_VARIANTS, ROW_VARIANTS};
+use ferrotune_kernels::clifford::{BWD_VARIANTS, ROW_VARIANTS, fwd_variants};
 use ferrotune_testkit::clifford_ref as r;
 use ferrotune_testkit::{Rng, Tolerance, cpu_backend, cuda_backend, poison};
 use proptest::prelude::*;
@@ -248,23 +248,8 @@ fn finite_differences(case: &Case<f32>, go: &[f64]) -> (Vec<f64>, Vec<f64>, Vec<
         let (o, _) = r::sgp_forward(p.dim, p.b, p.n, x, y, w, p.normalize);
         o.iter().zip(go).map(|(a, b)| a * b).sum::<f64>()
     };
-    let h = 1e-5;
-    let grad = |v: &[f64], which: usize| -> Vec<f64> {
-        (0..v.len())
-            .map(|i| {
-                let (mut up, mut down) = (v.to_vec(), v.to_vec());
-                up[i] += h;
-                down[i] -= h;
-                let (lu, ld) = match which {
-                    0 => (loss(&up, &y, &w), loss(&down, &y, &w)),
-                    1 => (loss(&x, &up, &w), loss(&x, &down, &w)),
-                    _ => (loss(&x, &y, &up), loss(&x, &y, &down)),
-                };
-                (lu - ld) / (2.0 * h)
-            })
-            .collect()
-    };
-    (grad(&x, 0), grad(&y, 1), grad(&w, 2))
+    let [gx, gy, gw] = r::central_differences([&x, &y, &w], 1e-5, loss);
+    (gx, gy, gw)
 }
 
 /// `(dx, dy, dw)`.
@@ -376,7 +361,9 @@ fn gpu_forward_typed<T: Scalar>(gpu: &Backend, fcgp: bool) -> usize {
             let case = make_case::<T>(p, fcgp, (dim as u64) << 8 | i as u64);
             // The default config, an unaligned view, and every compiled variant that covers N.
             let mut cfgs: Vec<(Option<CliffordConfig>, usize)> = vec![(None, 0), (None, 1)];
-            for v in ROW_VARIANTS {
+            // (The forward also has the streamed-weights variants; the FCGP assembly has no weights.)
+            let variants: Vec<CliffordVariant> = if fcgp { ROW_VARIANTS.to_vec() } else { fwd_variants().collect() };
+            for v in variants {
                 let space = CliffordConfig::gpu_space(&p);
                 if let Some(c) = space.into_iter().find(|c| c.variant == v && c.blocks_per_sm == 2) {
                     cfgs.push((Some(c), 0));
@@ -455,7 +442,7 @@ fn gpu_backward_typed<T: Scalar>(gpu: &Backend) {
             let mut cfgs = vec![None];
             for vec in [true, false] {
                 let mut c = CliffordConfig::heuristic(&p, T::DTYPE, None).backward_form();
-                c.variant = CliffordVariant { vec, vpt: 0 };
+                c.variant = CliffordVariant { vec, vpt: 0, stream_w: false };
                 c.blocks_per_sm = 1; // many rows per block: the shared-memory accumulation
                 if c.validate(&p, None).is_ok() {
                     cfgs.push(Some(c));

@@ -268,3 +268,21 @@ pub fn fcgp_forward(
     };
     finish(dim, b, n, normalize, raw)
 }
+
+/// Gradients of `loss(x, y, w)` with respect to each of its three arguments by central
+/// differences with step `h` (one vector per argument), for the gradient tests.
+pub fn central_differences(args: [&[f64]; 3], h: f64, loss: impl Fn(&[f64], &[f64], &[f64]) -> f64) -> [Vec<f64>; 3] {
+    let grad = |which: usize| -> Vec<f64> {
+        (0..args[which].len())
+            .map(|i| {
+                let at = |d: f64| {
+                    let mut a = [args[0].to_vec(), args[1].to_vec(), args[2].to_vec()];
+                    a[which][i] += d;
+                    loss(&a[0], &a[1], &a[2])
+                };
+                (at(h) - at(-h)) / (2.0 * h)
+            })
+            .collect()
+    };
+    [grad(0), grad(1), grad(2)]
+}

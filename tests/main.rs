@@ -2,6 +2,8 @@
 
 mod bench;
 mod clifford;
+mod clifford_fcgp;
+mod clifford_long;
 mod elementwise;
 mod errors;
 mod gemm;

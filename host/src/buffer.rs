@@ -355,6 +355,15 @@ impl<T: Scalar> View<'_, T> {
 }
 
 impl<T: Scalar> ViewMut<'_, T> {
+    /// A writable sub-range of this view (element offsets; need not be aligned).
+    pub fn slice_mut(&mut self, r: impl RangeBounds<usize>) -> Result<ViewMut<'_, T>> {
+        let (s, e) = bounds(self.len(), r)?;
+        Ok(match self {
+            ViewMut::Cuda(v) => ViewMut::Cuda(v.slice_mut(s..e)),
+            ViewMut::Cpu(x) => ViewMut::Cpu(&mut x[s..e]),
+        })
+    }
+
     pub fn len(&self) -> usize {
         match self {
             ViewMut::Cuda(v) => v.len(),

@@ -242,6 +242,12 @@ macro_rules! for_terms {
     };
 }
 
+// After `for_terms!`, which it uses.
+mod fcgp;
+pub use fcgp::{
+    MAX_TOTAL, expand_grad, fcgp_input_grads, fcgp_norm_bwd_rows, fcgp_products_bwd_rows, norm_stats, path_products_vjp,
+};
+
 /// `1 / sqrt(2 pi)`.
 const INV_SQRT_2PI: f32 = 0.398_942_3;
 
@@ -355,17 +361,26 @@ pub fn path_products<A: Algebra>(xg: &Mv, yg: &Mv) -> [f32; 44] {
 /// consecutive features per access (16 bytes of f32, 8 of f16/bf16; needs N % 4 == 0 and
 /// aligned pointers), `vpt` = accesses per thread per row kept in registers (the forward and
 /// backward keep the same features, and their weights, for every row), 0 = two passes
-/// (statistics first, then recompute and write: any N).
+/// (statistics first, then recompute and write: any N). `stream_w` (forward only,
+/// [`FWD_STREAM_VARIANTS`]): the weights are not kept in registers but re-read for every row
+/// (they stay in L1/L2: N W floats shared by every block of an SM), which frees 10 (2D) or 20
+/// (3D) registers per feature, so larger teams fit in a block and a row stays in registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RowVariant {
     pub vec: bool,
     pub vpt: u32,
+    pub stream_w: bool,
 }
 
 impl RowVariant {
     /// Features per access.
     pub const fn lanes(self) -> usize {
         if self.vec { 4 } else { 1 }
+    }
+
+    /// The same variant with its weights kept in registers (the FCGP assembly has no weights).
+    pub const fn keeping_w(self) -> RowVariant {
+        RowVariant { stream_w: false, ..self }
     }
 
     /// `v4_p1`, `v1_p0`, ...
@@ -381,22 +396,36 @@ impl RowVariant {
 
 /// Every row variant compiled into the PTX (see `entry/clifford.rs`, `each_row_variant!`).
 pub const ROW_VARIANTS: [RowVariant; 6] = [
-    RowVariant { vec: true, vpt: 1 },
-    RowVariant { vec: true, vpt: 0 },
-    RowVariant { vec: false, vpt: 1 },
-    RowVariant { vec: false, vpt: 2 },
-    RowVariant { vec: false, vpt: 4 },
-    RowVariant { vec: false, vpt: 0 },
+    RowVariant { vec: true, vpt: 1, stream_w: false },
+    RowVariant { vec: true, vpt: 0, stream_w: false },
+    RowVariant { vec: false, vpt: 1, stream_w: false },
+    RowVariant { vec: false, vpt: 2, stream_w: false },
+    RowVariant { vec: false, vpt: 4, stream_w: false },
+    RowVariant { vec: false, vpt: 0, stream_w: false },
 ];
+
+/// The forward-only variants whose weights are re-read per row (`stream_w`; see `RowVariant`):
+/// `ft_clifford_fwd_d{2,3}_{dt}_{v}_p{n}s` (`entry/clifford_fwd.rs`, `each_stream_variant!`).
+pub const FWD_STREAM_VARIANTS: [RowVariant; 4] = [
+    RowVariant { vec: false, vpt: 1, stream_w: true },
+    RowVariant { vec: false, vpt: 2, stream_w: true },
+    RowVariant { vec: false, vpt: 4, stream_w: true },
+    RowVariant { vec: true, vpt: 1, stream_w: true },
+];
+
+/// Every forward variant: [`ROW_VARIANTS`] and [`FWD_STREAM_VARIANTS`].
+pub fn fwd_variants() -> impl Iterator<Item = RowVariant> {
+    ROW_VARIANTS.into_iter().chain(FWD_STREAM_VARIANTS)
+}
 
 /// The backward variants that keep a row in registers (`entry/clifford_bwd.rs`,
 /// `ft_clifford_bwd_d{2,3}_{dt}_{v}_p{n}`); a backward config with `vpt` = 0 runs the two-pass
 /// kernels (`ft_clifford_bwd_d{2,3}_{dt}_{v4|v1}[_g]`) instead.
 pub const BWD_VARIANTS: [RowVariant; 4] = [
-    RowVariant { vec: true, vpt: 1 },
-    RowVariant { vec: false, vpt: 1 },
-    RowVariant { vec: false, vpt: 2 },
-    RowVariant { vec: false, vpt: 4 },
+    RowVariant { vec: true, vpt: 1, stream_w: false },
+    RowVariant { vec: false, vpt: 1, stream_w: false },
+    RowVariant { vec: false, vpt: 2, stream_w: false },
+    RowVariant { vec: false, vpt: 4, stream_w: false },
 ];
 
 /// The ops of this family, as named in entry points and bench rows.
@@ -425,6 +454,9 @@ pub fn row_entry_name(kernel: CliffordKernel, dim: u32, dtype: DType, v: RowVari
     n.push(dtype.name());
     n.push(if v.vec { "_v4_p" } else { "_v1_p" });
     n.push(["0", "1", "2", "3", "4"][(v.vpt as usize).min(4)]);
+    if v.stream_w && matches!(kernel, CliffordKernel::Forward) {
+        n.push("s");
+    }
     n
 }
 
@@ -434,13 +466,7 @@ pub fn bwd_stats_feature<A: Algebra>(x: &Mv, y: &Mv, go: &Mv, w: &Wv, ss: &mut G
     let (mut xg, mut yg) = (*x, *y);
     gate::<A>(&mut xg);
     gate::<A>(&mut yg);
-    let o = product::<A>(&xg, &yg, w);
-    let t = A::T;
-    for c in 0..A::C {
-        let g = t.grade[c];
-        ss[g] = fmaf(o[c], o[c], ss[g]);
-        dot[g] = fmaf(go[c], o[c], dot[g]);
-    }
+    norm_stats::<A>(&product::<A>(&xg, &yg, w), go, ss, dot);
 }
 
 /// The backward of one feature: returns `(dx, dy)` and adds to `dw`. `coefs` are the norm's
@@ -508,7 +534,7 @@ mod tests {
 
     #[test]
     fn entry_names() {
-        let v = RowVariant { vec: true, vpt: 2 };
+        let v = RowVariant { vec: true, vpt: 2, stream_w: false };
         assert_eq!(
             row_entry_name(CliffordKernel::Forward, 3, DType::Bf16, v).as_str(),
             "ft_clifford_fwd_d3_bf16_v4_p2"

@@ -103,25 +103,48 @@ fn explain_clifford(dtype: &str, shape: Option<&str>, b: &Backend) -> anyhow::Re
     let dev = b.device();
     let show = |c: &CliffordConfig| {
         format!(
-            "{} threads, {} rows per block (team of {}), {}_p{}, {} blocks per SM",
+            "{} threads, {} rows per block (team of {}), {}_p{}{}, {} blocks per SM",
             c.threads,
             c.rows_per_block,
             c.team(),
             if c.variant.vec { "v4" } else { "v1" },
             c.variant.vpt,
+            if c.variant.stream_w { "s (weights re-read per row)" } else { "" },
             c.blocks_per_sm
         )
     };
-    let f = CliffordConfig::heuristic(&p, dt, dev);
+    // On the GPU: the first candidate the compiled kernel's registers allow.
+    let s = b.stream();
+    let f = match dt {
+        DType::F32 => ferrotune::ops::clifford::forward_config::<f32>(&s, &p)?,
+        DType::F16 => ferrotune::ops::clifford::forward_config::<ferrotune::f16>(&s, &p)?,
+        DType::Bf16 => ferrotune::ops::clifford::forward_config::<ferrotune::bf16>(&s, &p)?,
+    };
     let g = CliffordConfig::backward_heuristic(&p, dt, dev);
     println!("clifford {}D {} B={batch} N={n} on {}:", dim, dt.name(), b.name());
     println!("  forward:  {}", show(&f));
+    let chain: Vec<String> = CliffordConfig::forward_candidates(&p, dt, dev)
+        .iter()
+        .map(|c| {
+            format!(
+                "{}_p{}{}/{}",
+                if c.variant.vec { "v4" } else { "v1" },
+                c.variant.vpt,
+                if c.variant.stream_w { "s" } else { "" },
+                c.team()
+            )
+        })
+        .collect();
+    println!("  forward candidates (variant/team, first that fits the registers wins): {}", chain.join(" → "));
     println!(
         "  backward: {}{}",
         show(&g),
         if g.variant.vpt == 0 { " (two passes: no one-pass team within the registers covers N)" } else { "" }
     );
-    println!("  from: the built-in heuristics (CliffordConfig::heuristic / backward_heuristic; not tuned)");
+    println!(
+        "  from: the built-in heuristics (CliffordConfig::forward_candidates, refit from the H100 sweep in \
+         bench/results/clifford-run2; backward_heuristic); no tuning profile for this family yet"
+    );
     Ok(())
 }
 

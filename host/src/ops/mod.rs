@@ -16,7 +16,8 @@ pub mod pack;
 pub mod reduce;
 
 pub use clifford::{
-    Clifford, CliffordConfig, FcgpWorkspace, fused_gelu_fcgp_norm, fused_gelu_sgp_norm, fused_gelu_sgp_norm_backward,
+    Clifford, CliffordConfig, FcgpWorkspace, fused_gelu_fcgp_norm, fused_gelu_fcgp_norm_backward, fused_gelu_sgp_norm,
+    fused_gelu_sgp_norm_backward,
 };
 pub use elementwise::{
     Activation, GeluForm, add, add_mul_act, axpy, bias_add_inplace, copy, gelu, relu, run_elementwise, scale,

@@ -51,15 +51,16 @@ struct Problem<T> {
     team: u32,
 }
 
-/// `VPT` > 0: registers hold the thread's weights and one row's inputs; the next row's inputs
-/// are loaded before the current row is computed.
+/// `VPT` > 0: registers hold one row's inputs (and, with `KEEP_W`, the thread's weights,
+/// else they are re-read per row from L1 / L2); the next row's inputs are loaded before the
+/// current row is computed.
 ///
 /// # Safety
 /// Every pointer covers the problem (`C * B * N` elements, weights `N * W`); N % L == 0 and
 /// (L = 4) every pointer and the plane `B * N` are aligned to 4 elements; `team` is a power of
 /// two dividing `blockDim.x` with `team * VPT * L >= N`; every thread of the block calls it.
 #[inline(always)]
-unsafe fn fwd_kept<T: Element, A: Algebra, const L: usize, const VPT: usize>(p: &Problem<T>) {
+unsafe fn fwd_kept<T: Element, A: Algebra, const L: usize, const VPT: usize, const KEEP_W: bool>(p: &Problem<T>) {
     let tid = thread_idx_x();
     let team = p.team as usize;
     let rows_per_block = block_dim_x() as usize / team;
@@ -70,7 +71,7 @@ unsafe fn fwd_kept<T: Element, A: Algebra, const L: usize, const VPT: usize>(p: 
     let mut ws = [[[0.0f32; MAX_W]; L]; VPT];
     for v in 0..VPT {
         let vi = j + v * team;
-        if vi < nvec {
+        if KEEP_W && vi < nvec {
             for l in 0..L {
                 // SAFETY: vi * L + l < N.
                 ws[v][l] = unsafe { weights_of::<T, A>(p.w, vi * L + l) };
@@ -103,8 +104,18 @@ unsafe fn fwd_kept<T: Element, A: Algebra, const L: usize, const VPT: usize>(p: 
         let mut ss = [0.0f32; MAX_G];
         let mut o = [[[0.0f32; MAX_C]; L]; VPT];
         for v in 0..VPT {
-            if j + v * team < nvec {
-                o[v] = eval::<A, L>(&xs[v], &ys[v], &ws[v], &mut ss);
+            let vi = j + v * team;
+            if vi < nvec {
+                if KEEP_W {
+                    o[v] = eval::<A, L>(&xs[v], &ys[v], &ws[v], &mut ss);
+                } else {
+                    let mut wv = [[0.0f32; MAX_W]; L];
+                    for l in 0..L {
+                        // SAFETY: vi * L + l < N; re-read per row (L1 / L2 hits).
+                        wv[l] = unsafe { weights_of::<T, A>(p.w, vi * L + l) };
+                    }
+                    o[v] = eval::<A, L>(&xs[v], &ys[v], &wv, &mut ss);
+                }
             }
         }
         // SAFETY: every thread of the block runs the same trips (row0 is uniform).
@@ -189,9 +200,22 @@ macro_rules! each_variant {
     };
 }
 
+// The streamed-weights variants; the list must match `FWD_STREAM_VARIANTS` in clifford.rs.
+macro_rules! each_stream_variant {
+    ($m:ident, $($a:tt),*) => {
+        $m!($($a),*, "v1", 1, "1s", 1, false);
+        $m!($($a),*, "v1", 1, "2s", 2, false);
+        $m!($($a),*, "v1", 1, "4s", 4, false);
+        $m!($($a),*, "v4", 4, "1s", 1, false);
+    };
+}
+
 /// `(x, y, w, out, b, n, normalize, team)`.
 macro_rules! fwd_entry {
     ($A:ty, $d:literal, $T:ty, $dt:literal, $vn:literal, $l:literal, $pn:literal, $vpt:literal) => {
+        fwd_entry!($A, $d, $T, $dt, $vn, $l, $pn, $vpt, true);
+    };
+    ($A:ty, $d:literal, $T:ty, $dt:literal, $vn:literal, $l:literal, $pn:literal, $vpt:literal, $keep:literal) => {
         const _: () = {
             #[unsafe(export_name = concat!("ft_clifford_fwd_d", $d, "_", $dt, "_", $vn, "_p", $pn))]
             unsafe extern "ptx-kernel" fn entry(
@@ -206,15 +230,23 @@ macro_rules! fwd_entry {
             ) {
                 let p = Problem { x, y, w, out, b, n, normalize: normalize != 0, team };
                 // SAFETY: the host checked sizes, alignment, team and coverage.
-                unsafe { if $vpt == 0 { fwd_stream::<$T, $A, $l>(&p) } else { fwd_kept::<$T, $A, $l, $vpt>(&p) } }
+                unsafe {
+                    if $vpt == 0 { fwd_stream::<$T, $A, $l>(&p) } else { fwd_kept::<$T, $A, $l, $vpt, $keep>(&p) }
+                }
             }
         };
     };
 }
 
 each_variant!(fwd_entry, Cl2, "2", f32, "f32");
+each_stream_variant!(fwd_entry, Cl2, "2", f32, "f32");
 each_variant!(fwd_entry, Cl2, "2", f16, "f16");
+each_stream_variant!(fwd_entry, Cl2, "2", f16, "f16");
 each_variant!(fwd_entry, Cl2, "2", bf16, "bf16");
+each_stream_variant!(fwd_entry, Cl2, "2", bf16, "bf16");
 each_variant!(fwd_entry, Cl3, "3", f32, "f32");
+each_stream_variant!(fwd_entry, Cl3, "3", f32, "f32");
 each_variant!(fwd_entry, Cl3, "3", f16, "f16");
+each_stream_variant!(fwd_entry, Cl3, "3", f16, "f16");
 each_variant!(fwd_entry, Cl3, "3", bf16, "bf16");
+each_stream_variant!(fwd_entry, Cl3, "3", bf16, "bf16");

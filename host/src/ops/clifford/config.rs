@@ -1,7 +1,7 @@
 //! [`CliffordConfig`]: how the Clifford row kernels and the backward are launched, the
 //! built-in heuristic, validation, and the space the tuner sweeps.
 
-use ferrotune_kernels::clifford::{BWD_VARIANTS, ROW_VARIANTS, RowVariant};
+use ferrotune_kernels::clifford::{BWD_VARIANTS, RowVariant, fwd_variants};
 
 use super::{Clifford, OP};
 use crate::DType;
@@ -11,6 +11,18 @@ use crate::error::{Error, Result};
 /// Registers per thread of a Clifford kernel on sm_90 (ptxas, f32; f16/bf16 within a few):
 /// the forward / one-pass backward of `variant`, or the two-pass backward (`vpt` = 0).
 fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
+    if v.stream_w {
+        return match (dim, v.vec, v.vpt) {
+            (2, false, 1) => 56,
+            (2, false, 2) => 72,
+            (2, false, _) => 104,
+            (2, true, _) => 128,
+            (_, false, 1) => 64,
+            (_, false, 2) => 104,
+            (_, false, _) => 168,
+            (_, true, _) => 168,
+        };
+    }
     match (dim, backward, v.vec, v.vpt) {
         (2, false, false, 0) => 40,
         (2, false, false, 1) => 64,
@@ -53,7 +65,7 @@ pub struct CliffordConfig {
     /// features.
     pub rows_per_block: u32,
     /// Accesses of 4 features or 1, and how many a thread keeps in registers per row (0: two
-    /// passes). A compiled variant ([`ROW_VARIANTS`]); the backward uses only `vec`.
+    /// passes). A compiled variant (`ROW_VARIANTS`, `FWD_STREAM_VARIANTS`); the backward uses only `vec`.
     pub variant: RowVariant,
     /// 0: one block per group of rows. k > 0: at most k blocks per SM, each looping over rows.
     pub blocks_per_sm: u32,
@@ -62,29 +74,50 @@ pub struct CliffordConfig {
 }
 
 impl CliffordConfig {
-    /// The built-in choice for the forward of `p`: the lightest variant that keeps a row in
-    /// registers (2D and 3D: one feature per access and per thread, the team the next power
-    /// of two above N, up to the threads its registers allow in one block), so that an SM
-    /// holds as many warps, and as many loads in flight, as its registers allow; rows longer
-    /// than that take the two-pass form (teams of 512). Blocks of at least 256 threads, as
-    /// many resident per SM as the registers allow, looping over the rows (each thread reads
-    /// its weights once and prefetches its next row). Register counts are ptxas's for sm_90
-    /// (`cargo xtask ptx`); a launch that finds fewer threads allowed is refitted
-    /// ([`CliffordConfig::fit`]). Not yet refit from a sweep: `xtask bench --ops clifford
-    /// --clifford-rows fwd_sweep` measures the space (bench/device-clifford.sh).
-    pub fn heuristic(p: &Clifford, _dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
+    /// The built-in choice for the forward of `p`: the first of [`Self::forward_candidates`]
+    /// whose team fits in one block of its variant (register counts: ptxas's for sm_90, see
+    /// `registers`; a launch that finds fewer threads allowed takes the next candidate,
+    /// [`super::fused_gelu_sgp_norm`]).
+    pub fn heuristic(p: &Clifford, dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
         let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
-        let one = RowVariant { vec: false, vpt: 1 };
-        let (variant, team) = {
-            let team = p.n.max(1).next_power_of_two() as u32;
-            if team <= block_limit(p.dim, one, false).min(max_threads) {
-                (one, team)
-            } else {
-                let v = RowVariant { vec: p.n.is_multiple_of(4), vpt: 0 };
-                (v, 512u32.min(block_limit(p.dim, v, false)).min(max_threads))
+        Self::forward_candidates(p, dtype, device)
+            .into_iter()
+            .find(|c| c.team() <= block_limit(p.dim, c.variant, false).min(max_threads))
+            .expect("the two-pass candidate always fits")
+    }
+
+    /// The forward configs in the heuristic's order of preference, each with the team that
+    /// covers N: first (the sweep's winners) the fewest features per thread whose team of at
+    /// most 256 covers N; then a row kept in registers with one feature per thread and the weights in
+    /// registers (`v1_p1`); the same with the weights re-read per row from L1 (`v1_p1s`: 10 or
+    /// 20 registers fewer, so teams up to 1024 fit); then 2 and 4 features per thread with
+    /// streamed weights (`v1_p2s`, `v1_p4s`: teams of N/2, N/4); last the two-pass form (any N,
+    /// teams of 512). Blocks of at least 256 threads, as many resident per SM as the registers
+    /// allow, looping over the rows (each thread prefetches its next row).
+    pub fn forward_candidates(p: &Clifford, _dtype: DType, device: Option<&DeviceInfo>) -> Vec<CliffordConfig> {
+        let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
+        let mut out = Vec::new();
+        // Refit from the H100 sweep (bench/results/clifford-run2/): the fastest forward at
+        // B4096 N 512 and 777, 2D and 3D, was a team of 256 (128) threads per row, one row per
+        // block, each thread keeping 2 or 4 features (0.82-0.90x of copy vs 0.40-0.63x for a
+        // team of N with one feature each): so first the fewest features per thread (1, 2, 4)
+        // whose team of at most 256 covers N, weights kept in registers except 2D with 4
+        // features (streamed won there: 0.068 vs 0.0735 ms at N = 777).
+        if let Some(vpt) = [1u32, 2, 4].into_iter().find(|&v| p.n.max(1).div_ceil(v as usize) <= 256) {
+            let variant = RowVariant { vec: false, vpt, stream_w: p.dim == 2 && vpt == 4 };
+            let team = p.n.max(1).div_ceil(vpt as usize).next_power_of_two() as u32;
+            out.push(Self::resident(p, variant, team, false, max_threads));
+        }
+        for (vpt, stream_w) in [(1u32, false), (1, true), (2, true), (4, true)] {
+            let variant = RowVariant { vec: false, vpt, stream_w };
+            let team = p.n.max(1).div_ceil(vpt as usize).next_power_of_two().min(1 << 20) as u32;
+            if team <= max_threads {
+                out.push(Self::resident(p, variant, team, false, max_threads));
             }
-        };
-        Self::resident(p, variant, team, false, max_threads)
+        }
+        let v = RowVariant { vec: p.n.is_multiple_of(4), vpt: 0, stream_w: false };
+        out.push(Self::resident(p, v, 512u32.min(block_limit(p.dim, v, false)).min(max_threads), false, max_threads));
+        out
     }
 
     /// A config for `variant` with `team` threads per row: blocks of at least 256 threads
@@ -110,7 +143,7 @@ impl CliffordConfig {
     pub fn backward_heuristic(p: &Clifford, dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
         let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
         for vpt in [1u32, 2] {
-            let variant = RowVariant { vec: false, vpt };
+            let variant = RowVariant { vec: false, vpt, stream_w: false };
             let team = p.n.max(1).div_ceil(vpt as usize).next_power_of_two();
             if team <= block_limit(p.dim, variant, true).min(max_threads) as usize {
                 return Self::resident(p, variant, team as u32, true, max_threads);
@@ -139,6 +172,7 @@ impl CliffordConfig {
     /// thread in 3D) allows at most 256 threads per block.
     pub fn backward_form(mut self) -> CliffordConfig {
         self.variant.vpt = 0;
+        self.variant.stream_w = false;
         let team = self.team().min(256);
         self.threads = self.threads.min(256).max(team);
         self.rows_per_block = self.threads / team;
@@ -160,8 +194,11 @@ impl CliffordConfig {
         if !self.rows_per_block.is_power_of_two() || self.rows_per_block > self.threads {
             return bad(format!("rows per block {} must be a power of two up to threads", self.rows_per_block));
         }
-        if !ROW_VARIANTS.contains(&self.variant) {
-            return bad(format!("variant {:?} is not compiled into the PTX (see ROW_VARIANTS)", self.variant));
+        if !fwd_variants().any(|v| v == self.variant) {
+            return bad(format!(
+                "variant {:?} is not compiled into the PTX (see ROW_VARIANTS, FWD_STREAM_VARIANTS)",
+                self.variant
+            ));
         }
         if self.variant.vec && !p.n.is_multiple_of(4) {
             return bad(format!("4-feature accesses need N % 4 == 0, N is {}", p.n));
@@ -219,7 +256,7 @@ impl CliffordConfig {
     /// variant's registers allow (ptxas, sm_90).
     pub fn gpu_space(p: &Clifford) -> Vec<CliffordConfig> {
         let mut v = Vec::new();
-        for variant in ROW_VARIANTS {
+        for variant in fwd_variants() {
             let limit = block_limit(p.dim, variant, false);
             for threads in [64, 128, 256, 512, 1024].into_iter().filter(|&t| t <= limit) {
                 let mut rows = 1;
@@ -265,15 +302,15 @@ mod tests {
         let c = CliffordConfig {
             threads: 1024,
             rows_per_block: 4,
-            variant: RowVariant { vec: false, vpt: 1 },
+            variant: RowVariant { vec: false, vpt: 1, stream_w: false },
             blocks_per_sm: 1,
             cpu_rows: 1,
         };
         let f = c.fit(384).unwrap();
         assert_eq!((f.threads, f.team(), f.rows_per_block), (256, 256, 1));
         assert!(c.fit(128).is_none());
-        assert_eq!(block_limit(2, RowVariant { vec: true, vpt: 1 }, false), 256);
-        assert_eq!(block_limit(2, RowVariant { vec: false, vpt: 1 }, false), 1024);
+        assert_eq!(block_limit(2, RowVariant { vec: true, vpt: 1, stream_w: false }, false), 256);
+        assert_eq!(block_limit(2, RowVariant { vec: false, vpt: 1, stream_w: false }, false), 1024);
     }
 
     #[test]
@@ -285,13 +322,13 @@ mod tests {
         let bad = CliffordConfig {
             threads: 64,
             rows_per_block: 1,
-            variant: RowVariant { vec: false, vpt: 1 },
+            variant: RowVariant { vec: false, vpt: 1, stream_w: false },
             blocks_per_sm: 0,
             cpu_rows: 1,
         };
         assert!(matches!(bad.validate(&p, None), Err(Error::InvalidConfig { .. })));
         let odd = Clifford::new(2, 4, 7, true);
-        let vec = CliffordConfig { variant: RowVariant { vec: true, vpt: 1 }, threads: 32, ..bad };
+        let vec = CliffordConfig { variant: RowVariant { vec: true, vpt: 1, stream_w: false }, threads: 32, ..bad };
         assert!(vec.validate(&odd, None).is_err());
     }
 }

@@ -1,6 +1,6 @@
 //! Clifford-algebra layer ops (the Flash Clifford family) for Cl(2,0) and Cl(3,0):
 //! `fused_gelu_sgp_norm` (forward and backward, `sgp_fwd.rs`, `sgp_bwd.rs`) and
-//! `fused_gelu_fcgp_norm` (`fcgp.rs`), in f32, f16 and bf16 (f32 maths). Tensors are
+//! `fused_gelu_fcgp_norm` (forward `fcgp.rs`, backward `fcgp_bwd.rs`), in f32, f16 and bf16 (f32 maths). Tensors are
 //! `(C, B, N)` (component, batch, feature), contiguous. Launch parameters are a
 //! [`CliffordConfig`] (`config.rs`). This file holds the problem type, the checks and the
 //! launch pieces the three share.
@@ -17,13 +17,15 @@ pub use ferrotune_kernels::clifford::RowVariant as CliffordVariant;
 
 mod config;
 mod fcgp;
+mod fcgp_bwd;
 mod sgp_bwd;
 mod sgp_fwd;
 
 pub use config::CliffordConfig;
 pub use fcgp::{FcgpWorkspace, fused_gelu_fcgp_norm, run_fcgp_forward};
+pub use fcgp_bwd::{fused_gelu_fcgp_norm_backward, run_fcgp_backward};
 pub use sgp_bwd::{fused_gelu_sgp_norm_backward, run_sgp_backward, sgp_backward_workspace_len};
-pub use sgp_fwd::{fused_gelu_sgp_norm, run_sgp_forward};
+pub use sgp_fwd::{forward_config, fused_gelu_sgp_norm, run_sgp_forward};
 
 use crate::DType;
 use crate::backend::Gpu;
@@ -90,6 +92,9 @@ pub fn all_entries() -> Vec<String> {
                 v.push(row_entry(CliffordKernel::Forward, dim, dt, var));
                 v.push(row_entry(CliffordKernel::FcgpAssemble, dim, dt, var));
             }
+            for var in kc::FWD_STREAM_VARIANTS {
+                v.push(row_entry(CliffordKernel::Forward, dim, dt, var));
+            }
             for lanes in ["v4", "v1", "v4_g", "v1_g"] {
                 v.push(format!("ft_clifford_bwd_d{dim}_{}_{lanes}", dt.name()));
             }
@@ -98,6 +103,8 @@ pub fn all_entries() -> Vec<String> {
                 v.push(format!("ft_clifford_bwd_d{dim}_{}_{lanes}_p{vpt}", dt.name()));
             }
             v.push(format!("ft_clifford_fcgp_prod_d{dim}_{}", dt.name()));
+            v.push(format!("ft_clifford_fcgp_nbwd_d{dim}_{}", dt.name()));
+            v.push(format!("ft_clifford_fcgp_pbwd_d{dim}_{}", dt.name()));
         }
     }
     for dt in DType::ALL {
@@ -168,7 +175,7 @@ fn runnable_variant<T: Scalar>(v: RowVariant, ptrs: &[u64]) -> RowVariant {
     let align = 4 * T::DTYPE.size_bytes() as u64;
     if v.vec && !ptrs.iter().all(|p| p % align == 0) {
         let vpt = if v.vpt == 1 { 4 } else { v.vpt };
-        return RowVariant { vec: false, vpt };
+        return RowVariant { vec: false, vpt, stream_w: v.stream_w };
     }
     v
 }
@@ -222,6 +229,8 @@ fn gpu_row_kernel<T: Scalar>(
         RowLaunch::Assemble { .. } => CliffordKernel::FcgpAssemble,
     };
     let variant = runnable_variant::<T>(cfg.variant, &ptrs);
+    // The assembly has no weights: its entries are the kept-weights ones.
+    let variant = if kind == CliffordKernel::FcgpAssemble { variant.keeping_w() } else { variant };
     let name = row_entry(kind, p.dim, T::DTYPE, variant);
     let kernel = gpu.kernels()?.function(&name)?;
     check_threads(&kernel, &name, cfg.threads)?;

@@ -249,6 +249,6 @@ fn runnable_bwd_variant<T: Scalar>(cfg: &CliffordConfig, p: &Clifford, ptrs: &[u
     if !v.vec || aligned {
         return v;
     }
-    let one = RowVariant { vec: false, vpt: v.vpt * 4 };
-    if v.vpt > 0 && kc::BWD_VARIANTS.contains(&one) { one } else { RowVariant { vec: false, vpt: 0 } }
+    let one = RowVariant { vec: false, vpt: v.vpt * 4, stream_w: false };
+    if v.vpt > 0 && kc::BWD_VARIANTS.contains(&one) { one } else { RowVariant { vec: false, vpt: 0, stream_w: false } }
 }

@@ -24,10 +24,27 @@ pub fn fused_gelu_sgp_norm<T: Scalar>(
     w: &View<'_, T>,
     out: &mut ViewMut<'_, T>,
 ) -> Result<()> {
-    let cfg = CliffordConfig::heuristic(p, T::DTYPE, s.gpu().map(|g| g.info()));
-    let name = row_entry(CliffordKernel::Forward, p.dim, T::DTYPE, cfg.variant);
-    let cfg = fit_to(s, cfg, &name)?;
+    let cfg = forward_config::<T>(s, p)?;
     run_sgp_forward(s, p, &cfg, x, y, w, out)
+}
+
+/// The heuristic's config for `p` on this stream: on the GPU the first of
+/// [`CliffordConfig::forward_candidates`] whose team the compiled kernel's registers allow in
+/// one block (threads lowered to that limit), so a register estimate that is off costs speed,
+/// never a failed launch.
+pub fn forward_config<T: Scalar>(s: &Stream, p: &Clifford) -> Result<CliffordConfig> {
+    let dev = s.gpu().map(|g| g.info());
+    let first = CliffordConfig::heuristic(p, T::DTYPE, dev);
+    let Some(gpu) = s.gpu() else { return Ok(first) };
+    let kernels = gpu.kernels()?;
+    let start = CliffordConfig::forward_candidates(p, T::DTYPE, dev).into_iter().skip_while(|c| *c != first);
+    for c in start {
+        let k = kernels.function(&row_entry(CliffordKernel::Forward, p.dim, T::DTYPE, c.variant))?;
+        if let Some(f) = c.fit(k.max_threads) {
+            return Ok(f);
+        }
+    }
+    fit_to(s, first, &row_entry(CliffordKernel::Forward, p.dim, T::DTYPE, first.variant))
 }
 
 /// [`fused_gelu_sgp_norm`] with an explicit config.

@@ -1,0 +1,244 @@
+//! The FCGP backward (`fused_gelu_fcgp_norm_backward`): dx, dy and dW. The forward's products
+//! and GEMMs are recomputed, the gradient through the norm is spread over the product rows
+//! (`gD`), and the two backward GEMMs per run of paths — `dProd_p = gD_p W_pᵀ` and
+//! `dW_p = Prod_pᵀ gD_p` — go through our GEMM (TF32 tensor cores for f32 unless the workspace
+//! asks for exact f32; f16/bf16 natively); a last kernel takes `dProd` back through the
+//! products and the gate to dx and dy.
+
+use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3};
+use rayon::prelude::*;
+
+use super::fcgp::{forward_gemms, path_runs, products};
+use super::{Clifford, CliffordConfig, FcgpWorkspace, OP, SCRATCH_BYTES, check_backend, check_len, planes, planes_mut};
+use crate::buffer::{Buffer, Scalar, View, ViewMut};
+use crate::error::{DriverContext, Error, Result};
+use crate::ops::gemm::{Gemm, Layout, gemm};
+use crate::stream::Stream;
+
+/// Backward of [`super::fused_gelu_fcgp_norm`]: given `go = dL/dout` (`(C, B, N)`), writes
+/// `dx`, `dy` (`(C, B, N)`) and `dw` (`(W, N, N)`). `ws` is the forward's workspace (its
+/// precision applies to all five GEMMs); the first call adds the gradient scratch to it.
+#[allow(clippy::too_many_arguments)]
+pub fn fused_gelu_fcgp_norm_backward<T: Scalar>(
+    s: &Stream,
+    p: &Clifford,
+    x: &View<'_, T>,
+    y: &View<'_, T>,
+    w: &View<'_, T>,
+    go: &View<'_, T>,
+    ws: &mut FcgpWorkspace<T>,
+    dx: &mut ViewMut<'_, T>,
+    dy: &mut ViewMut<'_, T>,
+    dw: &mut ViewMut<'_, T>,
+) -> Result<()> {
+    let cfg = CliffordConfig::heuristic(p, T::DTYPE, s.gpu().map(|g| g.info()));
+    run_fcgp_backward(s, p, &cfg, x, y, w, go, ws, dx, dy, dw)
+}
+
+/// [`fused_gelu_fcgp_norm_backward`] with an explicit config (its `cpu_rows` chunks the CPU
+/// loops; the GPU kernels of the backward take their block sizes from the problem).
+#[allow(clippy::too_many_arguments)]
+pub fn run_fcgp_backward<T: Scalar>(
+    s: &Stream,
+    p: &Clifford,
+    cfg: &CliffordConfig,
+    x: &View<'_, T>,
+    y: &View<'_, T>,
+    w: &View<'_, T>,
+    go: &View<'_, T>,
+    ws: &mut FcgpWorkspace<T>,
+    dx: &mut ViewMut<'_, T>,
+    dy: &mut ViewMut<'_, T>,
+    dw: &mut ViewMut<'_, T>,
+) -> Result<()> {
+    let t = p.tables()?;
+    let len = p.mv_len()?;
+    for (what, v) in [("x", x), ("y", y), ("w", w), ("grad_out", go)] {
+        check_backend(s, what, v.backend_name())?;
+    }
+    for (what, v) in [("dx", &*dx), ("dy", &*dy), ("dw", &*dw)] {
+        check_backend(s, what, v.backend_name())?;
+    }
+    check_backend(s, "workspace", ws.d.backend_name())?;
+    let wl = p.fcgp_weights_len()?;
+    for (what, got) in [("x", x.len()), ("y", y.len()), ("grad_out", go.len()), ("dx", dx.len()), ("dy", dy.len())] {
+        check_len(what, got, len)?;
+    }
+    check_len("w (W x N x N)", w.len(), wl)?;
+    check_len("dw (W x N x N)", dw.len(), wl)?;
+    let wsl = t.total * p.b * p.n;
+    if ws.prod.len() < wsl || ws.d.len() < wsl {
+        return Err(Error::BufferTooSmall { op: OP, what: "FCGP workspace", needed: wsl, got: ws.d.len() });
+    }
+    cfg.validate(p, s.gpu().map(|g| g.info()))?;
+    if wl == 0 {
+        return Ok(());
+    }
+    if len == 0 {
+        // No batch rows: the weight gradient is zero.
+        let zeros = Buffer::<T>::zeros(s, wl)?;
+        return crate::ops::copy(s, &zeros.all(), dw);
+    }
+    if ws.grad.len() < wsl {
+        ws.grad = Buffer::zeros(s, wsl)?;
+    }
+    products(s, p, cfg, x, y, &mut ws.prod)?;
+    forward_gemms(s, p, w, ws)?;
+    norm_backward(s, p, cfg, go, ws)?;
+    let (plane, nn) = (p.b * p.n, p.n * p.n);
+    for (p0, p1, cd) in path_runs(p)? {
+        let (a0, rows, batch) = (t.offset[p0] * plane, cd * p.b, p1 - p0);
+        let gd = ws.grad.view(a0..wsl)?;
+        // dProd_p (rows x N) = gD_p (rows x N) W_pᵀ: W_p read column-major. Into `d`, whose
+        // forward values the norm backward has used.
+        let g = Gemm::new(rows, p.n, p.n).layouts(Layout::Row, Layout::Col).batched(batch).precision(ws.precision);
+        let mut d = ws.d.view_mut(a0..wsl)?;
+        gemm::<T, f32>(s, &g, &gd, &w.slice(p0 * nn..)?, None, None, &mut d)?;
+        // dW_p (N x N) = Prod_pᵀ (N x rows) gD_p (rows x N).
+        let g = Gemm::new(p.n, p.n, rows).layouts(Layout::Col, Layout::Row).batched(batch).precision(ws.precision);
+        let prod = ws.prod.view(a0..wsl)?;
+        gemm::<T, T>(s, &g, &prod, &gd, None, None, &mut dw.slice_mut(p0 * nn..p1 * nn)?)?;
+    }
+    input_grads(s, p, cfg, x, y, &ws.d, dx, dy)
+}
+
+/// The gradient of every product row (`ws.grad`) from the forward GEMM results (`ws.d`) and
+/// `go`, through the norm.
+fn norm_backward<T: Scalar>(
+    s: &Stream,
+    p: &Clifford,
+    cfg: &CliffordConfig,
+    go: &View<'_, T>,
+    ws: &mut FcgpWorkspace<T>,
+) -> Result<()> {
+    match (s, go, &ws.d, &mut ws.grad) {
+        (Stream::Cpu(cpu), View::Cpu(go), Buffer::Cpu(d), Buffer::Cpu(gd)) => {
+            let f = match p.dim {
+                2 => cpu_norm_bwd::<Cl2, T>,
+                _ => cpu_norm_bwd::<Cl3, T>,
+            };
+            cpu.install(|| f(p, cfg.cpu_rows * p.n, d, go, gd));
+            Ok(())
+        }
+        (Stream::Cuda { stream, gpu }, View::Cuda(go), Buffer::Cuda(d), Buffer::Cuda(gd)) => {
+            let name = format!("ft_clifford_fcgp_nbwd_d{}_{}", p.dim, T::DTYPE.name());
+            let kernel = gpu.kernels()?.function(&name)?;
+            // One block per row: a power of two from 32 to 256 that covers N if it can.
+            let limit = 256u32.min(kernel.max_threads);
+            let mut threads = (p.n as u32).clamp(32, limit).next_power_of_two();
+            while threads > limit {
+                threads /= 2;
+            }
+            if threads < 32 {
+                return Err(Error::InvalidConfig {
+                    op: OP,
+                    why: format!("{name} allows {} threads per block, it needs at least 32", kernel.max_threads),
+                });
+            }
+            let blocks = p.b.min(gpu.info.sm_count as usize * 16).max(1) as u32;
+            let launch = LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (threads, 1, 1),
+                shared_mem_bytes: SCRATCH_BYTES as u32,
+            };
+            let (pd, g1) = d.device_ptr(stream);
+            let (pg, g2) = go.device_ptr(stream);
+            let (pgd, g3) = gd.device_ptr_mut(stream);
+            let (b, n, norm) = (p.b, p.n, p.normalize as u32);
+            let mut lb = stream.launch_builder(&kernel.func);
+            lb.arg(&pd).arg(&pg).arg(&pgd).arg(&b).arg(&n).arg(&norm);
+            // SAFETY: matches `fcgp_bwd_entries!` (d, go, gd, b, n, normalize); d and gd hold
+            // total * B * N elements, go C * B * N (checked by the caller); the block is a
+            // power of two from 32 to 256 within the kernel's limit; the scratch is the 1024
+            // bytes of dynamic shared memory the block reduction uses.
+            unsafe { lb.launch(launch) }.ctx(|| format!("launching {name} on {b} x {n}"))?;
+            drop((g1, g2, g3));
+            Ok(())
+        }
+        _ => Err(Error::BackendMismatch { op: OP, what: "FCGP operands", expected: s.backend_name(), got: "mixed" }),
+    }
+}
+
+fn cpu_norm_bwd<A: Algebra, T: Scalar>(p: &Clifford, chunk: usize, d: &[f32], go: &[T], gd: &mut [T]) {
+    let plane = p.b * p.n;
+    let ds = planes(d, A::TOTAL, plane, chunk);
+    let gs = planes(go, A::C, plane, chunk);
+    let outs = planes_mut(&mut gd[..A::TOTAL * plane], A::TOTAL, plane, chunk);
+    outs.into_par_iter().zip(ds.par_iter().zip(gs.par_iter())).for_each(|(mut o, (dc, gc))| {
+        kc::fcgp_norm_bwd_rows::<A, T>(dc, gc, &mut o, p.n, p.normalize);
+    });
+}
+
+/// dx and dy from the products' gradient (`dpr`, f32 product rows).
+#[allow(clippy::too_many_arguments)]
+fn input_grads<T: Scalar>(
+    s: &Stream,
+    p: &Clifford,
+    cfg: &CliffordConfig,
+    x: &View<'_, T>,
+    y: &View<'_, T>,
+    dpr: &Buffer<f32>,
+    dx: &mut ViewMut<'_, T>,
+    dy: &mut ViewMut<'_, T>,
+) -> Result<()> {
+    let plane = p.b * p.n;
+    match (s, x, y, dpr, dx, dy) {
+        (Stream::Cpu(cpu), View::Cpu(x), View::Cpu(y), Buffer::Cpu(dpr), ViewMut::Cpu(dx), ViewMut::Cpu(dy)) => {
+            let f = match p.dim {
+                2 => cpu_input_grads::<Cl2, T>,
+                _ => cpu_input_grads::<Cl3, T>,
+            };
+            cpu.install(|| f(p, cfg.cpu_rows * p.n, [x, y], dpr, dx, dy));
+            Ok(())
+        }
+        (
+            Stream::Cuda { stream, gpu },
+            View::Cuda(x),
+            View::Cuda(y),
+            Buffer::Cuda(dpr),
+            ViewMut::Cuda(dx),
+            ViewMut::Cuda(dy),
+        ) => {
+            let name = format!("ft_clifford_fcgp_pbwd_d{}_{}", p.dim, T::DTYPE.name());
+            let kernel = gpu.kernels()?.function(&name)?;
+            let threads = 256u32.min(kernel.max_threads);
+            let blocks = plane.div_ceil(threads as usize).min(gpu.info.sm_count as usize * 16).max(1) as u32;
+            let launch = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+            let (px, g1) = x.device_ptr(stream);
+            let (py, g2) = y.device_ptr(stream);
+            let (pd, g3) = dpr.device_ptr(stream);
+            let (pdx, g4) = dx.device_ptr_mut(stream);
+            let (pdy, g5) = dy.device_ptr_mut(stream);
+            let mut lb = stream.launch_builder(&kernel.func);
+            lb.arg(&px).arg(&py).arg(&pd).arg(&pdx).arg(&pdy).arg(&p.b).arg(&p.n);
+            // SAFETY: matches `fcgp_bwd_entries!` (x, y, dpr, dx, dy, b, n); x, y, dx, dy hold
+            // C * B * N elements, dpr total * B * N (checked by the caller); grid-stride loop.
+            unsafe { lb.launch(launch) }.ctx(|| format!("launching {name}"))?;
+            drop((g1, g2, g3, g4, g5));
+            Ok(())
+        }
+        _ => Err(Error::BackendMismatch { op: OP, what: "FCGP operands", expected: s.backend_name(), got: "mixed" }),
+    }
+}
+
+fn cpu_input_grads<A: Algebra, T: Scalar>(
+    p: &Clifford,
+    chunk: usize,
+    xy: [&[T]; 2],
+    dpr: &[f32],
+    dx: &mut [T],
+    dy: &mut [T],
+) {
+    let plane = p.b * p.n;
+    let xs = planes(xy[0], A::C, plane, chunk);
+    let ys = planes(xy[1], A::C, plane, chunk);
+    let ds = planes(dpr, A::TOTAL, plane, chunk);
+    let dxs = planes_mut(dx, A::C, plane, chunk);
+    let dys = planes_mut(dy, A::C, plane, chunk);
+    dxs.into_par_iter().zip(dys).zip(xs.par_iter().zip(ys.par_iter()).zip(ds.par_iter())).for_each(
+        |((mut a, mut b), ((xc, yc), dc))| {
+            kc::fcgp_products_bwd_rows::<A, T>(xc, yc, dc, &mut a, &mut b);
+        },
+    );
+}

@@ -1,0 +1,169 @@
+//! PTX entries of the FCGP backward (the GEMMs between them run through `ops::gemm`):
+//! `ft_clifford_fcgp_nbwd_d{2,3}_{dt}` — per batch row, the gradient through the norm from the
+//! forward GEMM results and `go`, written per product row (`gD`, the GEMMs' operand; one block
+//! per row, the per-grade sums a block reduction); `ft_clifford_fcgp_pbwd_d{2,3}_{dt}` — per
+//! (row, feature), dx and dy from the products' gradient (`dProd = gD Wᵀ`, f32).
+#![allow(clippy::needless_range_loop)]
+
+use super::clifford_io::{ld_mv, team_sum};
+use crate::arch::nvptx::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
+use crate::clifford::{
+    Algebra, Cl2, Cl3, MAX_G, MAX_TOTAL, Mv, assemble, expand_grad, fcgp_input_grads, norm_backward_coefs, norm_stats,
+    through_norm,
+};
+use crate::element::Element;
+use half::{bf16, f16};
+
+/// The raw (un-normalised) FCGP output of feature `idx` from the GEMM results.
+///
+/// # Safety
+/// `d` covers `total * plane` f32 and `idx < plane`.
+#[inline(always)]
+unsafe fn raw<A: Algebra>(d: *const f32, plane: usize, idx: usize) -> Mv {
+    // SAFETY: s < total, idx < plane (caller).
+    assemble::<A>(|s| unsafe { *d.add(s * plane + idx) })
+}
+
+/// Norm backward of the FCGP: each block owns one batch row at a time (grid-stride); its
+/// threads stride over the features twice (the per-grade sums of squares and `go . o`, a
+/// block reduction; then the gradients).
+///
+/// # Safety
+/// `d` covers `total * B * N` f32, `go` `C * B * N`, `gd` `total * B * N`; `blockDim.x` is a
+/// power of two (at most 1024); the dynamic shared memory holds the 1024-byte scratch.
+#[inline(always)]
+unsafe fn norm_bwd<T: Element, A: Algebra>(
+    d: *const f32,
+    go: *const T,
+    gd: *mut T,
+    b: usize,
+    n: usize,
+    normalize: bool,
+) {
+    let plane = b * n;
+    let (tid, nt) = (thread_idx_x() as usize, block_dim_x() as usize);
+    let mut row = block_idx_x() as usize;
+    while row < b {
+        let base = row * n;
+        let mut inv = [1.0f32; MAX_G];
+        let mut k = [0.0f32; MAX_G];
+        if normalize {
+            let mut acc = [0.0f32; 2 * MAX_G];
+            let mut f = tid;
+            while f < n {
+                let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
+                // SAFETY: row < B, f < N.
+                let (o, g) = unsafe { (raw::<A>(d, plane, base + f), ld_mv::<T, A, 1>(go, plane, base + f)[0]) };
+                norm_stats::<A>(&o, &g, &mut ss, &mut dot);
+                for j in 0..MAX_G {
+                    acc[j] += ss[j];
+                    acc[MAX_G + j] += dot[j];
+                }
+                f += nt;
+            }
+            // SAFETY: the row loop is uniform over the block: every thread is here.
+            let acc = unsafe { team_sum(acc, nt as u32) };
+            let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
+            for j in 0..MAX_G {
+                ss[j] = acc[j];
+                dot[j] = acc[MAX_G + j];
+            }
+            (inv, k) = norm_backward_coefs::<A>(&ss, &dot, n);
+        }
+        let mut f = tid;
+        while f < n {
+            // SAFETY: as above.
+            let gv = unsafe { ld_mv::<T, A, 1>(go, plane, base + f)[0] };
+            let g: Mv = if normalize {
+                // SAFETY: as above.
+                through_norm::<A>(&gv, &unsafe { raw::<A>(d, plane, base + f) }, &inv, &k)
+            } else {
+                gv
+            };
+            let e = expand_grad::<A>(&g);
+            for s in 0..A::TOTAL {
+                // SAFETY: s < total, base + f < plane.
+                unsafe { *gd.add(s * plane + base + f) = T::from_f32(e[s]) };
+            }
+            f += nt;
+        }
+        row += grid_dim_x() as usize;
+    }
+}
+
+/// dx, dy of every (row, feature) from the products' gradient (grid-stride).
+///
+/// # Safety
+/// `x`, `y`, `dx`, `dy` cover `C * B * N` elements, `dpr` `total * B * N` f32.
+#[inline(always)]
+unsafe fn products_bwd<T: Element, A: Algebra>(
+    x: *const T,
+    y: *const T,
+    dpr: *const f32,
+    dx: *mut T,
+    dy: *mut T,
+    b: usize,
+    n: usize,
+) {
+    let plane = b * n;
+    let mut idx = block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize;
+    let step = grid_dim_x() as usize * block_dim_x() as usize;
+    while idx < plane {
+        let mut dv = [0.0f32; MAX_TOTAL];
+        for s in 0..A::TOTAL {
+            // SAFETY: s < total, idx < plane.
+            dv[s] = unsafe { *dpr.add(s * plane + idx) };
+        }
+        // SAFETY: idx < B * N.
+        let (xs, ys) = unsafe { (ld_mv::<T, A, 1>(x, plane, idx)[0], ld_mv::<T, A, 1>(y, plane, idx)[0]) };
+        let (a, c) = fcgp_input_grads::<A>(&xs, &ys, &dv);
+        for j in 0..A::C {
+            // SAFETY: j < C, idx < plane.
+            unsafe {
+                *dx.add(j * plane + idx) = T::from_f32(a[j]);
+                *dy.add(j * plane + idx) = T::from_f32(c[j]);
+            }
+        }
+        idx += step;
+    }
+}
+
+/// `(d, go, gd, b, n, normalize)` and `(x, y, dpr, dx, dy, b, n)`.
+macro_rules! fcgp_bwd_entries {
+    ($A:ty, $d:literal, $T:ty, $dt:literal) => {
+        const _: () = {
+            #[unsafe(export_name = concat!("ft_clifford_fcgp_nbwd_d", $d, "_", $dt))]
+            unsafe extern "ptx-kernel" fn nbwd(
+                d: *const f32,
+                go: *const $T,
+                gd: *mut $T,
+                b: usize,
+                n: usize,
+                normalize: u32,
+            ) {
+                // SAFETY: the host checked sizes, the block size and the shared memory.
+                unsafe { norm_bwd::<$T, $A>(d, go, gd, b, n, normalize != 0) }
+            }
+            #[unsafe(export_name = concat!("ft_clifford_fcgp_pbwd_d", $d, "_", $dt))]
+            unsafe extern "ptx-kernel" fn pbwd(
+                x: *const $T,
+                y: *const $T,
+                dpr: *const f32,
+                dx: *mut $T,
+                dy: *mut $T,
+                b: usize,
+                n: usize,
+            ) {
+                // SAFETY: the host checked sizes.
+                unsafe { products_bwd::<$T, $A>(x, y, dpr, dx, dy, b, n) }
+            }
+        };
+    };
+}
+
+fcgp_bwd_entries!(Cl2, "2", f32, "f32");
+fcgp_bwd_entries!(Cl2, "2", f16, "f16");
+fcgp_bwd_entries!(Cl2, "2", bf16, "bf16");
+fcgp_bwd_entries!(Cl3, "3", f32, "f32");
+fcgp_bwd_entries!(Cl3, "3", f16, "f16");
+fcgp_bwd_entries!(Cl3, "3", bf16, "bf16");
