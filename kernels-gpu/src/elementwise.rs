@@ -10,10 +10,18 @@ pub trait Map<const K: usize>: Copy + Send + Sync {
     /// The op on f32 values (what f16/bf16 inputs are widened to).
     fn map_f32(self, x: [f32; K]) -> f32;
 
+    /// The op on f32 values whose result is stored in `dtype`: [`Map::map_f32`], except where a
+    /// cheaper form is exact enough for 16-bit results (GELU, see [`Activation::apply_for`]).
+    #[inline(always)]
+    fn map_for(self, dtype: DType, x: [f32; K]) -> f32 {
+        let _ = dtype;
+        self.map_f32(x)
+    }
+
     /// The op on storage values: widen, compute in f32, round back (nearest even).
     #[inline(always)]
     fn apply<T: Element>(self, x: [T; K]) -> T {
-        T::from_f32(self.map_f32(x.map(T::to_f32)))
+        T::from_f32(self.map_for(T::DTYPE, x.map(T::to_f32)))
     }
 }
 
@@ -62,8 +70,8 @@ impl Map<1> for GeluErf {
         math::gelu_erf(x[0])
     }
     #[inline(always)]
-    fn apply<T: Element>(self, x: [T; 1]) -> T {
-        T::from_f32(Activation::GeluErf.apply_for(T::DTYPE, x[0].to_f32()))
+    fn map_for(self, dtype: DType, x: [f32; 1]) -> f32 {
+        Activation::GeluErf.apply_for(dtype, x[0])
     }
 }
 
@@ -76,8 +84,8 @@ impl Map<1> for GeluTanh {
         math::gelu_tanh(x[0])
     }
     #[inline(always)]
-    fn apply<T: Element>(self, x: [T; 1]) -> T {
-        T::from_f32(Activation::GeluTanh.apply_for(T::DTYPE, x[0].to_f32()))
+    fn map_for(self, dtype: DType, x: [f32; 1]) -> f32 {
+        Activation::GeluTanh.apply_for(dtype, x[0])
     }
 }
 
@@ -159,9 +167,8 @@ impl Map<3> for AddMulAct {
         self.act.apply((x[0] + x[1]) * x[2])
     }
     #[inline(always)]
-    fn apply<T: Element>(self, x: [T; 3]) -> T {
-        let v = (x[0].to_f32() + x[1].to_f32()) * x[2].to_f32();
-        T::from_f32(self.act.apply_for(T::DTYPE, v))
+    fn map_for(self, dtype: DType, x: [f32; 3]) -> f32 {
+        self.act.apply_for(dtype, (x[0] + x[1]) * x[2])
     }
 }
 
