@@ -3,6 +3,7 @@
 mod bench;
 mod clifford;
 mod elementwise;
+mod elementwise_range;
 mod errors;
 mod gemm;
 mod gemm_sm90;

@@ -207,4 +207,6 @@ pub fn sigmoid(x: f32) -> f32 {
 }
 
 #[cfg(test)]
+mod gelu_tests;
+#[cfg(test)]
 mod tests;
