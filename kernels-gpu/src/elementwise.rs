@@ -332,7 +332,10 @@ impl<T: Element> Widen<T> for PortableWiden {
 /// CPU path for 16-bit storage: [`map_into`] in blocks of [`WIDEN_BLOCK`] elements; each block's
 /// inputs are widened by `conv` into f32 lanes, the op runs over the lanes
 /// ([`Map::map_for`] `T::DTYPE`, the same maths as [`Map::apply`]) and the results are narrowed
-/// back. Conversion runs as whole-block loops, so hardware conversions can do 8 or 16 at once.
+/// back. Conversion runs as whole-block loops, so hardware conversions can do 8 or 16 at once,
+/// and the lane loop always runs the whole block (a fixed trip count, no bounds checks: it
+/// vectorises); in the last, partial block the lanes past the end compute on stale values and
+/// are not stored.
 #[inline(always)]
 pub fn map_into_widened<T: Element, const K: usize, Op: Map<K>, C: Widen<T>>(
     op: Op,
@@ -350,10 +353,21 @@ pub fn map_into_widened<T: Element, const K: usize, Op: Map<K>, C: Widen<T>>(
         for (x, input) in xs.iter_mut().zip(&inputs) {
             conv.widen(&input[start..start + m], &mut x[..m]);
         }
-        for (i, y) in ys[..m].iter_mut().enumerate() {
-            *y = op.map_for(T::DTYPE, core::array::from_fn(|k| xs[k][i]));
-        }
+        map_lanes(op, T::DTYPE, &xs, &mut ys);
         conv.narrow(&ys[..m], o);
+    }
+}
+
+/// `ys[i] = op(xs[0][i], ..)` over a whole block.
+#[inline(always)]
+fn map_lanes<const K: usize, Op: Map<K>>(
+    op: Op,
+    dtype: DType,
+    xs: &[[f32; WIDEN_BLOCK]; K],
+    ys: &mut [f32; WIDEN_BLOCK],
+) {
+    for (i, y) in ys.iter_mut().enumerate() {
+        *y = op.map_for(dtype, core::array::from_fn(|k| xs[k][i]));
     }
 }
 
@@ -362,15 +376,13 @@ pub fn map_into_widened<T: Element, const K: usize, Op: Map<K>, C: Widen<T>>(
 pub fn map_inplace_widened<T: Element, Op: Map<2>, C: Widen<T>>(op: Op, conv: C, x: &[T], io: &mut [T]) {
     assert_eq!(x.len(), io.len(), "map_inplace_widened: length mismatch");
     let mut xs = [[0f32; WIDEN_BLOCK]; 2];
+    let mut ys = [0f32; WIDEN_BLOCK];
     for (b, o) in io.chunks_mut(WIDEN_BLOCK).enumerate() {
         let (start, m) = (b * WIDEN_BLOCK, o.len());
         conv.widen(&x[start..start + m], &mut xs[0][..m]);
         conv.widen(o, &mut xs[1][..m]);
-        let [a, y] = &mut xs;
-        for (yi, &ai) in y[..m].iter_mut().zip(&a[..m]) {
-            *yi = op.map_for(T::DTYPE, [ai, *yi]);
-        }
-        conv.narrow(&xs[1][..m], o);
+        map_lanes(op, T::DTYPE, &xs, &mut ys);
+        conv.narrow(&ys[..m], o);
     }
 }
 
