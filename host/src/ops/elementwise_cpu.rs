@@ -83,6 +83,9 @@ macro_rules! isa_loops {
                     let conv = unsafe { <$widen>::new() };
                     return k::map_into_widened(op, conv, ins, out);
                 }
+                if T::DTYPE == DType::Bf16 {
+                    return k::map_into_widened(op, k::PortableWiden, ins, out);
+                }
                 k::map_into(op, ins, out)
             }
 
@@ -94,6 +97,9 @@ macro_rules! isa_loops {
                     // SAFETY: this function runs only where the features were detected.
                     let conv = unsafe { <$widen>::new() };
                     return k::map_inplace_widened(op, conv, x, io);
+                }
+                if T::DTYPE == DType::Bf16 {
+                    return k::map_inplace_widened(op, k::PortableWiden, x, io);
                 }
                 k::map_inplace(op, x, io)
             }
