@@ -111,7 +111,7 @@ fn signed_zeros_and_subnormals_keep_their_sign_and_size() {
     fn check<T: Scalar>(xs: &[f32]) {
         let inputs: Vec<T> = xs.iter().map(|&x| T::from_f32(x)).collect();
         for op in [ElemOp::GeluErf, ElemOp::GeluTanh] {
-            for (x, g) in inputs.iter().zip(run(op, &[inputs.clone()])) {
+            for (x, g) in inputs.iter().zip(run(op, std::slice::from_ref(&inputs))) {
                 let (x, g) = (x.to_f32(), g.to_f32());
                 assert_eq!(
                     g.is_sign_negative(),

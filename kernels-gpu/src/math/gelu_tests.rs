@@ -7,8 +7,11 @@ extern crate std;
 use super::*;
 use std::vec::Vec;
 
+/// One GELU form and its name.
+type Form = (&'static str, fn(f32) -> f32);
+
 /// The four forms, named.
-const FORMS: [(&str, fn(f32) -> f32); 4] = [
+const FORMS: [Form; 4] = [
     ("gelu_erf", gelu_erf),
     ("gelu_tanh", gelu_tanh),
     ("gelu_erf_fast", gelu_erf_fast),
