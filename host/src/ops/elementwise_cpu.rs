@@ -1,9 +1,11 @@
 //! The CPU backend of the elementwise family: the shared maths (`kernels-gpu`'s `Map` ops)
 //! over rayon tasks of `cpu_chunk` elements, each task one fixed-lane loop (`map_into`)
 //! compiled three times: for the build's baseline and, picked at run time, for AVX2 + F16C and
-//! for AVX-512 (8 and 16 lanes of f32). f16 data takes the widened loop (`map_into_widened`:
-//! blocks converted by the F16C instructions, `f16c.rs`); f32 and bf16 are converted per
-//! element (a shift and a rounding add that vectorise). Copy is a `memcpy` of each chunk.
+//! for AVX-512 (8 and 16 lanes of f32). 16-bit data takes the widened loop
+//! (`map_into_widened`: blocks of 64 widened, the maths over whole blocks of f32 lanes, then
+//! narrowed), f16 through the F16C instructions (`f16c.rs`), bf16 through its portable
+//! conversions (a shift and a rounding add); f32 runs the per-element loop. Copy is a
+//! `memcpy` of each chunk.
 //! The fused chain's activation is fixed per call at compile time, as in the PTX entries.
 
 use std::any::TypeId;
@@ -47,7 +49,7 @@ fn isa() -> Isa {
     }
 }
 
-/// `slice` as a slice of `U` when `T` is `U` (the widened path is for f16 only).
+/// `slice` as a slice of `U` when `T` is `U` (to give f16 data its F16C converter).
 fn cast<T: 'static, U: 'static>(slice: &[T]) -> Option<&[U]> {
     // SAFETY: the TypeIds are equal, so T and U are the same type.
     (TypeId::of::<T>() == TypeId::of::<U>()).then(|| unsafe { &*(slice as *const [T] as *const [U]) })
@@ -58,10 +60,9 @@ fn cast_mut<T: 'static, U: 'static>(slice: &mut [T]) -> Option<&mut [U]> {
     (TypeId::of::<T>() == TypeId::of::<U>()).then(|| unsafe { &mut *(slice as *mut [T] as *mut [U]) })
 }
 
-/// The loops of one instruction set: `map_into` and `map_inplace` for f32 and bf16 (per
-/// element; the conversions are a shift and a rounding add), the widened path with hardware
-/// conversions for f16. `$features` is what the functions are compiled for, `$widen` the
-/// F16C converter of that width.
+/// The loops of one instruction set: `map_into` and `map_inplace` per element for f32, the
+/// widened path for f16 (hardware conversions) and bf16 (portable ones). `$features` is what
+/// the functions are compiled for, `$widen` the F16C converter of that width.
 macro_rules! isa_loops {
     ($name:ident, $features:literal, $widen:ty, $doc:literal) => {
         #[cfg(target_arch = "x86_64")]
