@@ -8,12 +8,14 @@
 //! `memcpy` of each chunk.
 //! The fused chain's activation is fixed per call at compile time, as in the PTX entries.
 
+#[cfg(target_arch = "x86_64")]
 use std::any::TypeId;
 
 use ferrotune_kernels::elementwise::{
     self as k, Activation, Add, AddMulAct, Axpy, ElemOp, GeluErf, GeluTanh, Map, Relu, Scale,
 };
 use ferrotune_kernels::{DType, Element};
+#[cfg(target_arch = "x86_64")]
 use half::f16;
 use rayon::prelude::*;
 
@@ -49,12 +51,14 @@ fn isa() -> Isa {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
 /// `slice` as a slice of `U` when `T` is `U` (to give f16 data its F16C converter).
 fn cast<T: 'static, U: 'static>(slice: &[T]) -> Option<&[U]> {
     // SAFETY: the TypeIds are equal, so T and U are the same type.
     (TypeId::of::<T>() == TypeId::of::<U>()).then(|| unsafe { &*(slice as *const [T] as *const [U]) })
 }
 
+#[cfg(target_arch = "x86_64")]
 fn cast_mut<T: 'static, U: 'static>(slice: &mut [T]) -> Option<&mut [U]> {
     // SAFETY: the TypeIds are equal, so T and U are the same type.
     (TypeId::of::<T>() == TypeId::of::<U>()).then(|| unsafe { &mut *(slice as *mut [T] as *mut [U]) })
