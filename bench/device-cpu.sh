@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 16 on the GPU machine: impossible sizes fail fast with an out-of-memory message (no
-# backtrace, non-zero exit, well under 10 s), the library test of the same, and the profile
-# warnings. Run from an unpacked carry: `xtask` and `ferrotune_tests` in $BIN (default: the
-# directory of this script). Results: $OUT/oom-*.txt and a summary table on stdout.
+# backtrace, non-zero exit, well under 10 s), the library test of the same, the profile
+# warnings, and the changed GELU maths on the GPU (tests and bench rows). Run from an unpacked
+# carry: `xtask` and `ferrotune_tests` in $BIN (default: the directory of this script).
+# Results: $OUT/oom-*.txt, $OUT/elementwise-*.{txt,json} and a summary table on stdout.
 set -uo pipefail
 BIN=${BIN:-$(cd "$(dirname "$0")" && pwd)}
 OUT=${OUT:-/tmp}
@@ -31,4 +32,10 @@ oom gemm-300000 "$BIN/xtask" bench --ops gemm --shapes 300000x300000x300000 --dt
 oom cpu-bench-sizes-100000 "$BIN/xtask" bench --backend cpu --sizes 100000
 "$BIN/ferrotune_tests" impossible_sizes_are_out_of_memory_errors profile_warnings 2>&1 | tail -3 | tee "$OUT/oom-tests.txt"
 grep -q "test result: ok" "$OUT/oom-tests.txt" || fail=1
+# The GELU maths changed (cut-offs, shorter fits): GPU against CPU against f64 on every variant,
+# then the GELU rows beside the copy ceiling (they were 0.95-1.04 of copy before the change).
+"$BIN/ferrotune_tests" elementwise 2>&1 | tail -3 | tee "$OUT/elementwise-tests.txt"
+grep -q "test result: ok" "$OUT/elementwise-tests.txt" || fail=1
+"$BIN/xtask" bench --ops copy,gelu_erf,gelu_tanh,add_mul_gelu_erf,add_mul_gelu_tanh --dtypes f32,f16,bf16 \
+    --json "$OUT/elementwise-gelu-h100.json" 2>&1 | tail -20 | tee "$OUT/elementwise-gelu.txt"
 exit $fail

@@ -48,7 +48,7 @@ pub fn elements(bytes_per_tensor: usize, element_bytes: usize) -> usize {
 }
 
 /// `check_against_reference` over chunks in parallel (chunks are whole bias rows).
-fn check_parallel<T: Scalar>(op: ElemOp, alpha: f32, inputs: &[&[T]], got: &[T], cols: usize) -> Option<String> {
+pub fn check_parallel<T: Scalar>(op: ElemOp, alpha: f32, inputs: &[&[T]], got: &[T], cols: usize) -> Option<String> {
     let chunk = cols * (1usize << 16).div_ceil(cols);
     let n = got.len();
     (0..n.div_ceil(chunk)).into_par_iter().find_map_first(|c| {

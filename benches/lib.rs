@@ -6,6 +6,7 @@
 pub mod ceilings;
 pub mod clifford;
 pub mod compare;
+pub mod cpu_roof;
 pub mod data_parallel;
 pub mod elementwise;
 pub mod error;

@@ -5,6 +5,7 @@ mod clifford;
 mod clifford_fcgp;
 mod clifford_long;
 mod elementwise;
+mod elementwise_range;
 mod errors;
 mod gemm;
 mod gemm_sm90;

@@ -10,10 +10,18 @@ pub trait Map<const K: usize>: Copy + Send + Sync {
     /// The op on f32 values (what f16/bf16 inputs are widened to).
     fn map_f32(self, x: [f32; K]) -> f32;
 
+    /// The op on f32 values whose result is stored in `dtype`: [`Map::map_f32`], except where a
+    /// cheaper form is exact enough for 16-bit results (GELU, see [`Activation::apply_for`]).
+    #[inline(always)]
+    fn map_for(self, dtype: DType, x: [f32; K]) -> f32 {
+        let _ = dtype;
+        self.map_f32(x)
+    }
+
     /// The op on storage values: widen, compute in f32, round back (nearest even).
     #[inline(always)]
     fn apply<T: Element>(self, x: [T; K]) -> T {
-        T::from_f32(self.map_f32(x.map(T::to_f32)))
+        T::from_f32(self.map_for(T::DTYPE, x.map(T::to_f32)))
     }
 }
 
@@ -62,8 +70,8 @@ impl Map<1> for GeluErf {
         math::gelu_erf(x[0])
     }
     #[inline(always)]
-    fn apply<T: Element>(self, x: [T; 1]) -> T {
-        T::from_f32(Activation::GeluErf.apply_for(T::DTYPE, x[0].to_f32()))
+    fn map_for(self, dtype: DType, x: [f32; 1]) -> f32 {
+        Activation::GeluErf.apply_for(dtype, x[0])
     }
 }
 
@@ -76,8 +84,8 @@ impl Map<1> for GeluTanh {
         math::gelu_tanh(x[0])
     }
     #[inline(always)]
-    fn apply<T: Element>(self, x: [T; 1]) -> T {
-        T::from_f32(Activation::GeluTanh.apply_for(T::DTYPE, x[0].to_f32()))
+    fn map_for(self, dtype: DType, x: [f32; 1]) -> f32 {
+        Activation::GeluTanh.apply_for(dtype, x[0])
     }
 }
 
@@ -159,9 +167,8 @@ impl Map<3> for AddMulAct {
         self.act.apply((x[0] + x[1]) * x[2])
     }
     #[inline(always)]
-    fn apply<T: Element>(self, x: [T; 3]) -> T {
-        let v = (x[0].to_f32() + x[1].to_f32()) * x[2].to_f32();
-        T::from_f32(self.act.apply_for(T::DTYPE, v))
+    fn map_for(self, dtype: DType, x: [f32; 3]) -> f32 {
+        self.act.apply_for(dtype, (x[0] + x[1]) * x[2])
     }
 }
 
@@ -291,6 +298,94 @@ pub fn map_inplace<T: Element, Op: Map<2>>(op: Op, x: &[T], io: &mut [T]) {
     }
 }
 
+/// Elements per block of the widened CPU path ([`map_into_widened`]): the inputs' f32 copies
+/// stay in L1 (3 x 256 bytes) and the lane loop is long enough to run at full vector width.
+pub const WIDEN_BLOCK: usize = 64;
+
+/// Converts blocks of storage values to f32 and back, for [`map_into_widened`]: the host gives
+/// hardware conversions (x86 F16C) where the CPU has them; [`PortableWiden`] otherwise.
+pub trait Widen<T: Element>: Copy {
+    /// `dst[i] = src[i]` widened, exactly; equal lengths.
+    fn widen(self, src: &[T], dst: &mut [f32]);
+    /// `dst[i] = src[i]` rounded to nearest even; equal lengths.
+    fn narrow(self, src: &[f32], dst: &mut [T]);
+}
+
+/// [`Widen`] by the element's own conversions (branch-free, so the loops vectorise).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PortableWiden;
+impl<T: Element> Widen<T> for PortableWiden {
+    #[inline(always)]
+    fn widen(self, src: &[T], dst: &mut [f32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = s.to_f32();
+        }
+    }
+    #[inline(always)]
+    fn narrow(self, src: &[f32], dst: &mut [T]) {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = T::from_f32(s);
+        }
+    }
+}
+
+/// CPU path for 16-bit storage: [`map_into`] in blocks of [`WIDEN_BLOCK`] elements; each block's
+/// inputs are widened by `conv` into f32 lanes, the op runs over the lanes
+/// ([`Map::map_for`] `T::DTYPE`, the same maths as [`Map::apply`]) and the results are narrowed
+/// back. Conversion runs as whole-block loops, so hardware conversions can do 8 or 16 at once,
+/// and the lane loop always runs the whole block (a fixed trip count, no bounds checks: it
+/// vectorises); in the last, partial block the lanes past the end compute on stale values and
+/// are not stored.
+#[inline(always)]
+pub fn map_into_widened<T: Element, const K: usize, Op: Map<K>, C: Widen<T>>(
+    op: Op,
+    conv: C,
+    inputs: [&[T]; K],
+    out: &mut [T],
+) {
+    for x in &inputs {
+        assert_eq!(x.len(), out.len(), "map_into_widened: length mismatch");
+    }
+    let mut xs = [[0f32; WIDEN_BLOCK]; K];
+    let mut ys = [0f32; WIDEN_BLOCK];
+    for (b, o) in out.chunks_mut(WIDEN_BLOCK).enumerate() {
+        let (start, m) = (b * WIDEN_BLOCK, o.len());
+        for (x, input) in xs.iter_mut().zip(&inputs) {
+            conv.widen(&input[start..start + m], &mut x[..m]);
+        }
+        map_lanes(op, T::DTYPE, &xs, &mut ys);
+        conv.narrow(&ys[..m], o);
+    }
+}
+
+/// `ys[i] = op(xs[0][i], ..)` over a whole block.
+#[inline(always)]
+fn map_lanes<const K: usize, Op: Map<K>>(
+    op: Op,
+    dtype: DType,
+    xs: &[[f32; WIDEN_BLOCK]; K],
+    ys: &mut [f32; WIDEN_BLOCK],
+) {
+    for (i, y) in ys.iter_mut().enumerate() {
+        *y = op.map_for(dtype, core::array::from_fn(|k| xs[k][i]));
+    }
+}
+
+/// [`map_inplace`] by blocks, as [`map_into_widened`]: `io[i] = op(x[i], io[i])`.
+#[inline(always)]
+pub fn map_inplace_widened<T: Element, Op: Map<2>, C: Widen<T>>(op: Op, conv: C, x: &[T], io: &mut [T]) {
+    assert_eq!(x.len(), io.len(), "map_inplace_widened: length mismatch");
+    let mut xs = [[0f32; WIDEN_BLOCK]; 2];
+    let mut ys = [0f32; WIDEN_BLOCK];
+    for (b, o) in io.chunks_mut(WIDEN_BLOCK).enumerate() {
+        let (start, m) = (b * WIDEN_BLOCK, o.len());
+        conv.widen(&x[start..start + m], &mut xs[0][..m]);
+        conv.widen(o, &mut xs[1][..m]);
+        map_lanes(op, T::DTYPE, &xs, &mut ys);
+        conv.narrow(&ys[..m], o);
+    }
+}
+
 /// CPU path of `bias_add_inplace` for whole rows: `rows[r * cols + c] += bias[c]`.
 #[inline(always)]
 pub fn bias_add_rows<T: Element>(rows: &mut [T], bias: &[T]) {
@@ -317,6 +412,37 @@ mod tests {
         assert_eq!(ElemOp::Copy.min_bytes(10, 4, 0), 80);
         assert_eq!(ElemOp::Chain(Activation::Relu).min_bytes(10, 2, 0), 80);
         assert_eq!(ElemOp::BiasAdd.min_bytes(12, 4, 3), (24 + 3) * 4);
+    }
+
+    #[test]
+    fn the_widened_paths_are_the_per_element_paths() {
+        // Every length around the block size, 16-bit types, ops with 1, 2 and 3 inputs: the
+        // blocked loops give the same bits as the per-element ones (tails included).
+        fn check<T: Element + core::fmt::Debug>(n: usize) {
+            let v = |seed: u32| -> [T; 200] {
+                core::array::from_fn(|i| {
+                    T::from_f32((((i as u32).wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 125.0 - 8.0)
+                })
+            };
+            let (a, b, c) = (v(1), v(7), v(13));
+            let (mut want, mut got) = ([T::from_f32(0.0); 200], [T::from_f32(f32::NAN); 200]);
+            let same = |x: &[T], y: &[T]| x.iter().zip(y).all(|(p, q)| p.to_f32().to_bits() == q.to_f32().to_bits());
+            let chain = AddMulAct { act: Activation::GeluErf };
+            map_into(chain, [&a[..n], &b[..n], &c[..n]], &mut want[..n]);
+            map_into_widened(chain, PortableWiden, [&a[..n], &b[..n], &c[..n]], &mut got[..n]);
+            assert!(same(&want[..n], &got[..n]), "chain n={n}");
+            map_into(GeluTanh, [&a[..n]], &mut want[..n]);
+            map_into_widened(GeluTanh, PortableWiden, [&a[..n]], &mut got[..n]);
+            assert!(same(&want[..n], &got[..n]), "gelu_tanh n={n}");
+            let (mut y1, mut y2) = (b, b);
+            map_inplace(Axpy { alpha: 0.5 }, &a[..n], &mut y1[..n]);
+            map_inplace_widened(Axpy { alpha: 0.5 }, PortableWiden, &a[..n], &mut y2[..n]);
+            assert!(same(&y1, &y2), "axpy n={n}");
+        }
+        for n in [0, 1, 63, 64, 65, 127, 128, 129, 200] {
+            check::<half::f16>(n);
+            check::<half::bf16>(n);
+        }
     }
 
     #[test]

@@ -16,6 +16,8 @@ pub struct Args {
     /// Ops to run, comma-separated, or `all`; `clifford` runs the Clifford layer bench
     /// (`--shapes BxN,...`, `--dtypes`, `--clifford-rows fwd,fwdbwd,fcgp_fwd`, `--json`);
     /// `runtime` runs the runtime bench (pool, graphs, pinned copies, overlap, priority);
+    /// `cpu-roof` times every elementwise op on the CPU beside a parallel copy, pair by pair
+    /// (`--dtypes`, `--sizes` MiB (first), `--iters` pairs, `--json`);
     /// `gemm` runs the GEMM comparison with cuBLAS
     /// (GPU only) over `--shapes` and `--dtypes` (f32, tf32, f16, bf16); `multi-gpu` runs peer
     /// copies, NCCL all-reduce (vs torch.distributed) and the data-parallel step (`--shapes
@@ -156,6 +158,15 @@ fn check(args: &Args) -> anyhow::Result<()> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     check(&args)?;
+    if args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "cpu-roof")) {
+        return crate::bench_roof::run_cmd(crate::bench_roof::RoofArgs {
+            dtypes: args.dtypes.clone(),
+            sizes: args.sizes.clone(),
+            warmup: args.warmup,
+            iters: args.iters,
+            json: args.json.clone(),
+        });
+    }
     if args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "runtime")) {
         return crate::bench_runtime::run_cmd(args.backend, args.iters, args.json.clone());
     }

@@ -5,6 +5,7 @@ mod bench_clifford;
 mod bench_gemm;
 mod bench_gemm_suite;
 mod bench_multigpu;
+mod bench_roof;
 mod bench_runtime;
 mod explain_split;
 mod info;

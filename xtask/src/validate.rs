@@ -7,7 +7,7 @@ use std::path::Path;
 use ferrotune::{DType, ElemOp};
 
 /// Op names `bench --ops` takes besides the elementwise ones.
-pub const BENCH_FAMILIES: [&str; 5] = ["gemm", "gemm-tiles", "clifford", "runtime", "multi-gpu"];
+pub const BENCH_FAMILIES: [&str; 6] = ["gemm", "gemm-tiles", "clifford", "runtime", "multi-gpu", "cpu-roof"];
 
 fn one_of(what: &str, got: &str, valid: &[&str]) -> anyhow::Result<()> {
     anyhow::ensure!(valid.contains(&got), "unknown {what} '{got}' (valid: {})", valid.join(", "));

@@ -4,6 +4,8 @@
 pub mod clifford;
 pub mod elementwise;
 pub(crate) mod elementwise_cpu;
+#[cfg(target_arch = "x86_64")]
+mod f16c;
 pub mod gemm;
 pub(crate) mod gemm_cpu;
 mod gemm_operands;

@@ -51,9 +51,10 @@ pub fn recip_ge1(x: f32) -> f32 {
     }
 }
 
-/// `2^x`, approximate. On the GPU `ex2.approx.ftz.f32` (about 2 ulp; subnormal results flush
-/// to 0); on the host the accurate [`crate::math::exp`] of `x ln 2`. For maths whose result
-/// is stored in 16 bits, where neither difference is visible.
+/// `2^x`, approximate, for `x` in [-125, 127] (callers clamp). On the GPU `ex2.approx.ftz.f32`
+/// (about 2 ulp); on the host [`crate::math::exp2_poly`] (relative error below 3e-6, a few
+/// lane-wise operations). For maths whose result is stored in 16 bits, where neither error is
+/// visible.
 #[inline(always)]
 pub fn exp2_approx(x: f32) -> f32 {
     #[cfg(target_arch = "nvptx64")]
@@ -68,7 +69,7 @@ pub fn exp2_approx(x: f32) -> f32 {
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        crate::math::exp(x * core::f32::consts::LN_2)
+        crate::math::exp2_poly(x)
     }
 }
 
