@@ -73,6 +73,11 @@ try:
 except ImportError:  # python < 3.11: compare the entries' text without dates and timings
     tomllib = None
 t, out, r, t1, t2, e1, e2 = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:])
+def took(log):  # the tuner's own wall time ("device-parallel tuning took X s on N devices")
+    import re
+    m = re.search(r"tuning took ([0-9.]+) s", open(log).read()) if os.path.exists(log) else None
+    return float(m.group(1)) if m else None
+k1, k2 = took(f"{r}/tune-1gpu.txt"), took(f"{r}/tune-2gpu.txt")
 def entries(p):
     if not os.path.exists(p): return None
     if tomllib is None:
@@ -89,6 +94,7 @@ doc = {
   "commit": os.environ.get("FERROTUNE_COMMIT"), "shapes": 8,
   "one_gpu_s": t1, "two_gpu_s": t2, "exit": [e1, e2],
   "speedup": (t1 / t2) if t2 > 0 and e1 == 0 and e2 == 0 else None,
+  "tuner_s": [k1, k2], "tuner_speedup": (k1 / k2) if k1 and k2 else None,
   "entries": [len(one or []), len(two or [])],
   "same_keys_and_device": keys(one) == keys(two) and one is not None,
   "same_configs": one == two and one is not None,
