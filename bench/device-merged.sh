@@ -6,10 +6,11 @@
 # each joined with its peer. Every step is bounded by what is left of BUDGET seconds.
 # Results: $OUT/merged.tgz (everything) and the joined tables in $OUT.
 set -uo pipefail
-START=$(date +%s); BUDGET=${BUDGET:-540}
+START=$(date +%s); BUDGET=${BUDGET:-420}
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 cap() { local want=$1 l; l=$(( $(left) - 10 )); [ "$l" -lt "$want" ] && want=$l; [ "$want" -lt 1 ] && want=1; echo $want; }
 stamp() { echo "[$(( $(date +%s) - START )) s] $*"; }
+save() { tar -czf $OUT/merged.tgz -C $R . 2>/dev/null; }  # after every stage: a cut-off call keeps what ran
 C=.carry
 if [ ! -x $C/xtask ]; then xz -dc $C/bins.tar.xz | tar -C $C -xf - || exit 1; fi
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
@@ -31,10 +32,12 @@ timeout $(cap 50) python3 benches/torch_gemm.py --shapes $SUITE --dtypes bf16 --
 timeout $(cap 70) python3 benches/torch_clifford.py --no-check --sizes 4096x512 --ops fwd,fwdbwd --impls eager,compile \
   --compile-mode per-shape --out $R/torch-clifford-h100.json > $R/torch-clifford.txt 2>&1; stamp "torch clifford exit $?"
 
+save
 stamp "=== the whole GPU test suite"
-timeout $(cap 200) $T --test-threads=4 > $R/all-tests.txt 2>&1
+timeout $(cap 150) $T --test-threads=4 > $R/all-tests.txt 2>&1
 stamp "tests exit $?"; grep -E "test result|panicked" $R/all-tests.txt | head -6; grep -E "^test .*FAILED" $R/all-tests.txt | head
 
+save
 stamp "=== bench --ops gemm (bf16, f16, fused GELU)"
 FERROTUNE_BENCH_NO_SPLIT=1 timeout $(cap 60) $X bench --ops gemm --dtypes bf16,f16 --shapes $GEMM_SHAPES \
   --json $R/gemm-h100.json > $R/gemm.txt 2>&1; stamp "gemm exit $?"
@@ -44,6 +47,7 @@ timeout $(cap 60) $X bench --ops gemm --shape-suite irregular --dtypes bf16 --wa
 python3 bench/gemm_join.py $R/gemm-irregular-bf16-h100.json $R/torch-gemm-irregular-h100.json \
   --markdown $R/gemm-irregular-bf16-vs-peers.md 2>&1 | tail -1
 
+save
 stamp "=== Clifford"
 timeout $(cap 50) $X bench --ops clifford --clifford-rows fwd,fwdbwd --shapes $CLIFFORD \
   --json $R/clifford-h100.json > $R/clifford-bench.txt 2>&1; stamp "clifford exit $?"
@@ -51,6 +55,7 @@ timeout $(cap 30) $X bench --ops clifford --clifford-rows fcgp_fwd --dtypes f32,
   --json $R/clifford-fcgp-h100.json > $R/clifford-fcgp.txt 2>&1; stamp "fcgp exit $?"
 python3 bench/clifford_join.py $R/clifford-h100.json $R/torch-clifford-h100.json --out $R/clifford-vs-torch-h100.md 2>&1 | tail -12
 
+save
 stamp "=== GELU elementwise rows (the host-maths rewrite changed the shared GELU)"
 timeout $(cap 40) $X bench --ops copy,gelu_erf,gelu_tanh,add_mul_gelu_erf,add_mul_gelu_tanh --dtypes f32,f16,bf16 \
   --json $R/elementwise-gelu-h100.json > $R/elementwise-gelu.txt 2>&1; stamp "gelu exit $?"
