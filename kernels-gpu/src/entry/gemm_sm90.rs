@@ -262,11 +262,16 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
     let cw = wg - 1;
     let lt = tid % WG_THREADS as usize;
     let mut acc = [0.0f32; NACC];
-    for kt in 0..ktiles {
-        // SAFETY: the warpgroup calls it together, in the producer's order.
-        unsafe { ring.consume::<E>(kt, cw, &mut acc, kt > 0 && lt == 0) };
+    // The wait closes the wgmma pipeline inside the branch: were it after the join with the
+    // K = 0 path (whose accumulators are set by plain moves), ptxas would serialise every
+    // wgmma (C7515, "non wgmma instructions defining accumulator registers").
+    if ktiles > 0 {
+        for kt in 0..ktiles {
+            // SAFETY: the warpgroup calls it together, in the producer's order.
+            unsafe { ring.consume::<E>(kt, cw, &mut acc, kt > 0 && lt == 0) };
+        }
+        wgmma_wait::<0>();
     }
-    wgmma_wait::<0>();
     // Only the split tile (128 x 128: `NACC` 64) has this code; the 128 x 256 keeps its registers.
     if NACC == 64 && split.is_split() {
         let cx =
