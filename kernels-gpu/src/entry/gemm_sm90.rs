@@ -8,8 +8,7 @@ use core::arch::asm;
 
 use super::gemm_sm90_split::{SplitCtx, split_reduce};
 use crate::arch::nvptx::{
-    block_idx_x, block_idx_y, block_idx_z, grid_dim_x, ld_shared_v4_f32, st_shared_v2_f32, sync_threads, sync_warp,
-    thread_idx_x,
+    block_idx_x, block_idx_y, block_idx_z, grid_dim_x, st_shared_v2_f32, sync_threads, thread_idx_x,
 };
 use crate::arch::sm90::{
     desc_k_sw128, fence_barrier_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier,
@@ -17,31 +16,20 @@ use crate::arch::sm90::{
     wgmma_m64n128k16_bf16, wgmma_m64n128k16_f16, wgmma_m64n256k16_bf16, wgmma_m64n256k16_f16, wgmma_wait,
 };
 use crate::element::Element;
-use crate::gemm::Epilogue;
-use crate::gemm_sm90::{
-    BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_COLS, STAGE_PITCH_BYTES, WG_THREADS, raster,
-};
+use crate::gemm_sm90::{BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_PITCH_BYTES, WG_THREADS, raster};
 use crate::gemm_sm90_split::Sm90Split;
 use half::{bf16, f16};
 
+mod epilogue;
 mod pingpong;
+
+use epilogue::{Out, drain, store_staged};
 
 /// A `CUtensorMap` passed by value: 128 opaque bytes. Declared align(16) (rustc cannot pass
 /// more); the PTX build raises the parameter's alignment to 64, as TMA needs.
 #[repr(C, align(16))]
 #[derive(Clone, Copy)]
 pub struct TensorMap([u64; 16]);
-
-/// What the epilogue needs.
-#[derive(Clone, Copy)]
-struct Out {
-    m: usize,
-    n: usize,
-    ldc: usize,
-    alpha: f32,
-    beta: f32,
-    flags: u32,
-}
 
 /// A 16-bit input type and its wgmma (K-major A and B).
 trait WgmmaElem: Element {
@@ -389,132 +377,6 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
     }
 }
 
-/// The persistent form's epilogue (the ring is busy with the next tile): each warp stages its
-/// 16 rows in chunks of `STAGE_COLS` columns through its own small area and drains them
-/// coalesced. The staging loops use constant indices only, so the accumulators stay in
-/// registers.
-///
-/// # Safety
-/// C, D and bias cover the M x N output at `ldc`; `stg` is the warp's staging area of
-/// 16 x [`STG_PITCH`] bytes; all 32 lanes call it.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-unsafe fn store_staged<O: Element, const NACC: usize>(
-    c: *const O,
-    d: *mut O,
-    bias: *const O,
-    out: Out,
-    acc: &[f32; NACC],
-    stg: u32,
-    (m0, n0): (usize, usize),
-    lt: usize,
-) {
-    let (w, lane) = (lt / 32, lt % 32);
-    let (g, t) = (lane / 4, lane % 4);
-    // Each j covers 8 columns (the wgmma fragment layout); a chunk is STAGE_COLS of them.
-    const JC: usize = STAGE_COLS / 8;
-    for ch in 0..2 * NACC / STAGE_COLS {
-        for jj in 0..JC {
-            let j = ch * JC + jj;
-            let col = ((jj * 8 + 2 * t) * 4) as u32;
-            // SAFETY: rows g and g + 8 of the warp's area, 8-byte aligned.
-            unsafe {
-                st_shared_v2_f32(stg + (g * STG_PITCH) as u32 + col, acc[4 * j], acc[4 * j + 1]);
-                st_shared_v2_f32(stg + ((g + 8) * STG_PITCH) as u32 + col, acc[4 * j + 2], acc[4 * j + 3]);
-            }
-        }
-        sync_warp();
-        let shape = (STAGE_COLS, 16, 32);
-        // SAFETY: the chunk is staged; the outputs are predicated inside.
-        unsafe { drain::<O>(c, d, bias, out, stg, STG_PITCH, shape, m0 + w * 16, n0 + ch * STAGE_COLS, lane) };
-        sync_warp();
-    }
-}
-
-/// Applies the epilogue to `rows` staged rows of `cols` floats (a warpgroup's 64 x BN, or a
-/// warp's 16 x 64 chunk) and stores them with `threads` threads: each thread 4 adjacent
-/// columns, a row's threads adjacent (coalesced), 4-wide stores where the output allows.
-///
-/// # Safety
-/// The staged rows are in shared memory at `region` with row pitch `pitch`; the output
-/// pointers cover M x N at `ldc`.
-#[allow(clippy::too_many_arguments)]
-#[inline(never)]
-unsafe fn drain<O: Element>(
-    c: *const O,
-    d: *mut O,
-    bias: *const O,
-    out: Out,
-    region: u32,
-    pitch: usize,
-    (cols, rows, threads): (usize, usize, usize),
-    m0: usize,
-    n0: usize,
-    lt: usize,
-) {
-    let lanes_per_row = cols / 4;
-    let rows_per_pass = threads / lanes_per_row;
-    let (r0, cc) = (lt / lanes_per_row, (lt % lanes_per_row) * 4);
-    let gn = n0 + cc;
-    if gn >= out.n {
-        return;
-    }
-    let size = core::mem::size_of::<O>();
-    let full = out.ldc.is_multiple_of(4) && (d as usize).is_multiple_of(4 * size) && gn + 3 < out.n;
-    let mut bv = [0.0f32; 4];
-    if out.flags & 1 != 0 {
-        for (j, b) in bv.iter_mut().enumerate() {
-            if gn + j < out.n {
-                // SAFETY: column gn + j exists and the bias covers every column.
-                *b = unsafe { *bias.add(gn + j) }.to_f32();
-            }
-        }
-    }
-    let mut r = r0;
-    while r < rows && m0 + r < out.m {
-        // SAFETY: a staged row, 16-byte aligned.
-        let v = unsafe { ld_shared_v4_f32(region + (r * pitch + cc * 4) as u32) };
-        let idx = (m0 + r) * out.ldc + gn;
-        let epi = |x: f32, j: usize| {
-            // SAFETY: (row, gn + j) is inside the output; C is read only when enabled.
-            let cv = if out.flags & 8 != 0 { unsafe { (*c.add(idx + j)).to_f32() } } else { 0.0 };
-            O::from_f32(Epilogue::apply_flags(out.flags, out.alpha, out.beta, x, cv, bv[j], O::DTYPE))
-        };
-        if full {
-            let o = [epi(v[0], 0), epi(v[1], 1), epi(v[2], 2), epi(v[3], 3)];
-            // SAFETY: the 4 elements are inside the output, aligned to their total size.
-            unsafe { store4(d.add(idx), o) };
-        } else {
-            for (j, &x) in v.iter().enumerate() {
-                if gn + j < out.n {
-                    // SAFETY: (row, gn + j) is inside the output.
-                    unsafe { *d.add(idx + j) = epi(x, j) };
-                }
-            }
-        }
-        r += rows_per_pass;
-    }
-}
-
-/// Stores 4 adjacent elements with one 8- (16-bit) or 16-byte (f32) access.
-///
-/// # Safety
-/// `p` is writable for 4 elements and aligned to their total size.
-#[inline(always)]
-unsafe fn store4<O: Element>(p: *mut O, o: [O; 4]) {
-    // SAFETY: as the caller guarantees; the element types are plain 2- or 4-byte values.
-    unsafe {
-        if core::mem::size_of::<O>() == 2 {
-            let b: [u16; 4] = core::mem::transmute_copy(&o);
-            *(p as *mut u64) = b[0] as u64 | (b[1] as u64) << 16 | (b[2] as u64) << 32 | (b[3] as u64) << 48;
-        } else {
-            let b: [u32; 4] = core::mem::transmute_copy(&o);
-            crate::arch::nvptx::st_global_v4(p as *mut u32, b);
-        }
-    }
-}
-
-// Entry points `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x64s<ST>` (see `Sm90Variant::entry_name`).
 // ABI: (map_a, map_b, c, d, bias, m, n, k, ldc, batch, stride_c, alpha, beta, flags, ws,
 // slices, kt_per; the last three: split-K, one-tile form only, `slices` 1 = no split); the maps
 // by value (`__grid_constant__`; on the H100 this ran as fast as maps in global memory, see
