@@ -3,15 +3,12 @@
 //! layout (16-byte and element-load variants), padded leading dimensions, views at odd offsets,
 //! batches, epilogues, f16/bf16 with f32 and same-type outputs, outputs poisoned first; long K
 //! with few columns (the split with its last-block fix-up), called repeatedly on one stream;
-//! random shapes; a proptest over unaligned rows (the `u` variant, no pack pass). On the CPU:
-//! which calls the family takes and which load mode.
+//! random shapes. On the CPU: which calls the family takes.
 
 use ferrotune::ops::gemm::{Gemm, Layout, gemm};
-use ferrotune::ops::gemv::{describe, load_mode, small_m_applies, vector_loads};
+use ferrotune::ops::gemv::{describe, small_m_applies, vector_loads};
 use ferrotune::{Buffer, DType, bf16};
-use ferrotune_kernels::gemv::LoadMode;
 use ferrotune_testkit::{Rng, cuda_backend, poison};
-use proptest::prelude::*;
 
 use crate::gemm::{Case, check, dispatch, epilogue, layouts, make_case};
 
@@ -138,35 +135,6 @@ fn gpu_small_m_odd_view_offsets() {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
-
-    /// The unaligned (`u`) variant: K-contiguous operands whose rows are not 16-byte aligned
-    /// (odd K, leading dimensions padded by an odd count), including 0 and 1 of each size and
-    /// K long enough to split, against the float64 reference with NaN-poisoned outputs.
-    #[test]
-    fn gpu_small_m_unaligned_rows_match_f64_reference(
-        m in prop_oneof![Just(1usize), Just(64), 1usize..65],
-        n in prop_oneof![Just(1usize), Just(0), 1usize..3000],
-        k in prop_oneof![Just(0usize), Just(1), Just(7), Just(4099), 1usize..9000],
-        pad in 0usize..4, epi in 0usize..4, f16 in any::<bool>(), out_f32 in any::<bool>(), seed in any::<u64>(),
-    ) {
-        let Some(gpu) = cuda_backend("gpu_small_m_unaligned_rows_match_f64_reference") else { return Ok(()) };
-        let mut g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(epi));
-        let r = g.resolved();
-        g.lda = r.lda + 2 * pad + 1 - (r.lda % 2); // odd leading dimensions: rows 2-byte aligned
-        g.ldb = r.ldb + 2 * pad + 1 - (r.ldb % 2);
-        if m > 0 && n > 0 && (m > 1 || n > 1) {
-            let (name, _) = describe(&g.resolved(), DType::Bf16, DType::Bf16, [0, 0], 132).unwrap();
-            prop_assert!(name.ends_with("_u"), "{name}");
-        }
-        let dt = if f16 { DType::F16 } else { DType::Bf16 };
-        if let Err(e) = dispatch(&gpu, dt, out_f32, g, seed) {
-            prop_assert!(false, "{dt:?} out_f32 {out_f32}: {e}");
-        }
-    }
-}
-
 #[test]
 fn small_m_takes_16_bit_calls_up_to_64_rows_without_a_forced_kernel() {
     let rc = |m| Gemm::new(m, 4096, 4096).layouts(Layout::Row, Layout::Col).resolved();
@@ -181,20 +149,9 @@ fn small_m_takes_16_bit_calls_up_to_64_rows_without_a_forced_kernel() {
     assert!(vector_loads(&rc(8), [258, 512]), "A at an odd element offset: two loads and a funnel shift");
     assert!(!vector_loads(&Gemm::new(8, 4096, 4096).resolved(), [0, 0]), "B row-major: element loads");
     assert!(vector_loads(&Gemm::new(8, 4096, 4099).layouts(Layout::Row, Layout::Col).resolved(), [0, 0]));
-    assert_eq!(load_mode(&rc(8), [256, 512]), LoadMode::Vec);
-    assert_eq!(load_mode(&rc(8), [258, 512]), LoadMode::Unaligned, "A at an odd element offset");
-    assert_eq!(load_mode(&rc(8), [256, 520]), LoadMode::Unaligned, "B 8 bytes off 16");
-    assert_eq!(load_mode(&rc(8), [272, 528]), LoadMode::Vec);
-    let odd_k = Gemm::new(1, 4096, 4099).layouts(Layout::Row, Layout::Col).resolved();
-    assert_eq!(load_mode(&odd_k, [0, 0]), LoadMode::Unaligned, "odd K: weight rows unaligned");
-    let one_row = Gemm::new(1, 4096, 4096).layouts(Layout::Row, Layout::Col).resolved();
-    assert_eq!(load_mode(&Gemm { lda: 4097, ..one_row }, [0, 0]), LoadMode::Vec, "one row of x: lda unused");
-    assert_eq!(load_mode(&Gemm::new(8, 4096, 4096).resolved(), [0, 0]), LoadMode::Elem);
     let (name, plan) = describe(&rc(1), DType::Bf16, DType::Bf16, [0, 0], 132).unwrap();
     assert_eq!((name, plan.ksplit), ("ft_gemv_bf16_bf16_g1_v", 1));
     let (name, plan) = describe(&rc(33), DType::F16, DType::F32, [0, 2], 132).unwrap();
-    assert_eq!(name, "ft_gemv_f16_f32_g8_u");
+    assert_eq!(name, "ft_gemv_f16_f32_g8_v");
     assert_eq!(plan.slabs, 256);
-    let (name, _) = describe(&odd_k, DType::Bf16, DType::Bf16, [0, 0], 132).unwrap();
-    assert_eq!(name, "ft_gemv_bf16_bf16_g1_u");
 }

@@ -47,49 +47,6 @@ pub const fn unroll(groups: usize) -> usize {
     }
 }
 
-/// Chunks in flight per warp step of the unaligned variant (`u`), whose loads take twice the
-/// registers (two aligned vectors per group until the funnel shift).
-pub const fn unroll_unaligned(groups: usize) -> usize {
-    match groups {
-        0..=2 => 2,
-        _ => 1,
-    }
-}
-
-/// Row groups of x the unaligned variant loads at once (all of them up to 4, else in two
-/// rounds of 4, so the raw vectors fit in registers).
-pub const fn x_batch_unaligned(groups: usize) -> usize {
-    if groups > 4 { 4 } else { groups }
-}
-
-/// How a small-M variant reads its operands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LoadMode {
-    /// `v`: K-contiguous x and weight (A row-major, B column-major) whose rows are all 16-byte
-    /// aligned: one 16-byte load per 8 elements.
-    Vec,
-    /// `u`: K-contiguous, rows at any 2-byte alignment: two aligned 16-byte loads per 8
-    /// elements, every load of a step issued before the first funnel shift uses one (the
-    /// unpacked path for odd K or leading dimensions, no pack pass).
-    Unaligned,
-    /// `s`: element loads, any layout.
-    Elem,
-}
-
-impl LoadMode {
-    /// The entry-name suffix.
-    pub const fn suffix(self) -> &'static str {
-        match self {
-            LoadMode::Vec => "v",
-            LoadMode::Unaligned => "u",
-            LoadMode::Elem => "s",
-        }
-    }
-}
-
-/// The modes in [`NAMES`]' order within a (dtype, output, groups) triple.
-pub const MODES: [LoadMode; 3] = [LoadMode::Vec, LoadMode::Unaligned, LoadMode::Elem];
-
 /// Dynamic shared memory of a block: one f32 per (warp, row of x, slab column) for the
 /// cross-warp reduction, plus 16 bytes for the "last block" flag of the split.
 pub const fn smem_bytes(groups: usize) -> usize {
@@ -207,8 +164,11 @@ pub fn funnel(lo: [u32; 4], hi: [u32; 4], s: usize) -> [u32; 4] {
     out
 }
 
-/// Entry name of a small-M variant: `ft_gemv_<in>_<out>_g<groups>_<v|u|s>` (see [`LoadMode`]).
-pub fn entry_name(dtype: DType, out: DType, groups: usize, mode: LoadMode) -> &'static str {
+/// Entry name of a small-M variant: `ft_gemv_<in>_<out>_g<groups>_<v|s>` (`v`: K-contiguous
+/// weight and x (A row-major, B column-major), 16-byte loads, two and a funnel shift where a
+/// row is not 16-byte aligned; `s`: element loads in any layout).
+pub fn entry_name(dtype: DType, out: DType, groups: usize, vec: bool) -> &'static str {
+    let names = &NAMES;
     let gi = match groups {
         1 => 0,
         2 => 1,
@@ -217,63 +177,42 @@ pub fn entry_name(dtype: DType, out: DType, groups: usize, mode: LoadMode) -> &'
     };
     let di = if dtype == DType::Bf16 { 0 } else { 1 };
     let oi = if out == DType::F32 { 1 } else { 0 };
-    let mi = match mode {
-        LoadMode::Vec => 0,
-        LoadMode::Unaligned => 1,
-        LoadMode::Elem => 2,
-    };
-    NAMES[((di * 2 + oi) * 4 + gi) * 3 + mi]
+    names[((di * 2 + oi) * 4 + gi) * 2 + (!vec) as usize]
 }
 
 /// Every compiled entry, in [`entry_name`]'s order.
-pub const NAMES: [&str; 48] = [
+pub const NAMES: [&str; 32] = [
     "ft_gemv_bf16_bf16_g1_v",
-    "ft_gemv_bf16_bf16_g1_u",
     "ft_gemv_bf16_bf16_g1_s",
     "ft_gemv_bf16_bf16_g2_v",
-    "ft_gemv_bf16_bf16_g2_u",
     "ft_gemv_bf16_bf16_g2_s",
     "ft_gemv_bf16_bf16_g4_v",
-    "ft_gemv_bf16_bf16_g4_u",
     "ft_gemv_bf16_bf16_g4_s",
     "ft_gemv_bf16_bf16_g8_v",
-    "ft_gemv_bf16_bf16_g8_u",
     "ft_gemv_bf16_bf16_g8_s",
     "ft_gemv_bf16_f32_g1_v",
-    "ft_gemv_bf16_f32_g1_u",
     "ft_gemv_bf16_f32_g1_s",
     "ft_gemv_bf16_f32_g2_v",
-    "ft_gemv_bf16_f32_g2_u",
     "ft_gemv_bf16_f32_g2_s",
     "ft_gemv_bf16_f32_g4_v",
-    "ft_gemv_bf16_f32_g4_u",
     "ft_gemv_bf16_f32_g4_s",
     "ft_gemv_bf16_f32_g8_v",
-    "ft_gemv_bf16_f32_g8_u",
     "ft_gemv_bf16_f32_g8_s",
     "ft_gemv_f16_f16_g1_v",
-    "ft_gemv_f16_f16_g1_u",
     "ft_gemv_f16_f16_g1_s",
     "ft_gemv_f16_f16_g2_v",
-    "ft_gemv_f16_f16_g2_u",
     "ft_gemv_f16_f16_g2_s",
     "ft_gemv_f16_f16_g4_v",
-    "ft_gemv_f16_f16_g4_u",
     "ft_gemv_f16_f16_g4_s",
     "ft_gemv_f16_f16_g8_v",
-    "ft_gemv_f16_f16_g8_u",
     "ft_gemv_f16_f16_g8_s",
     "ft_gemv_f16_f32_g1_v",
-    "ft_gemv_f16_f32_g1_u",
     "ft_gemv_f16_f32_g1_s",
     "ft_gemv_f16_f32_g2_v",
-    "ft_gemv_f16_f32_g2_u",
     "ft_gemv_f16_f32_g2_s",
     "ft_gemv_f16_f32_g4_v",
-    "ft_gemv_f16_f32_g4_u",
     "ft_gemv_f16_f32_g4_s",
     "ft_gemv_f16_f32_g8_v",
-    "ft_gemv_f16_f32_g8_u",
     "ft_gemv_f16_f32_g8_s",
 ];
 
@@ -404,9 +343,9 @@ mod tests {
         for d in [DType::Bf16, DType::F16] {
             for o in [d, DType::F32] {
                 for g in M_GROUPS {
-                    for md in MODES {
-                        let n = entry_name(d, o, g, md);
-                        let want = std::format!("ft_gemv_{}_{}_g{g}_{}", d.name(), o.name(), md.suffix());
+                    for v in [true, false] {
+                        let n = entry_name(d, o, g, v);
+                        let want = std::format!("ft_gemv_{}_{}_g{g}_{}", d.name(), o.name(), if v { "v" } else { "s" });
                         assert_eq!(n, want);
                         all.push(n);
                     }

@@ -3,8 +3,7 @@
 //! heuristic's) and the call's operands, with the reason. `ops::gemm` resolves the plan and
 //! launches it. Families in the order they are tried: pack (unaligned 16-bit operands of a
 //! large enough problem copied into an aligned workspace, then the packed problem planned
-//! again, `ops::pack`; not for small-M calls with K-contiguous operands, which the small-M
-//! `u` variant reads unpacked), small-M (M <= 64 against a large weight, `ops::gemv`), Hopper with a
+//! again, `ops::pack`), small-M (M <= 64 against a large weight, `ops::gemv`), Hopper with a
 //! split of K joined in the kernel (few output tiles, long K: `ops::gemm_sm90::split_for`),
 //! the `mma.sync` split-K (forced by the call, or off the Hopper path), Hopper (`ops::gemm_sm90`),
 //! the `mma.sync`/FFMA tiles.
@@ -85,9 +84,7 @@ pub fn plan(
     cfg: GemmConfig,
     [pa, pb]: [u64; 2],
 ) -> Result<GemmPlan> {
-    if let Some(why) = crate::ops::pack::pack_applies(g, dtype, [pa, pb])
-        .filter(|_| !small_m_unpacked(g, dtype, out, arch, sm_count, cfg, [pa, pb]))
-    {
+    if let Some(why) = crate::ops::pack::pack_applies(g, dtype, [pa, pb]) {
         // What the packed copy then runs (the workspace is 16-byte aligned).
         let packed = crate::ops::pack::packed_gemm(g, [pa, pb]);
         let then = plan(&packed, dtype, out, arch, sm_count, cfg, [256, 256])?;
@@ -97,7 +94,13 @@ pub fn plan(
             reason: format!("{why}; then {} ({})", then.path(), then.reason),
         });
     }
-    let hopper_first = hopper_first(g, dtype, out, arch, sm_count, cfg, [pa, pb]);
+    // Above `small_m_beside_hopper` rows, a weight of at least 1024 x 1024 that the Hopper
+    // path can load goes there (tiles of 128 rows, K split when the tiles are few) instead of
+    // the small-M family, which reads x once per 16 weight rows.
+    let hopper_first = g.m > small_m_beside_hopper()
+        && g.k >= 1024
+        && g.n >= 1024
+        && gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, [pa, pb]).is_ok();
     if let Some(why) = crate::ops::gemv::small_m_applies(g, dtype).filter(|_| !hopper_first) {
         let detail = crate::ops::gemv::describe(g, dtype, out, [pa, pb], sm_count.max(1) as usize)
             .map(|(name, p)| format!("; {name}, {} slabs x {} K slices", p.slabs, p.ksplit))
@@ -139,49 +142,6 @@ pub fn plan(
             })
         }
     }
-}
-
-/// Whether an unaligned small-M call runs unpacked: K-contiguous operands (the small-M `u`
-/// variant reads rows at any alignment, so the pack pass would only add its own traffic) whose
-/// packed copy would not go to the Hopper path either. `FERROTUNE_PACK=1` packs them anyway
-/// (for A/B measurements).
-#[allow(clippy::too_many_arguments)]
-fn small_m_unpacked(
-    g: &Gemm,
-    dtype: DType,
-    out: DType,
-    arch: &str,
-    sm_count: u32,
-    cfg: GemmConfig,
-    ptrs: [u64; 2],
-) -> bool {
-    if std::env::var("FERROTUNE_PACK").is_ok_and(|v| v == "1") {
-        return false;
-    }
-    if crate::ops::gemv::small_m_applies(g, dtype).is_none() || !crate::ops::gemv::vector_loads(g, ptrs) {
-        return false;
-    }
-    let packed = crate::ops::pack::packed_gemm(g, ptrs);
-    !hopper_first(&packed, dtype, out, arch, sm_count, cfg, [256, 256])
-}
-
-/// Whether a call the small-M family could serve goes to the Hopper path instead: above
-/// `small_m_beside_hopper` rows, a weight of at least 1024 x 1024 that the Hopper path can load
-/// (tiles of 128 rows, K split when the tiles are few; the small-M family reads x once per 16
-/// weight rows).
-fn hopper_first(
-    g: &Gemm,
-    dtype: DType,
-    out: DType,
-    arch: &str,
-    sm_count: u32,
-    cfg: GemmConfig,
-    ptrs: [u64; 2],
-) -> bool {
-    g.m > small_m_beside_hopper()
-        && g.k >= 1024
-        && g.n >= 1024
-        && gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, ptrs).is_ok()
 }
 
 /// Rows up to which the small-M family serves a call the Hopper path could run. Measured on
@@ -302,27 +262,5 @@ mod tests {
         assert!(matches!(fam("sm_80", Gemm::new(256, 256, 65_536)), Family::Launch(Launch::SplitK(_))));
         assert!(matches!(fam(a, Gemm::new(256, 256, 65_536).split_k(4)), Family::Launch(Launch::SplitK(_))));
         assert_eq!(hopper_slices(fam(a, Gemm::new(256, 256, 65_536).split_k(1))), Some(1));
-    }
-
-    /// Unaligned small-M calls (odd K) run the small-M family unpacked unless the packed copy
-    /// would take the Hopper path; a layout the `u` variant cannot read is still packed.
-    #[test]
-    fn unaligned_small_m_skips_the_pack_pass() {
-        if ["FERROTUNE_SM90", "FERROTUNE_SMALL_M", "FERROTUNE_SMALL_M_BESIDE_HOPPER", "FERROTUNE_PACK"]
-            .iter()
-            .any(|v| std::env::var(v).is_ok())
-        {
-            return; // the variables override the rules under test
-        }
-        let a = "sm_90a";
-        for (m, n, k) in [(1, 8193, 4099), (8, 12_288, 4099), (1, 4097, 777), (33, 1023, 777), (17, 4096, 4097)] {
-            assert_eq!(fam(a, Gemm::new(m, n, k)), Family::SmallM, "{m}x{n}x{k}");
-        }
-        assert_eq!(fam(a, Gemm::new(33, 8191, 4099)), Family::Pack, "packed, then the Hopper split");
-        assert_eq!(fam("sm_80", Gemm::new(33, 8191, 4099)), Family::SmallM, "no Hopper path: unpacked");
-        let rr = Gemm::new(8, 12_288, 4099).layouts(Layout::Row, Layout::Row).resolved();
-        let cfg = GemmConfig::heuristic(rr.m, rr.n, rr.k, rr.batch);
-        let f = plan(&rr, DType::Bf16, DType::Bf16, a, 132, cfg, [256, 256]).unwrap().family;
-        assert_eq!(f, Family::Pack, "B row-major: element loads otherwise");
     }
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
-use ferrotune_kernels::gemv::{self as kv, LoadMode, SmallMPlan};
+use ferrotune_kernels::gemv::{self as kv, SmallMPlan};
 
 use super::gemm::{Gemm, Layout, operand_ptrs};
 use crate::DType;
@@ -34,40 +34,25 @@ pub fn small_m_applies(g: &Gemm, dtype: DType) -> Option<&'static str> {
         return None;
     }
     Some(if vector_loads(g, [0, 0]) {
-        "M <= 64: streams the weight once over all SMs (small-M family, K-contiguous 16-byte loads, \
-         unaligned rows in-kernel)"
+        "M <= 64: streams the weight once over all SMs (small-M family, K-contiguous 16-byte loads)"
     } else {
         "M <= 64: streams the weight once over all SMs (small-M family, element loads: A not \
          row-major or B not column-major)"
     })
 }
 
-/// Whether a vector variant (`v` or `u`) serves `g`: A row-major and B column-major (K
-/// contiguous). Which of the two depends on the addresses ([`load_mode`]).
+/// Whether the 16-byte variant serves `g`: A row-major and B column-major (K contiguous). Rows
+/// that are not 16-byte aligned are read with two aligned loads and a funnel shift, so the
+/// addresses do not matter (kept in the signature for the callers that know them).
 pub fn vector_loads(g: &Gemm, _ptrs: [u64; 2]) -> bool {
     g.a_layout == Layout::Row && g.b_layout == Layout::Col
-}
-
-/// How the kernel reads `g` (resolved) with A at `pa` and B at `pb`: `Vec` when both are
-/// K-contiguous with 16-byte aligned rows (base and leading dimension; a single row needs only
-/// its base), `Unaligned` when K-contiguous otherwise (odd K, odd leading dimension, a view at
-/// an odd offset: two aligned loads per 8 elements, no pack pass), else `Elem`.
-pub fn load_mode(g: &Gemm, [pa, pb]: [u64; 2]) -> LoadMode {
-    let rows16 = |p: u64, ld: usize, rows: usize| p.is_multiple_of(16) && (rows <= 1 || ld.is_multiple_of(8));
-    if !vector_loads(g, [pa, pb]) {
-        LoadMode::Elem
-    } else if rows16(pa, g.lda, g.m) && rows16(pb, g.ldb, g.n) {
-        LoadMode::Vec
-    } else {
-        LoadMode::Unaligned
-    }
 }
 
 /// The entry name and plan a call would launch with on a device of `sms` SMs (for `explain`
 /// and the bench).
 pub fn describe(g: &Gemm, dtype: DType, out: DType, ptrs: [u64; 2], sms: usize) -> Option<(&'static str, SmallMPlan)> {
     let groups = kv::m_groups_for(g.m)?;
-    let name = kv::entry_name(dtype, out, groups, load_mode(g, ptrs));
+    let name = kv::entry_name(dtype, out, groups, vector_loads(g, ptrs));
     Some((name, SmallMPlan::new(g.n, g.k, SmallMPlan::heuristic_ksplit(g.n, g.k, sms))))
 }
 
@@ -147,7 +132,7 @@ unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, dtype: DType, out: D
         }
         // SAFETY: the arguments match `gemv_entry!` in kernels-gpu/src/entry/gemv.rs (6 pointers,
         // 6 u32, 3 u64, 2 f32, 4 u32); the caller vouches for the operands; `describe` picked the
-        // vector variants only for K-contiguous A and B, `v` only for 16-byte rows (`load_mode`); the
+        // 16-byte variant only for K-contiguous A and B (`vector_loads`); the
         // workspace holds `plan.workspace_bytes` with its counters at zero (the kernel leaves them
         // so); the block size and shared memory are the ones the kernel is written for.
         unsafe { lb.launch(cfg) }.ctx(|| {

@@ -3,10 +3,7 @@
 //! 32-k chunks (several 16-byte loads in flight per thread), `mma.m16n8k16` on fragments built
 //! from those loads, a fixed-order reduction of the warps in shared memory, then either the
 //! fused epilogue or, when K is split over blocks, the partials to a workspace and a fix-up by
-//! the block that arrives last (slices added in order: deterministic). Load modes (`gemv.rs`'s
-//! `LoadMode`): `v` one 16-byte load per 8 elements of aligned rows; `u` rows at any alignment,
-//! two aligned loads per 8 elements with the funnel shift deferred until every load of the step
-//! is in flight (`fetch8`); `s` element loads in any layout.
+//! the block that arrives last (slices added in order: deterministic).
 
 use crate::arch::nvptx::{
     atom_add_global_u32, block_idx_x, block_idx_y, block_idx_z, dyn_smem_addr, fence_gpu, ld_global_cg_f32,
@@ -14,10 +11,7 @@ use crate::arch::nvptx::{
 };
 use crate::element::Element;
 use crate::gemm::Epilogue;
-use crate::gemv::{
-    A_COL, B_ROW, CHUNK, SLAB, SmallMPlan, WARPS, a_fragment, b_fragment, funnel, unroll, unroll_unaligned,
-    x_batch_unaligned,
-};
+use crate::gemv::{A_COL, B_ROW, CHUNK, SLAB, SmallMPlan, WARPS, a_fragment, b_fragment, funnel, unroll};
 use half::{bf16, f16};
 
 /// A 16-bit input type the kernel multiplies with tensor cores.
@@ -127,82 +121,16 @@ unsafe fn load8<E: MmaElem, const VEC: bool>(
     w
 }
 
-/// 8 consecutive k of a K-contiguous row as fetched: `lo` holds them when `s == 0`, else they
-/// start `s` elements into `lo ++ hi` (two aligned loads) and [`Raw::settle`] shifts them out.
-#[derive(Clone, Copy)]
-struct Raw {
-    lo: [u32; 4],
-    hi: [u32; 4],
-    s: u32,
-}
-
-impl Raw {
-    const ZERO: Raw = Raw { lo: [0; 4], hi: [0; 4], s: 0 };
-
-    /// The 8 elements as 16-bit pairs (the first use of the loaded registers).
-    #[inline(always)]
-    fn settle(self) -> [u32; 4] {
-        if self.s == 0 { self.lo } else { funnel(self.lo, self.hi, self.s as usize) }
-    }
-}
-
-/// `load8` for a K-contiguous row at any alignment, without touching the loaded values: the
-/// caller issues every fetch of a step and only then settles them, so the loads overlap
-/// instead of each funnel shift waiting for its own load. Groups at a row's ends (where one
-/// of the two aligned vectors would leave the row) are element loads, already settled.
-///
-/// # Safety
-/// As `load8` with `VEC` and a K-contiguous operand.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-unsafe fn fetch8<E: MmaElem>(
-    p: *const E,
-    row: usize,
-    rows: usize,
-    kk: usize,
-    kend: usize,
-    klen: usize,
-    ld: usize,
-) -> Raw {
-    let mut r = Raw::ZERO;
-    if row >= rows || kk >= kend {
-        return r;
-    }
-    if kk + 8 <= kend {
-        let at = p.wrapping_add(row * ld + kk) as usize;
-        let s = (at % 16) / 2;
-        if s == 0 {
-            // SAFETY: the 8 elements exist (kk + 8 <= kend), 16-byte aligned, read-only.
-            r.lo = unsafe { ld_global_nc_v4(at as *const u32) };
-            return r;
-        }
-        if kk >= s && kk + 16 - s <= klen {
-            let base = (at - 2 * s) as *const u32;
-            // SAFETY: the two aligned vectors hold elements kk - s .. kk + 16 - s of this row,
-            // all inside it (kk >= s, kk + 16 - s <= klen); read-only.
-            unsafe {
-                r.lo = ld_global_nc_v4(base);
-                r.hi = ld_global_nc_v4(base.wrapping_add(4));
-            }
-            r.s = s as u32;
-            return r;
-        }
-    }
-    // SAFETY: element loads of (row, kk..kend) inside the row (K-contiguous: row * ld + k).
-    r.lo = unsafe { load8::<E, false>(p, row, rows, kk, kend, klen, ld, false) };
-    r
-}
-
 /// One block: slab `blockIdx.x`, K slice `blockIdx.y`, matrix `blockIdx.z`.
 ///
 /// # Safety
-/// Host-validated: the operands cover `batch` matrices as `q` describes; with `VEC` (`v`) A
-/// is row-major and B column-major, with `UNAL` too (`u`, rows at any alignment); `ws` holds the split's workspace
+/// Host-validated: the operands cover `batch` matrices as `q` describes; with `VEC`, A is
+/// row-major and B column-major; `ws` holds the split's workspace
 /// (`SmallMPlan::workspace_bytes`, counters zero) when `q.ksplit > 1`; the block has
 /// `gemv::smem_bytes(G)` bytes of dynamic shared memory and `gemv::THREADS` threads.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool, const UNAL: bool>(
+unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
     a: *const E,
     b: *const E,
     c: *const O,
@@ -225,39 +153,34 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool, const
 
     // Accumulators: group g holds (slab rows gid, gid + 8) x (x rows 8g + 2t, + 1).
     let mut acc = [[0.0f32; 4]; G];
-    if UNAL {
-        // SAFETY: K-contiguous operands (host-checked for this mode); rows and k predicated.
-        unsafe { unaligned_steps::<E, G>(a, b, &q, warp, gid, t, n0, kb0, kb1, chunks, &mut acc) };
-    } else {
-        let step = WARPS * unroll(G);
-        let mut c0 = warp;
-        while c0 < chunks {
-            let mut wv = [[[0u32; 4]; 2]; 4];
-            let mut xv = [[[0u32; 4]; G]; 4];
-            for u in 0..unroll(G) {
-                let cc = c0 + u * WARPS;
-                if cc < chunks {
-                    let kk = kb0 + cc * CHUNK + 8 * t;
-                    // SAFETY: rows and k are predicated inside the operands (load8).
-                    unsafe {
-                        wv[u][0] = load8::<E, VEC>(b, n0 + gid, q.n, kk, kb1, q.k, q.ldb, b_row);
-                        wv[u][1] = load8::<E, VEC>(b, n0 + gid + 8, q.n, kk, kb1, q.k, q.ldb, b_row);
-                        for (g, x) in xv[u].iter_mut().enumerate() {
-                            *x = load8::<E, VEC>(a, 8 * g + gid, q.m, kk, kb1, q.k, q.lda, a_col);
-                        }
+    let step = WARPS * unroll(G);
+    let mut c0 = warp;
+    while c0 < chunks {
+        let mut wv = [[[0u32; 4]; 2]; 4];
+        let mut xv = [[[0u32; 4]; G]; 4];
+        for u in 0..unroll(G) {
+            let cc = c0 + u * WARPS;
+            if cc < chunks {
+                let kk = kb0 + cc * CHUNK + 8 * t;
+                // SAFETY: rows and k are predicated inside the operands (load8).
+                unsafe {
+                    wv[u][0] = load8::<E, VEC>(b, n0 + gid, q.n, kk, kb1, q.k, q.ldb, b_row);
+                    wv[u][1] = load8::<E, VEC>(b, n0 + gid + 8, q.n, kk, kb1, q.k, q.ldb, b_row);
+                    for (g, x) in xv[u].iter_mut().enumerate() {
+                        *x = load8::<E, VEC>(a, 8 * g + gid, q.m, kk, kb1, q.k, q.lda, a_col);
                     }
                 }
             }
-            for u in 0..unroll(G) {
-                for (g, ag) in acc.iter_mut().enumerate() {
-                    for j in 0..2 {
-                        // SAFETY: the loop bounds are warp-uniform, so the whole warp is here.
-                        *ag = unsafe { E::mma(a_fragment(wv[u][0], wv[u][1], j), b_fragment(xv[u][g], j), *ag) };
-                    }
-                }
-            }
-            c0 += step;
         }
+        for u in 0..unroll(G) {
+            for (g, ag) in acc.iter_mut().enumerate() {
+                for j in 0..2 {
+                    // SAFETY: the loop bounds are warp-uniform, so the whole warp is here.
+                    *ag = unsafe { E::mma(a_fragment(wv[u][0], wv[u][1], j), b_fragment(xv[u][g], j), *ag) };
+                }
+            }
+        }
+        c0 += step;
     }
 
     // Cross-warp reduction: red[warp][x row][slab column] in shared memory.
@@ -354,72 +277,6 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool, const
     }
 }
 
-/// The `u` mode's main loop: per warp step, the weight's and x's raw vectors of
-/// `unroll_unaligned(G)` chunks are all fetched (x in rounds of `x_batch_unaligned(G)` groups)
-/// before any is settled, then the `mma`s; accumulators as in `small_m`.
-///
-/// # Safety
-/// As `small_m` with K-contiguous A and B; the whole warp calls it with the same bounds.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-unsafe fn unaligned_steps<E: MmaElem, const G: usize>(
-    a: *const E,
-    b: *const E,
-    q: &Args,
-    warp: usize,
-    gid: usize,
-    t: usize,
-    n0: usize,
-    kb0: usize,
-    kb1: usize,
-    chunks: usize,
-    acc: &mut [[f32; 4]; G],
-) {
-    let un = unroll_unaligned(G);
-    let xb = x_batch_unaligned(G);
-    let mut c0 = warp;
-    while c0 < chunks {
-        let mut wr = [[Raw::ZERO; 2]; 2];
-        let mut xr = [[Raw::ZERO; 4]; 2];
-        for u in 0..un {
-            let cc = c0 + u * WARPS;
-            if cc < chunks {
-                let kk = kb0 + cc * CHUNK + 8 * t;
-                // SAFETY: rows and k are predicated inside the operands (fetch8).
-                unsafe {
-                    wr[u][0] = fetch8::<E>(b, n0 + gid, q.n, kk, kb1, q.k, q.ldb);
-                    wr[u][1] = fetch8::<E>(b, n0 + gid + 8, q.n, kk, kb1, q.k, q.ldb);
-                    for (gg, x) in xr[u].iter_mut().enumerate().take(xb) {
-                        *x = fetch8::<E>(a, 8 * gg + gid, q.m, kk, kb1, q.k, q.lda);
-                    }
-                }
-            }
-        }
-        for u in 0..un {
-            let cc = c0 + u * WARPS;
-            let (w0, w1) = (wr[u][0].settle(), wr[u][1].settle());
-            for round in 0..G / xb {
-                if round > 0 && cc < chunks {
-                    let kk = kb0 + cc * CHUNK + 8 * t;
-                    for (gg, x) in xr[u].iter_mut().enumerate().take(xb) {
-                        // SAFETY: as above.
-                        *x = unsafe { fetch8::<E>(a, 8 * (round * xb + gg) + gid, q.m, kk, kb1, q.k, q.lda) };
-                    }
-                }
-                for gg in 0..xb {
-                    let xv = xr[u][gg].settle();
-                    let ag = &mut acc[round * xb + gg];
-                    for j in 0..2 {
-                        // SAFETY: the loop bounds are warp-uniform, so the whole warp is here.
-                        *ag = unsafe { E::mma(a_fragment(w0, w1, j), b_fragment(xv, j), *ag) };
-                    }
-                }
-            }
-        }
-        c0 += WARPS * un;
-    }
-}
-
 /// Matrices in the launch (`gridDim.z`).
 #[inline(always)]
 fn block_idx_z_count() -> usize {
@@ -433,7 +290,7 @@ fn block_idx_z_count() -> usize {
 // beta, flags, layout, ksplit, kslice); dims u32, strides u64, flags as `Epilogue::flags`,
 // layout bits `gemv::A_COL | gemv::B_ROW`.
 macro_rules! gemv_entry {
-    ($name:expr, $E:ty, $O:ty, $G:literal, $V:literal, $U:literal) => {
+    ($name:expr, $E:ty, $O:ty, $G:literal, $V:literal) => {
         const _: () = {
             #[unsafe(export_name = $name)]
             #[allow(clippy::too_many_arguments)]
@@ -479,7 +336,7 @@ macro_rules! gemv_entry {
                 };
                 // SAFETY: the host validated the operands, alignment, workspace and launch
                 // shape for this variant (see `small_m`).
-                unsafe { small_m::<$E, $O, $G, $V, $U>(a, b, c, d, bias, ws, q) }
+                unsafe { small_m::<$E, $O, $G, $V>(a, b, c, d, bias, ws, q) }
             }
         };
     };
@@ -487,18 +344,14 @@ macro_rules! gemv_entry {
 
 macro_rules! gemv_groups {
     ($p:literal, $E:ty, $O:ty) => {
-        gemv_entry!(concat!($p, "_g1_v"), $E, $O, 1, true, false);
-        gemv_entry!(concat!($p, "_g1_u"), $E, $O, 1, true, true);
-        gemv_entry!(concat!($p, "_g1_s"), $E, $O, 1, false, false);
-        gemv_entry!(concat!($p, "_g2_v"), $E, $O, 2, true, false);
-        gemv_entry!(concat!($p, "_g2_u"), $E, $O, 2, true, true);
-        gemv_entry!(concat!($p, "_g2_s"), $E, $O, 2, false, false);
-        gemv_entry!(concat!($p, "_g4_v"), $E, $O, 4, true, false);
-        gemv_entry!(concat!($p, "_g4_u"), $E, $O, 4, true, true);
-        gemv_entry!(concat!($p, "_g4_s"), $E, $O, 4, false, false);
-        gemv_entry!(concat!($p, "_g8_v"), $E, $O, 8, true, false);
-        gemv_entry!(concat!($p, "_g8_u"), $E, $O, 8, true, true);
-        gemv_entry!(concat!($p, "_g8_s"), $E, $O, 8, false, false);
+        gemv_entry!(concat!($p, "_g1_v"), $E, $O, 1, true);
+        gemv_entry!(concat!($p, "_g1_s"), $E, $O, 1, false);
+        gemv_entry!(concat!($p, "_g2_v"), $E, $O, 2, true);
+        gemv_entry!(concat!($p, "_g2_s"), $E, $O, 2, false);
+        gemv_entry!(concat!($p, "_g4_v"), $E, $O, 4, true);
+        gemv_entry!(concat!($p, "_g4_s"), $E, $O, 4, false);
+        gemv_entry!(concat!($p, "_g8_v"), $E, $O, 8, true);
+        gemv_entry!(concat!($p, "_g8_s"), $E, $O, 8, false);
     };
 }
 
