@@ -173,7 +173,8 @@ impl GemmVariant {
         }
     }
 
-    /// Every variant instantiated in the PTX (see `entry/gemm.rs`): for each input, layout and
+    /// Every variant instantiated in the PTX (see `entry/gemm/tc_entries.rs` and
+    /// `entry/gemm/ffma.rs`): for each input, layout and
     /// load width the default tile with each output type, and for 16-byte loads with the
     /// input's own output type every other tile of [`tc::TILES`] (the tuner's space).
     pub fn all() -> impl Iterator<Item = GemmVariant> {
@@ -367,7 +368,7 @@ pub mod tc {
     pub const NARROW_TILES: [usize; 1] = [4];
 
     /// The compiled tiles; index 0 is the default of every variant. To add one, append it
-    /// here and to the `tc_tiles!` list in `entry/gemm.rs` (same order); the constraints its
+    /// here and to the `tuned_tiles!` list in `entry/gemm/tc_entries.rs` (same order); the constraints its
     /// loads rely on are checked at compile time there, and the tuner picks it up.
     pub const TILES: [Tile; 8] = [
         t(2, 4, 4, 4, 64, 4, 2),  // 128 x 128, warp 64 x 32
