@@ -44,7 +44,7 @@ run_for 30 "$R/info.txt" $C/xtask info; grep -E "device [0-9]|->|NCCL" "$R/info.
 
 echo "=== multi-GPU tests"
 run_for 150 "$R/tests.txt" $C/ferrotune_tests --test-threads=1 --nocapture multigpu
-echo "tests exit $?"; grep -E "^test |test result|panicked|skipped" "$R/tests.txt" | head -20
+echo "tests exit $?"; grep -E "^test |test result|panicked|skipped|returned" "$R/tests.txt" | head -24
 
 echo "=== one process per GPU (xtask ranks: id by env and by file, like torchrun)"
 run_for 40 "$R/ranks.txt" $C/xtask ranks --world 2 --timeout 10
