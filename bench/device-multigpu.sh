@@ -3,7 +3,9 @@
 # .carry/ferrotune_tests; benches/torch_allreduce.py from the tree): topology, the multi-GPU tests, the
 # multi-gpu bench (peer copies, NCCL all-reduce vs torch.distributed, data-parallel step 1 vs 2
 # GPUs), device-parallel tuning of 8 GEMM shapes on 1 vs 2 GPUs (same profile content?) and a
-# kill -9 / resume of a 2-GPU tuning run. Stays under 420 s (each step is cut to what is left).
+# kill -9 mid-run / resume of a 24-shape 2-GPU tuning run against an uninterrupted one
+# (bench/multigpu_tune.py, carried beside this script). Stays under $BUDGET s (default 420;
+# each step is cut to what is left).
 # Results: $OUT/multigpu.json, $OUT/multigpu-tune.json, $OUT/multigpu-logs.tgz.
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0); nothing here calls cuMulticastCreate.
 set -uo pipefail
@@ -17,7 +19,9 @@ export FERROTUNE_TORCH_ALLREDUCE=$PWD/benches/torch_allreduce.py
 # The carry embeds cubins (no JIT); should a PTX ever be JIT-compiled, the cache keeps it.
 export CUDA_CACHE_MAXSIZE=4294967296 CUDA_CACHE_PATH=/tmp/ferrotune-nv-cache
 R=$OUT/multigpu-logs; mkdir -p "$R"
-BUDGET=420
+BUDGET=${BUDGET:-420}
+# The tuning summary script: carried beside this one, else the tree's.
+PY=$C/multigpu_tune.py; [ -f $PY ] || PY=bench/multigpu_tune.py
 # run_for SECONDS LOG CMD...: runs CMD with at most SECONDS (or what is left of the budget).
 run_for() {
   local want=$1 log=$2; shift 2
@@ -40,7 +44,7 @@ run_for 30 "$R/info.txt" $C/xtask info; grep -E "device [0-9]|->|NCCL" "$R/info.
 
 echo "=== multi-GPU tests"
 run_for 150 "$R/tests.txt" $C/ferrotune_tests --test-threads=1 --nocapture multigpu
-echo "tests exit $?"; grep -E "^test |test result|panicked|skipped" "$R/tests.txt" | head -20
+echo "tests exit $?"; grep -E "^test |test result|panicked|skipped|returned" "$R/tests.txt" | head -24
 
 echo "=== one process per GPU (xtask ranks: id by env and by file, like torchrun)"
 run_for 40 "$R/ranks.txt" $C/xtask ranks --world 2 --timeout 10
@@ -57,57 +61,44 @@ TUNE=($C/xtask tune --ops gemm --dtypes bf16 --layouts rc --sizes $SHAPES --stra
 s=$SECONDS; run_for 100 "$R/tune-1gpu.txt" "${TUNE[@]}" --devices 0 --profile $T/one.toml --json $T/one.json; e1=$?; t1=$((SECONDS - s))
 s=$SECONDS; run_for 60 "$R/tune-2gpu.txt" "${TUNE[@]}" --devices 0,1 --profile $T/two.toml --json $T/two.json; e2=$?; t2=$((SECONDS - s))
 grep -E "device-parallel tuning took" "$R/tune-1gpu.txt" "$R/tune-2gpu.txt"
-echo "=== kill -9 a 2-GPU run after 5 s, then resume"
+
+# kill -9 / resume needs a run that lasts: 24 shapes (12 sizes, bf16 and f16) on 2 GPUs. First
+# uninterrupted (the reference profile), then again killed -9 with its workers (its own
+# process group) once its part files hold 8 finished shapes and journalled candidates of
+# unfinished ones, then resumed; the JSON says what was journalled at the kill, what the
+# resume reused and measured, and whether the resumed profile equals the reference.
+KSHAPES=$SHAPES,6144x4096x2048,4096x6144x2048,2048x2048x2048,1024x8192x4096
+KTUNE=($C/xtask tune --ops gemm --dtypes bf16,f16 --layouts rc --sizes $KSHAPES --strategy model --budget 32 --iters 10 --confirm-iters 30 --devices 0,1)
+KSHAPE_COUNT=24
+echo "=== kill -9 mid-run and resume: $KSHAPE_COUNT GEMM shapes on 2 GPUs (uninterrupted reference first)"
+run_for 90 "$R/tune-ref.txt" "${KTUNE[@]}" --profile $T/ref.toml --json $T/ref.json; er=$?
+grep -E "device-parallel tuning took" "$R/tune-ref.txt"
 left=$((BUDGET - SECONDS))
-if [ $left -gt 30 ]; then
-  "${TUNE[@]}" --devices 0,1 --profile $T/kill.toml > "$R/tune-kill-1.txt" 2>&1 &
-  pid=$!; sleep 5; pkill -9 -P $pid; kill -9 $pid; wait $pid 2>/dev/null; sleep 1
+if [ $left -gt 60 ]; then
+  s=$SECONDS
+  set -m  # job control: the run gets its own process group (pgid = pid), its workers too
+  "${KTUNE[@]}" --profile $T/kill.toml > "$R/tune-kill-1.txt" 2>&1 &
+  pid=$!
+  set +m
+  python3 $PY watch $T/kill.toml $pid 8 3 60 > $T/watch.json; ready=$?
+  running=false; kill -0 $pid 2>/dev/null && running=true
+  kill -9 -- -$pid 2>/dev/null; killed_at=$((SECONDS - s))
+  wait $pid 2>/dev/null; kst=$?
+  sleep 1
+  left_alive=$(pgrep -g $pid 2>/dev/null | wc -l)
+  python3 $PY snapshot $T/kill.toml $T/at-kill.json
+  finished_log=false; grep -q "device-parallel tuning took" "$R/tune-kill-1.txt" && finished_log=true
+  echo "watch: $(cat $T/watch.json); running at the kill: $running; exit status $kst; processes of its group left: $left_alive"
   ls $T > "$R/tune-kill-files.txt"
-  run_for 60 "$R/tune-kill-2.txt" "${TUNE[@]}" --devices 0,1 --profile $T/kill.toml --json $T/kill.json
+  run_for 90 "$R/tune-kill-2.txt" "${KTUNE[@]}" --profile $T/kill.toml --json $T/kill.json; ek=$?
+  grep -E "device-parallel tuning took|folded" "$R/tune-kill-2.txt"
+  cat > $T/killinfo.json <<EOF2
+{"shapes": $KSHAPE_COUNT, "reference_exit": $er, "watch": $(cat $T/watch.json), "watch_ready": $([ $ready = 0 ] && echo true || echo false),
+ "running_at_kill": $running, "killed_after_s": $killed_at, "exit_status_of_killed": $kst,
+ "finished_in_killed_log": $finished_log, "group_processes_left": $left_alive, "resume_exit": $ek}
+EOF2
 fi
-cp $T/*.toml "$R/" 2>/dev/null
-python3 - "$T" "$OUT/multigpu-tune.json" "$R" $t1 $t2 $e1 $e2 <<'EOF'
-import json, sys, os
-try:
-    import tomllib
-except ImportError:  # python < 3.11: compare the entries' text without dates and timings
-    tomllib = None
-t, out, r, t1, t2, e1, e2 = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:])
-def took(log):  # the tuner's own wall time ("device-parallel tuning took X s on N devices")
-    import re
-    m = re.search(r"tuning took ([0-9.]+) s", open(log).read()) if os.path.exists(log) else None
-    return float(m.group(1)) if m else None
-k1, k2 = took(f"{r}/tune-1gpu.txt"), took(f"{r}/tune-2gpu.txt")
-def entries(p):
-    if not os.path.exists(p): return None
-    if tomllib is None:
-        skip = ("date", "mad_ms", "median_ms", "throughput_gbps", "tflops", "default_ms", "evaluations", "tool_version")
-        blocks = open(p).read().split("[[entry]]")[1:]
-        return [tuple([""] * 6 + ["\n".join(l for l in b.split("[[journal]]")[0].splitlines() if not l.split(" ")[0] in skip and "runners_up" not in l)]) for b in blocks]
-    d = tomllib.load(open(p, "rb"))
-    return [(e["op"], e["dtype"], e["layout"], tuple(e["shape"]), e["device"]["name"], e["build"], json.dumps(e["config"], sort_keys=True)) for e in d.get("entry", [])]
-one, two = entries(f"{t}/one.toml"), entries(f"{t}/two.toml")
-keys = lambda es: None if es is None else [x[:6] for x in es]
-kill = json.load(open(f"{t}/kill.json")) if os.path.exists(f"{t}/kill.json") else None
-files = open(f"{r}/tune-kill-files.txt").read().split() if os.path.exists(f"{r}/tune-kill-files.txt") else []
-doc = {
-  "commit": os.environ.get("FERROTUNE_COMMIT"), "shapes": 8,
-  "one_gpu_s": t1, "two_gpu_s": t2, "exit": [e1, e2],
-  "speedup": (t1 / t2) if t2 > 0 and e1 == 0 and e2 == 0 else None,
-  "tuner_s": [k1, k2], "tuner_speedup": (k1 / k2) if k1 and k2 else None,
-  "entries": [len(one or []), len(two or [])],
-  "same_keys_and_device": keys(one) == keys(two) and one is not None,
-  "same_configs": one == two and one is not None,
-  "configs_that_differ": None if one is None or two is None else sum(a != b for a, b in zip(one, two)),
-  "kill": None if kill is None else {
-    "files_after_kill": files,
-    "reused_from_journal": sum(s["reused"] for s in kill["shapes"]),
-    "measured_after_resume": sum(s["measured"] for s in kill["shapes"]),
-    "shapes_already_done": sum(1 for s in kill["shapes"] if s["existing"]),
-  },
-}
-json.dump(doc, open(out, "w"), indent=1)
-print(json.dumps(doc, indent=1))
-EOF
+cp $T/*.toml $T/at-kill.json "$R/" 2>/dev/null
+python3 $PY summary "$T" "$R" "$OUT/multigpu-tune.json" $t1 $t2 $e1 $e2 8 $T/killinfo.json
 tar -czf "$OUT/multigpu-logs.tgz" -C "$OUT" multigpu-logs && rm -rf "$R"
 echo "total ${SECONDS} s"

@@ -2,12 +2,17 @@
 //! reduce-scatter, either one process per GPU (`Communicator::from_rank`, the id shared by
 //! file or environment) or one process driving every GPU (`Communicator::for_devices` and
 //! the `group_*` functions, which wrap the per-device calls in one NCCL group). Every call
-//! has a deadline: initialisation runs on a helper thread and is abandoned when late, and a
-//! collective that does not complete in time aborts the communicator (`ncclCommAbort`) and
-//! returns `CollectiveError::Timeout`. Ranks check that they agree on the element count
-//! before a collective (a tiny all-gather), since NCCL itself would hang or corrupt.
+//! has a deadline. Rank communicators are non-blocking (`nccl_call.rs`): joining, the
+//! connection set-up of the first collective and the collectives' host calls are polled
+//! against it, and a late one aborts the communicator (`ncclCommAbort`) and returns
+//! `CollectiveError::Timeout`. One process driving every GPU uses blocking communicators
+//! (`ncclCommInitAll`, on a helper thread abandoned when late): its group calls must
+//! include every rank, which is checked, so no rank can be missing. The device-side wait
+//! after a collective has the same deadline. Ranks check that they agree on the element
+//! count before a collective (a tiny all-gather), since NCCL itself would hang or corrupt.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
@@ -19,6 +24,7 @@ use cudarc::nccl::sys::{ncclComm_t, ncclDataType_t, ncclRedOp_t};
 use crate::buffer::{Scalar, View, ViewMut};
 use crate::error::{DriverContext, Error, Result};
 use crate::nccl::{CollectiveError, NcclId, require_nccl};
+use crate::nccl_call::{self as call, ABORT_GRACE, Call, Settled};
 use crate::stream::Stream;
 
 /// The reductions the collectives offer.
@@ -45,7 +51,8 @@ impl Reduce {
 pub trait CollectiveScalar: Scalar + NcclType {}
 impl<T: Scalar + NcclType> CollectiveScalar for T {}
 
-/// The raw communicator; aborted when dropped (abort never waits for peers).
+/// The raw communicator; aborted when dropped (abort never waits for peers, and the caller
+/// waits for it at most `ABORT_GRACE`).
 struct RawComm(ncclComm_t);
 
 // SAFETY: an NCCL communicator may be used from any thread, one call at a time; the
@@ -54,12 +61,7 @@ unsafe impl Send for RawComm {}
 
 impl Drop for RawComm {
     fn drop(&mut self) {
-        if !self.0.is_null() {
-            // SAFETY: the handle came from a successful init and is dropped once.
-            if let Err(e) = unsafe { nr::comm_abort(self.0) } {
-                log::warn!("ncclCommAbort failed: {:?}", e.0);
-            }
-        }
+        call::abort(self.0, ABORT_GRACE);
     }
 }
 
@@ -80,7 +82,14 @@ pub struct Communicator {
     /// Check before each collective that every rank passes the same element count (one
     /// small all-gather more per call; the group functions check on the host instead).
     pub check_sizes: bool,
+    /// Made non-blocking (`from_rank`): every call is polled until it settles.
+    nonblocking: bool,
+    /// The `for_devices` call that made it (its group calls must include every rank).
+    clique: Option<u64>,
 }
+
+/// Numbers the `for_devices` calls of this process.
+static CLIQUES: AtomicU64 = AtomicU64::new(1);
 
 impl std::fmt::Debug for Communicator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -143,19 +152,33 @@ impl Communicator {
         }
         let cs = cuda_of(stream)?;
         require_nccl()?;
-        let raw = id.raw();
-        let mut comms = init_with_deadline(&cs, timeout, move || {
-            let mut c: ncclComm_t = std::ptr::null_mut();
-            // SAFETY: one out-pointer to a local; the id is a value; rank < world (checked).
-            unsafe { nr::comm_init_rank(&mut c, world as i32, raw, rank as i32) }?;
-            Ok(vec![c as usize])
-        })?;
-        let comm = comms.pop();
-        Ok(Communicator { comm, stream: stream.clone(), cs, rank, world, timeout, check_sizes: true })
+        cs.context().bind_to_thread().ctx(|| "binding the context for communicator init".into())?;
+        let t0 = Instant::now();
+        let (raw, first) = call::init_rank_nonblocking(world as i32, id.raw(), rank as i32);
+        let comm = RawComm(raw);
+        let op = "communicator init";
+        match call::settle(first, true, t0, timeout, || call::state(comm.0)) {
+            Settled::Ready => {}
+            Settled::Refused(code) => return Err(CollectiveError::Nccl { context: op.into(), code }.into()),
+            Settled::Broken(code) => return Err(CollectiveError::Nccl { context: op.into(), code }.into()),
+            Settled::Late => return Err(CollectiveError::Timeout { op, after: timeout }.into()),
+        }
+        Ok(Communicator {
+            comm: Some(comm),
+            stream: stream.clone(),
+            cs,
+            rank,
+            world,
+            timeout,
+            check_sizes: true,
+            nonblocking: true,
+            clique: None,
+        })
     }
 
     /// One communicator per stream (each on a different GPU), all in this process
-    /// (`ncclCommInitAll`); rank `i` is `streams[i]`. Use the `group_*` functions on them.
+    /// (`ncclCommInitAll`, blocking communicators); rank `i` is `streams[i]`. Use the
+    /// `group_*` functions on them, with every rank in each call.
     pub fn for_devices(streams: &[Stream], timeout: Duration) -> Result<Vec<Communicator>> {
         if streams.is_empty() {
             return Err(Error::EmptyInput { op: "Communicator::for_devices", what: "streams" });
@@ -164,6 +187,7 @@ impl Communicator {
         require_nccl()?;
         let ordinals: Vec<i32> = css.iter().map(|c| c.context().ordinal() as i32).collect();
         let n = ordinals.len();
+        let clique = CLIQUES.fetch_add(1, Ordering::Relaxed);
         let comms = init_with_deadline(&css[0], timeout, move || {
             let mut cs = vec![std::ptr::null_mut(); n];
             // SAFETY: `cs` has room for `n` handles and `ordinals` holds `n` device ordinals.
@@ -182,6 +206,8 @@ impl Communicator {
                 world: n,
                 timeout,
                 check_sizes: false,
+                nonblocking: false,
+                clique: Some(clique),
             })
             .collect())
     }
@@ -202,6 +228,24 @@ impl Communicator {
         let c = self.comm.as_ref().ok_or(CollectiveError::Aborted { op })?;
         self.cs.context().bind_to_thread().ctx(|| format!("binding the context for {op}"))?;
         Ok(c.0)
+    }
+
+    /// Settles a host call's answer `first` against the deadline (`nccl_call::settle`): a
+    /// late call, or one whose background work failed, aborts the communicator.
+    fn finish(&mut self, op: &'static str, first: Call, t0: Instant) -> Result<()> {
+        let comm = self.comm.as_ref().ok_or(CollectiveError::Aborted { op })?.0;
+        match call::settle(first, self.nonblocking, t0, self.timeout, || call::state(comm)) {
+            Settled::Ready => Ok(()),
+            Settled::Refused(code) => Err(CollectiveError::Nccl { context: op.into(), code }.into()),
+            Settled::Broken(code) => {
+                self.comm = None;
+                Err(CollectiveError::Nccl { context: format!("{op} (communicator aborted)"), code }.into())
+            }
+            Settled::Late => {
+                self.comm = None; // ncclCommAbort: NCCL's threads waiting for peers stop.
+                Err(CollectiveError::Timeout { op, after: self.timeout }.into())
+            }
+        }
     }
 
     /// Waits for the stream until the deadline; past it, aborts the communicator.
@@ -235,13 +279,13 @@ impl Communicator {
         let comm = self.live(op)?;
         let mine = self.cs.clone_htod(&[len as u64]).ctx(|| "uploading the element count".into())?;
         let mut all = self.cs.alloc_zeros::<u64>(self.world).ctx(|| "allocating the counts".into())?;
-        {
+        let r = {
             let (s, _gs) = mine.device_ptr(&self.cs);
             let (d, _gd) = all.device_ptr_mut(&self.cs);
             // SAFETY: `s` holds 1 u64 and `d` holds `world` u64 on this communicator's device.
             unsafe { nr::all_gather(s as _, d as _, 1, ncclDataType_t::ncclUint64, comm, self.cs.cu_stream() as _) }
-                .map_err(nccl_err(format!("{op}: exchanging element counts")))?;
-        }
+        };
+        self.finish(op, r, t0)?;
         self.wait(op, t0)?;
         let counts = self.cs.clone_dtoh(&all).ctx(|| "reading the counts".into())?;
         match counts.iter().position(|&c| c != counts[0]) {
@@ -256,13 +300,14 @@ impl Communicator {
         }
     }
 
-    /// Queues `recv = reduce over ranks of send` (same length); does not wait.
+    /// Queues `recv = reduce over ranks of send` (same length); returns NCCL's answer
+    /// (settle it with `finish`, or after the group's end).
     fn enqueue_all_reduce<T: CollectiveScalar>(
         &self,
         send: Option<&View<'_, T>>,
         recv: &mut ViewMut<'_, T>,
         op: Reduce,
-    ) -> Result<()> {
+    ) -> Result<Call> {
         let comm = self.live("all_reduce")?;
         let ViewMut::Cuda(r) = recv else { return Err(cpu_buffer("all_reduce")) };
         let n = r.len();
@@ -277,16 +322,15 @@ impl Communicator {
         };
         // SAFETY: both pointers address `n` elements of T on this device (lengths checked by
         // the callers); the guards keep cudarc's stream ordering of the buffers.
-        unsafe { nr::all_reduce(s as _, d as _, n, T::as_nccl_type(), op.raw(), comm, self.cs.cu_stream() as _) }
-            .map_err(nccl_err("all_reduce"))?;
-        Ok(())
+        Ok(unsafe { nr::all_reduce(s as _, d as _, n, T::as_nccl_type(), op.raw(), comm, self.cs.cu_stream() as _) })
     }
 
     /// `buf = Σ (or max, min, mean) of every rank's buf`, in place.
     pub fn all_reduce_in_place<T: CollectiveScalar>(&mut self, buf: &mut ViewMut<'_, T>, op: Reduce) -> Result<()> {
         let t0 = Instant::now();
         self.agree("all_reduce", buf.len(), t0)?;
-        self.enqueue_all_reduce(None, buf, op)?;
+        let r = self.enqueue_all_reduce(None, buf, op)?;
+        self.finish("all_reduce", r, t0)?;
         self.wait("all_reduce", t0)
     }
 
@@ -302,7 +346,8 @@ impl Communicator {
         }
         let t0 = Instant::now();
         self.agree("all_reduce", send.len(), t0)?;
-        self.enqueue_all_reduce(Some(send), recv, op)?;
+        let r = self.enqueue_all_reduce(Some(send), recv, op)?;
+        self.finish("all_reduce", r, t0)?;
         self.wait("all_reduce", t0)
     }
 
@@ -316,12 +361,12 @@ impl Communicator {
         let comm = self.live("broadcast")?;
         let ViewMut::Cuda(b) = buf else { return Err(cpu_buffer("broadcast")) };
         let n = b.len();
-        {
+        let r = {
             let (d, _g) = b.device_ptr_mut(&self.cs);
             // SAFETY: in place: one pointer to `n` elements of T on this device; root < world.
             unsafe { nr::broadcast(d as _, d as _, n, T::as_nccl_type(), root as i32, comm, self.cs.cu_stream() as _) }
-                .map_err(nccl_err("broadcast"))?;
-        }
+        };
+        self.finish("broadcast", r, t0)?;
         self.wait("broadcast", t0)
     }
 
@@ -336,13 +381,13 @@ impl Communicator {
         self.agree("all_gather", send.len(), t0)?;
         let comm = self.live("all_gather")?;
         let (View::Cuda(s), ViewMut::Cuda(r)) = (send, recv) else { return Err(cpu_buffer("all_gather")) };
-        {
+        let answer = {
             let (sp, _gs) = s.device_ptr(&self.cs);
             let (rp, _gr) = r.device_ptr_mut(&self.cs);
             // SAFETY: `s` holds `send.len()` and `r` `world` times as many elements of T.
             unsafe { nr::all_gather(sp as _, rp as _, s.len(), T::as_nccl_type(), comm, self.cs.cu_stream() as _) }
-                .map_err(nccl_err("all_gather"))?;
-        }
+        };
+        self.finish("all_gather", answer, t0)?;
         self.wait("all_gather", t0)
     }
 
@@ -362,7 +407,7 @@ impl Communicator {
         self.agree("reduce_scatter", recv.len(), t0)?;
         let comm = self.live("reduce_scatter")?;
         let (View::Cuda(s), ViewMut::Cuda(r)) = (send, recv) else { return Err(cpu_buffer("reduce_scatter")) };
-        {
+        let answer = {
             let n = r.len();
             let (sp, _gs) = s.device_ptr(&self.cs);
             let (rp, _gr) = r.device_ptr_mut(&self.cs);
@@ -370,8 +415,8 @@ impl Communicator {
             unsafe {
                 nr::reduce_scatter(sp as _, rp as _, n, T::as_nccl_type(), op.raw(), comm, self.cs.cu_stream() as _)
             }
-            .map_err(nccl_err("reduce_scatter"))?;
-        }
+        };
+        self.finish("reduce_scatter", answer, t0)?;
         self.wait("reduce_scatter", t0)
     }
 }
@@ -399,8 +444,10 @@ impl Communicator {
 }
 
 /// Queues the in-place all-reduce of `bufs[i]` on `comms[i]` as one NCCL group and returns
-/// without waiting (work queued on the same streams after it runs after it); finish with
-/// [`Communicator::synchronize`] on each. Lengths are checked on the host first.
+/// without waiting for the GPUs (work queued on the same streams after it runs after it);
+/// finish with [`Communicator::synchronize`] on each. Lengths are checked on the host first,
+/// and communicators of one `for_devices` call must all be there (a missing rank would
+/// leave the others waiting inside NCCL).
 pub fn group_all_reduce_async<T: CollectiveScalar>(
     comms: &mut [Communicator],
     bufs: &mut [ViewMut<'_, T>],
@@ -415,10 +462,17 @@ pub fn group_all_reduce_async<T: CollectiveScalar>(
         });
     }
     agree_on_host("all_reduce", &bufs.iter().map(|b| b.len()).collect::<Vec<_>>())?;
+    whole_cliques(&comms.iter().map(|c| (c.clique, c.rank, c.world)).collect::<Vec<_>>())?;
+    let t0 = Instant::now();
     nr::group_start().map_err(nccl_err("ncclGroupStart"))?;
-    let queued: Result<()> = comms.iter().zip(bufs.iter_mut()).try_for_each(|(c, b)| c.enqueue_all_reduce(None, b, op));
-    nr::group_end().map_err(nccl_err("ncclGroupEnd"))?;
-    queued
+    let queued: Result<Vec<Call>> =
+        comms.iter().zip(bufs.iter_mut()).map(|(c, b)| c.enqueue_all_reduce(None, b, op)).collect();
+    // Inside a group NCCL only records the calls; the group's end answers for them all.
+    let end = nr::group_end();
+    if let Some(e) = queued?.into_iter().find_map(|r| r.err()) {
+        return Err(CollectiveError::Nccl { context: "all_reduce (in a group)".into(), code: call::code(&e) }.into());
+    }
+    comms.iter_mut().try_for_each(|c| c.finish("all_reduce", end.clone(), t0))
 }
 
 /// One process, every GPU: all-reduces `bufs[i]` (on `comms[i]`'s device) in place, as one
@@ -432,6 +486,25 @@ pub fn group_all_reduce<T: CollectiveScalar>(
     let t0 = Instant::now();
     group_all_reduce_async(comms, bufs, op)?;
     comms.iter_mut().try_for_each(|c| c.wait("all_reduce", t0))
+}
+
+/// Group calls on communicators of one `for_devices` call (`clique`) must hold every rank
+/// of it once: NCCL would wait inside the group's end for a missing one, with no deadline
+/// (those communicators are blocking). Entries are `(clique, rank, world)`.
+fn whole_cliques(members: &[(Option<u64>, usize, usize)]) -> Result<()> {
+    let bad = |why: String| Err(Error::InvalidConfig { op: "group_all_reduce", why });
+    let Some(&(Some(id), _, world)) = members.iter().find(|m| m.0.is_some()) else { return Ok(()) };
+    if members.iter().any(|m| m.0 != Some(id)) {
+        return bad("the communicators come from different Communicator::for_devices calls (or from_rank)".into());
+    }
+    let mut ranks: Vec<usize> = members.iter().map(|m| m.1).collect();
+    ranks.sort_unstable();
+    if ranks != (0..world).collect::<Vec<_>>() {
+        return bad(format!(
+            "a group call needs every rank of its communicators once: got ranks {ranks:?} of a world of {world}"
+        ));
+    }
+    Ok(())
 }
 
 /// Every rank's element count equals rank 0's, or the first that differs as an error.
@@ -476,5 +549,24 @@ mod tests {
             "{e}"
         );
         assert!(e.to_string().contains("rank 2 has 5, rank 0 has 4"), "{e}");
+    }
+
+    #[test]
+    fn group_calls_need_every_rank_of_a_for_devices_clique() {
+        assert!(whole_cliques(&[(Some(7), 1, 2), (Some(7), 0, 2)]).is_ok());
+        // Rank communicators (from_rank) may each drive their own group.
+        assert!(whole_cliques(&[(None, 1, 2)]).is_ok());
+        for bad in [
+            vec![(Some(7), 0, 2)],                                   // rank 1 missing: NCCL would wait for it
+            vec![(Some(7), 0, 2), (Some(7), 0, 2)],                  // rank 0 twice
+            vec![(Some(7), 0, 2), (Some(8), 1, 2)],                  // two for_devices calls
+            vec![(Some(7), 0, 2), (None, 1, 2)],                     // mixed with a rank communicator
+            vec![(Some(7), 0, 3), (Some(7), 1, 3), (Some(7), 3, 3)], // rank 3 of 3
+        ] {
+            let e = whole_cliques(&bad).unwrap_err();
+            assert!(matches!(e, Error::InvalidConfig { op: "group_all_reduce", .. }), "{bad:?}: {e}");
+        }
+        let e = whole_cliques(&[(Some(7), 0, 2)]).unwrap_err();
+        assert!(e.to_string().contains("got ranks [0] of a world of 2"), "{e}");
     }
 }

@@ -26,6 +26,7 @@ pub mod event;
 pub mod graph;
 pub mod module;
 pub mod nccl;
+mod nccl_call;
 pub mod ops;
 pub mod overlap;
 pub mod peer;
