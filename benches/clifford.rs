@@ -2,7 +2,8 @@
 //! backward, and the FCGP forward for Cl(2,0) and Cl(3,0) over (B, N), each timed with events
 //! (warm-up, median of many) beside a copy ceiling measured in the same run, rated on its
 //! minimum traffic, and checked on sampled rows against the float64 reference. Rows carry
-//! `dim`, `op` (`fwd`, `fwdbwd`, `fcgp_fwd`), `B` and `N` so the torch baselines join on them.
+//! `dim`, `op` (`fwd`, `fwdbwd`, `fcgp_fwd`; `fcgp_gemm`: the FCGP's plain-GEMM peer), `B` and
+//! `N` so the torch baselines join on them.
 
 use ferrotune::config::ElemConfig;
 use ferrotune::ops::clifford::{self as cl, Clifford, CliffordConfig, FcgpWorkspace};
@@ -79,6 +80,10 @@ pub struct CliffordRow {
     /// `fwd_sweep` rows: every config timed (the row itself is the fastest correct one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sweep: Vec<SweepPoint>,
+    /// `fcgp_fwd` rows timed beside an `fcgp_gemm` row: this row's FLOP rate over our plain
+    /// GEMM's on the same GEMM shape (`clifford_gemm_peer.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_vs_gemm: Option<f64>,
 }
 
 /// One config of a `fwd_sweep` row.
@@ -276,6 +281,9 @@ fn bench_row<T: Scalar>(
     if op == "fwd_sweep" || op == "fwdbwd_sweep" {
         return sweep_row::<T>(backend, s, p, opts, copy_bps, op == "fwdbwd_sweep");
     }
+    if op == "fcgp_gemm" {
+        return crate::clifford_gemm_peer::gemm_peer_row::<T>(backend, s, p, opts, copy_bps);
+    }
     let cfg = CliffordConfig::heuristic(p, T::DTYPE, backend.device());
     let bwd = CliffordConfig::backward_heuristic(p, T::DTYPE, backend.device());
     bench_row_with::<T>(backend, s, op, p, opts, copy_bps, &cfg, &bwd)
@@ -467,6 +475,7 @@ fn bench_row_on<T: Scalar>(
         correct: mismatch.is_none(),
         mismatch,
         sweep: Vec::new(),
+        rate_vs_gemm: None,
     })
 }
 
@@ -531,6 +540,18 @@ pub fn run(backend: &Backend, opts: &CliffordOptions, mut progress: impl FnMut(&
                 }
             }
         }
+    }
+    crate::clifford_gemm_peer::join_rates(&mut rows);
+    for r in rows.iter().filter(|r| r.rate_vs_gemm.is_some()) {
+        progress(&format!(
+            "d{} fcgp_fwd {:<4} B {:>5} N {:>5} {:.1} TFLOP/s = {:.2}x our plain GEMM (same M, N, K)",
+            r.dim,
+            r.dtype,
+            r.b,
+            r.n,
+            r.flops_per_s / 1e12,
+            r.rate_vs_gemm.unwrap_or(0.0)
+        ));
     }
     let (device, driver) = match backend {
         Backend::Cuda(g) => (Some(g.info().name.clone()), Some(g.info().driver_version)),

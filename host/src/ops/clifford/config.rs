@@ -11,6 +11,19 @@ use crate::error::{Error, Result};
 /// Registers per thread of a Clifford kernel on sm_90 (ptxas, f32; f16/bf16 within a few):
 /// the forward / one-pass backward of `variant`, or the two-pass backward (`vpt` = 0).
 fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
+    if backward && v.stream_w && v.vpt > 0 {
+        // The one-pass backward with the weights and their gradient in shared memory.
+        return match (dim, v.vec, v.vpt) {
+            (2, false, 1) => BWD_SMEM_REGS[0],
+            (2, false, 2) => BWD_SMEM_REGS[1],
+            (2, false, _) => BWD_SMEM_REGS[2],
+            (2, true, _) => BWD_SMEM_REGS[3],
+            (_, false, 1) => BWD_SMEM_REGS[4],
+            (_, false, 2) => BWD_SMEM_REGS[5],
+            (_, false, _) => BWD_SMEM_REGS[6],
+            (_, true, _) => BWD_SMEM_REGS[7],
+        };
+    }
     if v.stream_w {
         return match (dim, v.vec, v.vpt) {
             (2, false, 1) => 56,
@@ -42,6 +55,10 @@ fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
         (_, true, _, _) => 255,
     }
 }
+
+/// Registers of the `_p{n}s` backward entries: 2D v1_p1s, v1_p2s, v1_p4s, v4_p1s, then the
+/// same for 3D — the caps of their launch bounds (`ferrotune_kernels::clifford::launch_bounds`).
+const BWD_SMEM_REGS: [u32; 8] = [64, 128, 128, 128, 64, 128, 255, 255];
 
 /// Threads one SM can hold of that kernel (65,536 registers, 2,048 threads), in whole warps.
 fn sm_threads(dim: u32, v: RowVariant, backward: bool) -> u32 {
@@ -142,6 +159,9 @@ impl CliffordConfig {
     /// gradient stays in registers.
     pub fn backward_heuristic(p: &Clifford, dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
         let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
+        if let Some(c) = Self::backward_smem_candidate(p, device) {
+            return c;
+        }
         for vpt in [1u32, 2] {
             let variant = RowVariant { vec: false, vpt, stream_w: false };
             let team = p.n.max(1).div_ceil(vpt as usize).next_power_of_two();
@@ -150,6 +170,51 @@ impl CliffordConfig {
             }
         }
         Self::heuristic(p, dtype, device).backward_form()
+    }
+
+    /// The one-pass backward with the weights and their gradient in shared memory (`_p{n}s`),
+    /// when its shared memory fits: the first of two features per thread (`v1_p2s`), four
+    /// (`v4_p1s` when N % 4 == 0, else `v1_p4s`) and one (`v1_p1s`) whose team (at least 32)
+    /// the compiled kernel's launch bounds allow; blocks of at least 128 threads as far as
+    /// shared memory allows, as many per SM as registers and shared memory allow.
+    fn backward_smem_candidate(p: &Clifford, device: Option<&DeviceInfo>) -> Option<CliffordConfig> {
+        let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
+        let optin = device.map_or(227 * 1024, |d| d.shared_mem_per_block_optin) as usize;
+        let per_sm = device.map_or(228 * 1024, |d| d.shared_mem_per_sm) as usize;
+        let four =
+            RowVariant { vec: p.n.is_multiple_of(4), vpt: if p.n.is_multiple_of(4) { 1 } else { 4 }, stream_w: true };
+        let order = [
+            RowVariant { vec: false, vpt: 2, stream_w: true },
+            four,
+            RowVariant { vec: false, vpt: 1, stream_w: true },
+        ];
+        for variant in order {
+            let per = variant.lanes() * variant.vpt as usize;
+            let team = p.n.max(1).div_ceil(per).next_power_of_two().max(32) as u32;
+            let limit = block_limit(p.dim, variant, true).min(max_threads);
+            if team > limit {
+                continue;
+            }
+            let mut c = CliffordConfig {
+                threads: team.max(128).min(limit),
+                rows_per_block: 1,
+                variant,
+                blocks_per_sm: 1,
+                cpu_rows: (4096 / p.n.max(1)).max(1),
+            };
+            c.rows_per_block = c.threads / team;
+            while c.one_pass_smem(p).ok()? > optin && c.threads > team {
+                c.threads /= 2;
+                c.rows_per_block = c.threads / team;
+            }
+            let Ok(smem) = c.one_pass_smem(p) else { continue };
+            if smem > optin {
+                continue;
+            }
+            c.blocks_per_sm = (sm_threads(p.dim, variant, true) / c.threads).min((per_sm / smem) as u32).max(1);
+            return Some(c);
+        }
+        None
     }
 
     /// `self` with its threads per block lowered to what the compiled kernel allows
@@ -177,6 +242,16 @@ impl CliffordConfig {
         self.threads = self.threads.min(256).max(team);
         self.rows_per_block = self.threads / team;
         self
+    }
+
+    /// Shared memory of the `_p{n}s` one-pass backward (`stream_w`): the scratch, the f32
+    /// weights and one f32 weight-gradient area per team (`W * N` floats each).
+    pub fn one_pass_smem(&self, p: &Clifford) -> Result<usize> {
+        let areas = 1 + self.rows_per_block.max(1) as usize;
+        p.sgp_weights_len()?
+            .checked_mul(4 * areas)
+            .and_then(|b| b.checked_add(super::SCRATCH_BYTES))
+            .ok_or(Error::InvalidConfig { op: OP, why: format!("N = {} is too large for the backward", p.n) })
     }
 
     /// Threads per row.
@@ -225,7 +300,24 @@ impl CliffordConfig {
     pub fn validate_backward(&self, p: &Clifford, device: Option<&DeviceInfo>) -> Result<()> {
         let mut two_pass = *self;
         two_pass.variant.vpt = 0;
+        two_pass.variant.stream_w = false;
         two_pass.validate(p, device)?;
+        if self.variant.vpt > 0
+            && self.variant.stream_w
+            && let Some(d) = device
+        {
+            let need = self.one_pass_smem(p)?;
+            if need > d.shared_mem_per_block_optin as usize {
+                return Err(Error::InvalidConfig {
+                    op: OP,
+                    why: format!(
+                        "backward {:?}: the weights and {} weight-gradient areas of N = {} need {need} bytes of \
+                         shared memory, the device allows {}",
+                        self.variant, self.rows_per_block, p.n, d.shared_mem_per_block_optin
+                    ),
+                });
+            }
+        }
         if self.variant.vpt > 0 {
             if !BWD_VARIANTS.contains(&self.variant) {
                 return Err(Error::InvalidConfig {
