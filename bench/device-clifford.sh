@@ -15,7 +15,7 @@
 #   5. compute-sanitizer memcheck and racecheck on the Clifford GPU tests (SKIP_SAN=1 skips).
 # Knobs: TEST_FILTER (test names), SHAPES, SWEEP_SHAPES, T_* timeouts, SKIP_TORCH2, TORCH1_IMPLS
 # (add compile_max for torch.compile mode max-autotune-no-cudagraphs; it timed out at 110 s),
-# SKIP_TORCH (no torch peer), FULL=1 (also the second torch call, the sweeps and the
+# SKIP_TORCH (no torch peer), SWEEP_ROWS, SAN_FILTER, FULL=1 (also the second torch call, the sweeps and the
 # sanitizers; without it, the default for the final combined run, the call takes about 2 minutes:
 # torch at B4096 N512, the tests, the bench rows, FCGP beside our plain GEMM, `profile explain`).
 # The FCGP step times `fcgp_gemm` (our plain GEMM on the FCGP's GEMM shape) in the same call and
@@ -39,6 +39,10 @@ JOIN_PY=$HERE/clifford_join.py; [ -f $JOIN_PY ] || JOIN_PY=bench/clifford_join.p
 # Everything goes to $R; at the end it is packed into $OUT/clifford-results.tgz and the main
 # files are copied to $OUT/results/ (at most 8 files come back from a device call).
 R=$(mktemp -d); mkdir -p $OUT/results
+# After each step the main files so far go to $OUT/results (a call cut off at its limit still
+# brings back what finished).
+save() { cp $R/clifford-h100.json $R/clifford-sweep-h100.json $R/clifford-vs-torch-h100.md $R/clifford-tests.txt \
+  $R/torch-clifford-h100.json $R/clifford-fcgp-h100.json $R/clifford-sanitizer.txt $OUT/results/ 2>/dev/null; true; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > $R/clifford-nvidia-smi.txt
 # The torch peers start first, in the background, while one small test of ours pays the PTX
 # JIT (CPU only: the GPU is idle but for that test's few launches); everything of ours that
@@ -61,22 +65,22 @@ wait $TORCH_PID
 grep -E "^[23]D|exit" $R/torch-clifford.txt | head -40
 stamp "=== Clifford GPU tests"
 timeout ${T_TESTS:-120} $BIN/ferrotune_tests --test-threads=1 --nocapture ${TEST_FILTER:-gpu_clifford every_entry} > $R/clifford-tests.txt 2>&1
-echo "tests exit $?"; grep -E "test result|cases|panicked|N = 100000|skipped" $R/clifford-tests.txt | head
+echo "tests exit $?"; grep -E "test result|cases|panicked|N = 100000|skipped" $R/clifford-tests.txt | head; save
 stamp "=== Clifford bench"
 SHAPES=${SHAPES:-4096x512,4096x777,4096x1024,8192x1024,16x100000}
 timeout ${T_BENCH:-60} $BIN/xtask bench --ops clifford --clifford-rows fwd,fwdbwd --shapes $SHAPES \
   --json $R/clifford-h100.json > $R/clifford-bench.txt 2>&1
-echo "bench exit $?"; grep -E "copy ceiling|d[23] " $R/clifford-bench.txt
+echo "bench exit $?"; grep -E "copy ceiling|d[23] " $R/clifford-bench.txt; save
 stamp "=== FCGP forward (tensor cores: TF32 for f32, bf16 natively)"
 timeout ${T_FCGP:-40} $BIN/xtask bench --ops clifford --clifford-rows fcgp_fwd,fcgp_gemm --dtypes f32,bf16 \
   --shapes ${FCGP_SHAPES:-4096x512,4096x1024} --json $R/clifford-fcgp-h100.json > $R/clifford-fcgp.txt 2>&1
-echo "fcgp exit $?"; grep -E "d[23] |error" $R/clifford-fcgp.txt
+echo "fcgp exit $?"; grep -E "d[23] |error" $R/clifford-fcgp.txt; save
 if [ -n "${FULL:-}" ]; then
 stamp "=== Clifford sweep"
-timeout ${T_SWEEP:-150} $BIN/xtask bench --ops clifford --clifford-rows fwd_sweep,fwdbwd_sweep \
+timeout ${T_SWEEP:-150} $BIN/xtask bench --ops clifford --clifford-rows ${SWEEP_ROWS:-fwd_sweep,fwdbwd_sweep} \
   --shapes ${SWEEP_SHAPES:-4096x512,4096x1024} \
   --json $R/clifford-sweep-h100.json > $R/clifford-sweep.txt 2>&1
-echo "sweep exit $?"; grep -E "d[23] " $R/clifford-sweep.txt
+echo "sweep exit $?"; grep -E "d[23] " $R/clifford-sweep.txt; save
 SUM_PY=$HERE/clifford_sweep_summary.py; [ -f $SUM_PY ] || SUM_PY=bench/clifford_sweep_summary.py
 [ -f $R/clifford-sweep-h100.json ] && python3 $SUM_PY $R/clifford-sweep-h100.json --heuristic $R/clifford-h100.json \
   --out $R/clifford-sweep-summary.md | cut -c1-400
@@ -93,6 +97,8 @@ echo "memcheck: exit $? $(grep -E 'ERROR SUMMARY' $R/clifford-memcheck.txt | tai
 [ -n "${SKIP_RACE:-}" ] || FERROTUNE_TEST_SMALL=1 timeout ${T_SAN2:-40} compute-sanitizer --tool racecheck --error-exitcode 9 $BIN/ferrotune_tests \
   --test-threads=1 ${SAN_FILTER:-gpu_clifford_forward gpu_clifford_backward} > $R/clifford-racecheck.txt 2>&1
 echo "racecheck: exit $? $(grep -E 'RACECHECK SUMMARY' $R/clifford-racecheck.txt 2>/dev/null | tail -1)"
+{ grep -E "ERROR SUMMARY|test result" $R/clifford-memcheck.txt; grep -E "RACECHECK SUMMARY|test result" $R/clifford-racecheck.txt; } \
+  > $R/clifford-sanitizer.txt 2>/dev/null; save
 fi
 stamp "=== ours vs torch"
 python3 $JOIN_PY $R/clifford-h100.json $R/torch-clifford-h100.json $(ls $R/torch-clifford-2-h100.json 2>/dev/null) \

@@ -290,13 +290,24 @@ fn bench_row<T: Scalar>(
 }
 
 /// The backward configs `fwdbwd_sweep` times: every one-pass variant with the smallest team
-/// that covers N (up to 512), blocks of 128..=512 threads, 0, 1 and 2 blocks per SM, and the
-/// two-pass form of the forward heuristic.
+/// that covers N (up to 1024), blocks of 128..=1024 threads, 0, 1 and 2 blocks per SM, and the
+/// two-pass form of the forward heuristic (1- and 4-feature accesses, 1 or 2 blocks per SM).
 pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
     let mut v = vec![CliffordConfig::heuristic(p, DType::F32, None).backward_form()];
+    // The two-pass kernels with 1- and 4-feature accesses, one or two blocks per SM.
+    for vec in [false, true] {
+        for blocks_per_sm in [1, 2] {
+            let mut c = v[0];
+            c.variant.vec = vec;
+            c.blocks_per_sm = blocks_per_sm;
+            if c != v[0] && c.validate_backward(p, None).is_ok() {
+                v.push(c);
+            }
+        }
+    }
     for variant in ferrotune_kernels::clifford::BWD_VARIANTS {
         let team = p.n.max(1).div_ceil(variant.lanes() * variant.vpt as usize).next_power_of_two();
-        for threads in [128u32, 256, 512] {
+        for threads in [128u32, 256, 512, 1024] {
             for blocks_per_sm in [0, 1, 2] {
                 if team > threads as usize {
                     continue;
