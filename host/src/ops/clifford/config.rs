@@ -152,69 +152,28 @@ impl CliffordConfig {
         }
     }
 
-    /// The built-in choice for the backward: the one-pass kernel keeping a row in registers
-    /// (one feature per access; 1, then 2 accesses per thread) when a team within its
-    /// register limit covers N, else the two-pass form ([`CliffordConfig::backward_form`]).
-    /// As many blocks per SM as the registers allow loop over the rows; each team's weight
-    /// gradient stays in registers.
+    /// The built-in choice for the backward, refit from the H100 sweep
+    /// (bench/results/clifford-run3/, B4096 N 512/777/1024): the one-pass kernel keeping a row
+    /// and its weights in registers, two features per thread (teams of up to 256, 512 in 2D),
+    /// else four (teams of up to 256; in 3D only to N = 896: at N = 1024 the two-pass form was
+    /// 5% faster), else the two-pass form ([`CliffordConfig::backward_form`]). As many blocks
+    /// per SM as the registers allow loop over the rows; each team's weight gradient stays in
+    /// registers. The `_p{n}s` kernels (weights and gradient in shared memory) lost every sweep
+    /// point (their registers are capped and spill) and are left to the tuner's space.
     pub fn backward_heuristic(p: &Clifford, dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
         let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
-        if let Some(c) = Self::backward_smem_candidate(p, device) {
-            return c;
-        }
-        for vpt in [1u32, 2] {
+        for vpt in [2u32, 4] {
+            if p.dim == 3 && vpt == 4 && p.n > 896 {
+                break;
+            }
             let variant = RowVariant { vec: false, vpt, stream_w: false };
             let team = p.n.max(1).div_ceil(vpt as usize).next_power_of_two();
-            if team <= block_limit(p.dim, variant, true).min(max_threads) as usize {
+            let cap = if p.dim == 2 && vpt == 2 { 512 } else { 256 };
+            if team <= cap.min(block_limit(p.dim, variant, true).min(max_threads)) as usize {
                 return Self::resident(p, variant, team as u32, true, max_threads);
             }
         }
         Self::heuristic(p, dtype, device).backward_form()
-    }
-
-    /// The one-pass backward with the weights and their gradient in shared memory (`_p{n}s`),
-    /// when its shared memory fits: the first of two features per thread (`v1_p2s`), four
-    /// (`v4_p1s` when N % 4 == 0, else `v1_p4s`) and one (`v1_p1s`) whose team (at least 32)
-    /// the compiled kernel's launch bounds allow; blocks of at least 128 threads as far as
-    /// shared memory allows, as many per SM as registers and shared memory allow.
-    fn backward_smem_candidate(p: &Clifford, device: Option<&DeviceInfo>) -> Option<CliffordConfig> {
-        let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
-        let optin = device.map_or(227 * 1024, |d| d.shared_mem_per_block_optin) as usize;
-        let per_sm = device.map_or(228 * 1024, |d| d.shared_mem_per_sm) as usize;
-        let four =
-            RowVariant { vec: p.n.is_multiple_of(4), vpt: if p.n.is_multiple_of(4) { 1 } else { 4 }, stream_w: true };
-        let order = [
-            RowVariant { vec: false, vpt: 2, stream_w: true },
-            four,
-            RowVariant { vec: false, vpt: 1, stream_w: true },
-        ];
-        for variant in order {
-            let per = variant.lanes() * variant.vpt as usize;
-            let team = p.n.max(1).div_ceil(per).next_power_of_two().max(32) as u32;
-            let limit = block_limit(p.dim, variant, true).min(max_threads);
-            if team > limit {
-                continue;
-            }
-            let mut c = CliffordConfig {
-                threads: team.max(128).min(limit),
-                rows_per_block: 1,
-                variant,
-                blocks_per_sm: 1,
-                cpu_rows: (4096 / p.n.max(1)).max(1),
-            };
-            c.rows_per_block = c.threads / team;
-            while c.one_pass_smem(p).ok()? > optin && c.threads > team {
-                c.threads /= 2;
-                c.rows_per_block = c.threads / team;
-            }
-            let Ok(smem) = c.one_pass_smem(p) else { continue };
-            if smem > optin {
-                continue;
-            }
-            c.blocks_per_sm = (sm_threads(p.dim, variant, true) / c.threads).min((per_sm / smem) as u32).max(1);
-            return Some(c);
-        }
-        None
     }
 
     /// `self` with its threads per block lowered to what the compiled kernel allows
