@@ -48,7 +48,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 # JIT (CPU only: the GPU is idle but for that test's few launches); everything of ours that
 # runs on the GPU at length (the tests, the timings) waits until torch is done.
 stamp "=== torch peers (background) + PTX JIT"
-[ -n "${FULL:-}" ] || SKIP_TORCH2=1
+[ -n "${FULL:-}" ] || { SKIP_TORCH2=1; T_TORCH1=${T_TORCH1:-65}; }
 if [ -n "${SKIP_TORCH:-}" ]; then echo "torch skipped (SKIP_TORCH)" > $R/torch-clifford.txt; ( true ) & else
 ( timeout ${T_TORCH1:-110} python3 $TORCH_PY --no-check --sizes 4096x512 --ops fwd,fwdbwd \
     --impls ${TORCH1_IMPLS:-eager,compile} --compile-mode per-shape --out $R/torch-clifford-h100.json \

@@ -31,7 +31,7 @@ pub fn gemm_peer_row<T: Scalar>(
     let hb: Vec<T> = rng.vec(k * n, -1.0, 1.0);
     let (a, b) = (Buffer::from_slice(s, &ha)?, Buffer::from_slice(s, &hb)?);
     let mut d = Buffer::from_slice(s, &vec![f32::NAN; m * n])?;
-    let mut run = |d: &mut Buffer<f32>| gemm::<T, f32>(s, &g, &a.all(), &b.all(), None, None, &mut d.all_mut());
+    let run = |d: &mut Buffer<f32>| gemm::<T, f32>(s, &g, &a.all(), &b.all(), None, None, &mut d.all_mut());
     run(&mut d)?;
     let got = d.to_vec(s)?;
     // TF32 rounds each input to 10 mantissa bits: a relative 2^-10 of the sum of |products|
