@@ -2,7 +2,8 @@
 //! backward, and the FCGP forward for Cl(2,0) and Cl(3,0) over (B, N), each timed with events
 //! (warm-up, median of many) beside a copy ceiling measured in the same run, rated on its
 //! minimum traffic, and checked on sampled rows against the float64 reference. Rows carry
-//! `dim`, `op` (`fwd`, `fwdbwd`, `fcgp_fwd`), `B` and `N` so the torch baselines join on them.
+//! `dim`, `op` (`fwd`, `fwdbwd`, `fcgp_fwd`; `fcgp_gemm`: the FCGP's plain-GEMM peer), `B` and
+//! `N` so the torch baselines join on them.
 
 use ferrotune::config::ElemConfig;
 use ferrotune::ops::clifford::{self as cl, Clifford, CliffordConfig, FcgpWorkspace};
@@ -79,6 +80,10 @@ pub struct CliffordRow {
     /// `fwd_sweep` rows: every config timed (the row itself is the fastest correct one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sweep: Vec<SweepPoint>,
+    /// `fcgp_fwd` rows timed beside an `fcgp_gemm` row: this row's FLOP rate over our plain
+    /// GEMM's on the same GEMM shape (`clifford_gemm_peer.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_vs_gemm: Option<f64>,
 }
 
 /// One config of a `fwd_sweep` row.
@@ -276,19 +281,33 @@ fn bench_row<T: Scalar>(
     if op == "fwd_sweep" || op == "fwdbwd_sweep" {
         return sweep_row::<T>(backend, s, p, opts, copy_bps, op == "fwdbwd_sweep");
     }
+    if op == "fcgp_gemm" {
+        return crate::clifford_gemm_peer::gemm_peer_row::<T>(backend, s, p, opts, copy_bps);
+    }
     let cfg = CliffordConfig::heuristic(p, T::DTYPE, backend.device());
     let bwd = CliffordConfig::backward_heuristic(p, T::DTYPE, backend.device());
     bench_row_with::<T>(backend, s, op, p, opts, copy_bps, &cfg, &bwd)
 }
 
 /// The backward configs `fwdbwd_sweep` times: every one-pass variant with the smallest team
-/// that covers N (up to 512), blocks of 128..=512 threads, 0, 1 and 2 blocks per SM, and the
-/// two-pass form of the forward heuristic.
+/// that covers N (up to 1024), blocks of 128..=1024 threads, 0, 1 and 2 blocks per SM, and the
+/// two-pass form of the forward heuristic (1- and 4-feature accesses, 1 or 2 blocks per SM).
 pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
     let mut v = vec![CliffordConfig::heuristic(p, DType::F32, None).backward_form()];
+    // The two-pass kernels with 1- and 4-feature accesses, one or two blocks per SM.
+    for vec in [false, true] {
+        for blocks_per_sm in [1, 2] {
+            let mut c = v[0];
+            c.variant.vec = vec;
+            c.blocks_per_sm = blocks_per_sm;
+            if c != v[0] && c.validate_backward(p, None).is_ok() {
+                v.push(c);
+            }
+        }
+    }
     for variant in ferrotune_kernels::clifford::BWD_VARIANTS {
         let team = p.n.max(1).div_ceil(variant.lanes() * variant.vpt as usize).next_power_of_two();
-        for threads in [128u32, 256, 512] {
+        for threads in [128u32, 256, 512, 1024] {
             for blocks_per_sm in [0, 1, 2] {
                 if team > threads as usize {
                     continue;
@@ -467,6 +486,7 @@ fn bench_row_on<T: Scalar>(
         correct: mismatch.is_none(),
         mismatch,
         sweep: Vec::new(),
+        rate_vs_gemm: None,
     })
 }
 
@@ -531,6 +551,18 @@ pub fn run(backend: &Backend, opts: &CliffordOptions, mut progress: impl FnMut(&
                 }
             }
         }
+    }
+    crate::clifford_gemm_peer::join_rates(&mut rows);
+    for r in rows.iter().filter(|r| r.rate_vs_gemm.is_some()) {
+        progress(&format!(
+            "d{} fcgp_fwd {:<4} B {:>5} N {:>5} {:.1} TFLOP/s = {:.2}x our plain GEMM (same M, N, K)",
+            r.dim,
+            r.dtype,
+            r.b,
+            r.n,
+            r.flops_per_s / 1e12,
+            r.rate_vs_gemm.unwrap_or(0.0)
+        ));
     }
     let (device, driver) = match backend {
         Backend::Cuda(g) => (Some(g.info().name.clone()), Some(g.info().driver_version)),

@@ -487,6 +487,47 @@ fn gpu_clifford_backward_matches_cpu() {
     gpu_backward_typed::<f16>(&gpu);
 }
 
+/// The shared-memory one-pass backward (`_p{n}s`) where each team visits several rows and a
+/// block holds several teams (their weight-gradient areas summed at the end), against the CPU.
+#[test]
+fn gpu_clifford_backward_smem_many_rows() {
+    let Some(gpu) = cuda_backend("gpu_clifford_backward_smem_many_rows") else { return };
+    for dim in [2, 3] {
+        for (i, &(b, n, normalize)) in
+            [(2000usize, 100usize, true), (600, 512, true), (700, 77, false)].iter().enumerate()
+        {
+            let p = Clifford::new(dim, b, n, normalize);
+            let case = make_case::<f32>(p, false, 300 + i as u64);
+            let go: Vec<f32> = Rng::new(7 + i as u64).vec(case.x.len(), -1.0, 1.0);
+            let (cx, cy, cw) = run_backward(&cpu_backend(), &case, &go, None).unwrap();
+            let mut runs = 0;
+            for v in BWD_VARIANTS.into_iter().filter(|v| v.stream_w) {
+                let team = n.div_ceil(v.lanes() * v.vpt as usize).next_power_of_two() as u32;
+                for threads in [team.max(32), (2 * team).max(64)] {
+                    let c = CliffordConfig {
+                        threads,
+                        rows_per_block: threads / team,
+                        variant: v,
+                        blocks_per_sm: 1,
+                        cpu_rows: 1,
+                    };
+                    if threads > 1024 || c.validate_backward(&p, None).is_err() {
+                        continue;
+                    }
+                    let (gx, gy, gw) =
+                        run_backward(&gpu, &case, &go, Some(&c)).unwrap_or_else(|e| panic!("{p:?} {c:?}: {e}"));
+                    let r = check_grad("dx", &f64s(&gx), &f64s(&cx), 1e-4)
+                        .and_then(|_| check_grad("dy", &f64s(&gy), &f64s(&cy), 1e-4))
+                        .and_then(|_| check_grad("dw", &f64s(&gw), &f64s(&cw), 1e-4));
+                    assert!(r.is_ok(), "{p:?} {c:?}: {}", r.unwrap_err());
+                    runs += 1;
+                }
+            }
+            assert!(runs >= 3, "{p:?}: only {runs} shared-memory configs ran");
+        }
+    }
+}
+
 /// N = 100,000 (B small): the forward streams its weights (no shared memory holds them) and
 /// the backward takes its `_g` entries; both against the CPU.
 #[test]

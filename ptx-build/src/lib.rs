@@ -169,6 +169,7 @@ pub fn build(opts: &BuildOptions) -> Result<Vec<PtxArtifact>, PtxBuildError> {
             ferrotune_kernels::gemm::launch_bounds(e)
                 .or_else(|| ferrotune_kernels::gemv::launch_bounds(e))
                 .or_else(|| ferrotune_kernels::gemm_sm90::launch_bounds(e))
+                .or_else(|| ferrotune_kernels::clifford::launch_bounds(e))
         });
         let text = align_tensor_map_params(&text, ferrotune_kernels::gemm_sm90::TMAP_PARAMS);
         let path = opts.out_dir.join(format!("ferrotune_kernels.{arch}.ptx"));

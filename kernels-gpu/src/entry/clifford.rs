@@ -366,7 +366,8 @@ unsafe fn fcgp_products<T: Element, A: Algebra, P: Element>(
     }
 }
 
-/// `dw[f * W + p] = sum over blocks of part[blk][p][f]`, in block order.
+/// `dw[f * W + p] = sum over blocks of part[blk][p][f]`, in a fixed order (eight interleaved
+/// sums, then a fixed tree).
 ///
 /// # Safety
 /// `part` covers `blocks * W * N` f32, `dw` covers `N * W`; `nw >= 1`, `n >= 1`.
@@ -376,11 +377,22 @@ unsafe fn dw_reduce<T: Element>(part: *const f32, dw: *mut T, blocks: usize, n: 
     let mut idx = block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize;
     let step = grid_dim_x() as usize * block_dim_x() as usize;
     while idx < total {
-        let mut s = 0.0f32;
-        for blk in 0..blocks {
-            // SAFETY: blk * total + idx < blocks * W * N.
-            s += unsafe { *part.add(blk * total + idx) };
+        // Eight independent sums (eight loads in flight), combined in a fixed order.
+        let mut acc = [0.0f32; 8];
+        let mut blk = 0;
+        while blk + 8 <= blocks {
+            for u in 0..8 {
+                // SAFETY: (blk + u) * total + idx < blocks * W * N.
+                acc[u] += unsafe { *part.add((blk + u) * total + idx) };
+            }
+            blk += 8;
         }
+        while blk < blocks {
+            // SAFETY: as above.
+            acc[blk % 8] += unsafe { *part.add(blk * total + idx) };
+            blk += 1;
+        }
+        let s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
         let (p, f) = (idx / n, idx % n);
         // SAFETY: f * nw + p < N * W.
         unsafe { *dw.add(f * nw + p) = T::from_f32(s) };

@@ -11,6 +11,19 @@ use crate::error::{Error, Result};
 /// Registers per thread of a Clifford kernel on sm_90 (ptxas, f32; f16/bf16 within a few):
 /// the forward / one-pass backward of `variant`, or the two-pass backward (`vpt` = 0).
 fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
+    if backward && v.stream_w && v.vpt > 0 {
+        // The one-pass backward with the weights and their gradient in shared memory.
+        return match (dim, v.vec, v.vpt) {
+            (2, false, 1) => BWD_SMEM_REGS[0],
+            (2, false, 2) => BWD_SMEM_REGS[1],
+            (2, false, _) => BWD_SMEM_REGS[2],
+            (2, true, _) => BWD_SMEM_REGS[3],
+            (_, false, 1) => BWD_SMEM_REGS[4],
+            (_, false, 2) => BWD_SMEM_REGS[5],
+            (_, false, _) => BWD_SMEM_REGS[6],
+            (_, true, _) => BWD_SMEM_REGS[7],
+        };
+    }
     if v.stream_w {
         return match (dim, v.vec, v.vpt) {
             (2, false, 1) => 56,
@@ -42,6 +55,10 @@ fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
         (_, true, _, _) => 255,
     }
 }
+
+/// Registers of the `_p{n}s` backward entries: 2D v1_p1s, v1_p2s, v1_p4s, v4_p1s, then the
+/// same for 3D — the caps of their launch bounds (`ferrotune_kernels::clifford::launch_bounds`).
+const BWD_SMEM_REGS: [u32; 8] = [64, 128, 128, 128, 64, 128, 255, 255];
 
 /// Threads one SM can hold of that kernel (65,536 registers, 2,048 threads), in whole warps.
 fn sm_threads(dim: u32, v: RowVariant, backward: bool) -> u32 {
@@ -135,17 +152,24 @@ impl CliffordConfig {
         }
     }
 
-    /// The built-in choice for the backward: the one-pass kernel keeping a row in registers
-    /// (one feature per access; 1, then 2 accesses per thread) when a team within its
-    /// register limit covers N, else the two-pass form ([`CliffordConfig::backward_form`]).
-    /// As many blocks per SM as the registers allow loop over the rows; each team's weight
-    /// gradient stays in registers.
+    /// The built-in choice for the backward, refit from the H100 sweep
+    /// (bench/results/clifford-run3/, B4096 N 512/777/1024): the one-pass kernel keeping a row
+    /// and its weights in registers, two features per thread (teams of up to 256, 512 in 2D),
+    /// else four (teams of up to 256; in 3D only to N = 896: at N = 1024 the two-pass form was
+    /// 5% faster), else the two-pass form ([`CliffordConfig::backward_form`]). As many blocks
+    /// per SM as the registers allow loop over the rows; each team's weight gradient stays in
+    /// registers. The `_p{n}s` kernels (weights and gradient in shared memory) lost every sweep
+    /// point (their registers are capped and spill) and are left to the tuner's space.
     pub fn backward_heuristic(p: &Clifford, dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
         let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
-        for vpt in [1u32, 2] {
+        for vpt in [2u32, 4] {
+            if p.dim == 3 && vpt == 4 && p.n > 896 {
+                break;
+            }
             let variant = RowVariant { vec: false, vpt, stream_w: false };
             let team = p.n.max(1).div_ceil(vpt as usize).next_power_of_two();
-            if team <= block_limit(p.dim, variant, true).min(max_threads) as usize {
+            let cap = if p.dim == 2 && vpt == 2 { 512 } else { 256 };
+            if team <= cap.min(block_limit(p.dim, variant, true).min(max_threads)) as usize {
                 return Self::resident(p, variant, team as u32, true, max_threads);
             }
         }
@@ -177,6 +201,16 @@ impl CliffordConfig {
         self.threads = self.threads.min(256).max(team);
         self.rows_per_block = self.threads / team;
         self
+    }
+
+    /// Shared memory of the `_p{n}s` one-pass backward (`stream_w`): the scratch, the f32
+    /// weights and one f32 weight-gradient area per team (`W * N` floats each).
+    pub fn one_pass_smem(&self, p: &Clifford) -> Result<usize> {
+        let areas = 1 + self.rows_per_block.max(1) as usize;
+        p.sgp_weights_len()?
+            .checked_mul(4 * areas)
+            .and_then(|b| b.checked_add(super::SCRATCH_BYTES))
+            .ok_or(Error::InvalidConfig { op: OP, why: format!("N = {} is too large for the backward", p.n) })
     }
 
     /// Threads per row.
@@ -225,7 +259,24 @@ impl CliffordConfig {
     pub fn validate_backward(&self, p: &Clifford, device: Option<&DeviceInfo>) -> Result<()> {
         let mut two_pass = *self;
         two_pass.variant.vpt = 0;
+        two_pass.variant.stream_w = false;
         two_pass.validate(p, device)?;
+        if self.variant.vpt > 0
+            && self.variant.stream_w
+            && let Some(d) = device
+        {
+            let need = self.one_pass_smem(p)?;
+            if need > d.shared_mem_per_block_optin as usize {
+                return Err(Error::InvalidConfig {
+                    op: OP,
+                    why: format!(
+                        "backward {:?}: the weights and {} weight-gradient areas of N = {} need {need} bytes of \
+                         shared memory, the device allows {}",
+                        self.variant, self.rows_per_block, p.n, d.shared_mem_per_block_optin
+                    ),
+                });
+            }
+        }
         if self.variant.vpt > 0 {
             if !BWD_VARIANTS.contains(&self.variant) {
                 return Err(Error::InvalidConfig {

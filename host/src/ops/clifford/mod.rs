@@ -99,8 +99,7 @@ pub fn all_entries() -> Vec<String> {
                 v.push(format!("ft_clifford_bwd_d{dim}_{}_{lanes}", dt.name()));
             }
             for var in kc::BWD_VARIANTS {
-                let (lanes, vpt) = var.suffix();
-                v.push(format!("ft_clifford_bwd_d{dim}_{}_{lanes}_p{vpt}", dt.name()));
+                v.push(kc::bwd_entry_name(dim, dt, var).as_str().to_string());
             }
             v.push(format!("ft_clifford_fcgp_prod_d{dim}_{}", dt.name()));
             v.push(format!("ft_clifford_fcgp_nbwd_d{dim}_{}", dt.name()));

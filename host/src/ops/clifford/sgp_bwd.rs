@@ -20,7 +20,7 @@ use crate::stream::Stream;
 /// gradient partials; 0 on the CPU).
 pub fn sgp_backward_workspace_len(s: &Stream, p: &Clifford, cfg: &CliffordConfig) -> Result<usize> {
     Ok(match s.gpu() {
-        Some(g) => partials(p, cfg, cfg.variant.vpt, g.info.sm_count)?.1 * p.sgp_weights_len()?,
+        Some(g) => partials(p, cfg, cfg.variant, g.info.sm_count)?.1 * p.sgp_weights_len()?,
         None => 0,
     })
 }
@@ -30,10 +30,10 @@ pub fn sgp_backward_workspace_len(s: &Stream, p: &Clifford, cfg: &CliffordConfig
 const MAX_PARTIAL_FLOATS: usize = 64 << 20;
 
 /// Blocks of the backward and its weight-gradient partials (one per block for the two-pass
-/// kernels, one per team for the one-pass ones): the config's grid, capped so the partials
-/// stay within [`MAX_PARTIAL_FLOATS`].
-fn partials(p: &Clifford, cfg: &CliffordConfig, vpt: u32, sm_count: u32) -> Result<(u32, usize)> {
-    let per_block = if vpt > 0 { cfg.rows_per_block.max(1) as usize } else { 1 };
+/// and the shared-memory one-pass kernels, one per team for the register one-pass ones): the
+/// config's grid, capped so the partials stay within [`MAX_PARTIAL_FLOATS`].
+fn partials(p: &Clifford, cfg: &CliffordConfig, v: RowVariant, sm_count: u32) -> Result<(u32, usize)> {
+    let per_block = if v.vpt > 0 && !v.stream_w { cfg.rows_per_block.max(1) as usize } else { 1 };
     let cap = (MAX_PARTIAL_FLOATS / (per_block * p.sgp_weights_len()?.max(1))).max(1);
     let blocks = grid(p.b, cfg, sm_count).min(cap.min(u32::MAX as usize) as u32);
     Ok((blocks, blocks as usize * per_block))
@@ -58,7 +58,7 @@ pub fn fused_gelu_sgp_norm_backward<T: Scalar>(
     let cfg = CliffordConfig::backward_heuristic(p, T::DTYPE, s.gpu().map(|g| g.info()));
     let (lanes, vpt) = cfg.variant.suffix();
     let name = if vpt > 0 {
-        format!("ft_clifford_bwd_d{}_{}_{lanes}_p{vpt}", p.dim, T::DTYPE.name())
+        kc::bwd_entry_name(p.dim, T::DTYPE, cfg.variant).as_str().to_string()
     } else {
         format!("ft_clifford_bwd_d{}_{}_{lanes}", p.dim, T::DTYPE.name())
     };
@@ -199,15 +199,21 @@ fn gpu_backward<T: Scalar>(
     let in_smem = staged <= gpu.info.shared_mem_per_block_optin as usize;
     let lanes = if variant.vec { "v4" } else { "v1" };
     let name = if variant.vpt > 0 {
-        format!("ft_clifford_bwd_d{}_{}_{lanes}_p{}", p.dim, T::DTYPE.name(), variant.vpt)
+        kc::bwd_entry_name(p.dim, T::DTYPE, variant).as_str().to_string()
     } else {
         format!("ft_clifford_bwd_d{}_{}_{lanes}{}", p.dim, T::DTYPE.name(), if in_smem { "" } else { "_g" })
     };
     let kernel = gpu.kernels()?.function(&name)?;
     check_threads(&kernel, &name, cfg.threads)?;
-    let smem_bytes = if variant.vpt == 0 && in_smem { staged } else { SCRATCH_BYTES };
+    let smem_bytes = if variant.vpt > 0 && variant.stream_w {
+        cfg.one_pass_smem(p)?
+    } else if variant.vpt == 0 && in_smem {
+        staged
+    } else {
+        SCRATCH_BYTES
+    };
     let smem = opt_in_smem(gpu, &kernel, &name, smem_bytes)?;
-    let (blocks, nparts) = partials(p, cfg, variant.vpt, gpu.info.sm_count)?;
+    let (blocks, nparts) = partials(p, cfg, variant, gpu.info.sm_count)?;
     let launch = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (cfg.threads, 1, 1), shared_mem_bytes: smem };
     let (b, n, norm, team) = (p.b, p.n, p.normalize as u32, cfg.team());
     let mut lb = cs.launch_builder(&kernel.func);
@@ -216,9 +222,10 @@ fn gpu_backward<T: Scalar>(
     // SAFETY: matches `bwd_entry!` in entry/clifford.rs and entry/clifford_bwd.rs (7
     // pointers, b and n usize, normalize and team u32); x, y, go, dx, dy hold C * B * N
     // elements, w N * W, the workspace `nparts * W * N` f32 (grown above; one partial per
-    // block, or per team for the one-pass kernels); `validate_backward` proved the team
-    // covers N for the one-pass kernels; team, lanes and alignment as for the forward; shared memory holds the scratch
-    // and (shared-memory entries) the weights and their gradient.
+    // block, or per team for the register one-pass kernels); `validate_backward` proved the
+    // team covers N for the one-pass kernels; team, lanes and alignment as for the forward;
+    // shared memory holds the scratch and (shared-memory entries) the weights and their
+    // gradient (one area per team for the `_p{n}s` entries, `CliffordConfig::one_pass_smem`).
     unsafe { lb.launch(launch) }.ctx(|| format!("launching {name} on {b} x {n}"))?;
 
     let rname = format!("ft_clifford_dw_reduce_{}", T::DTYPE.name());
@@ -249,6 +256,6 @@ fn runnable_bwd_variant<T: Scalar>(cfg: &CliffordConfig, p: &Clifford, ptrs: &[u
     if !v.vec || aligned {
         return v;
     }
-    let one = RowVariant { vec: false, vpt: v.vpt * 4, stream_w: false };
+    let one = RowVariant { vec: false, vpt: v.vpt * 4, stream_w: v.stream_w };
     if v.vpt > 0 && kc::BWD_VARIANTS.contains(&one) { one } else { RowVariant { vec: false, vpt: 0, stream_w: false } }
 }
