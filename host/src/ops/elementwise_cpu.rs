@@ -43,9 +43,7 @@ fn isa() -> Isa {
             let fma = std::arch::is_x86_feature_detected!("fma");
             if fma && std::arch::is_x86_feature_detected!("avx512f") {
                 Isa::Avx512
-            } else if fma
-                && std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("f16c")
+            } else if fma && std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c")
             {
                 Isa::Avx2
             } else {

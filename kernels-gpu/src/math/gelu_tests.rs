@@ -56,7 +56,9 @@ fn the_exponentials_inside_stay_normal_up_to_the_cut_offs() {
     }
     assert!(exp2_poly(-0.5 * core::f32::consts::LOG2_E * 12.9 * 12.9).is_normal());
     let v = 9.9f32 * (1.5957692 + 0.0713548 * 9.9 * 9.9);
-    assert!(exp_normal(crate::arch::Portable, -v, 0.0).is_normal() && exp2_poly(-core::f32::consts::LOG2_E * v).is_normal());
+    assert!(
+        exp_normal(crate::arch::Portable, -v, 0.0).is_normal() && exp2_poly(-core::f32::consts::LOG2_E * v).is_normal()
+    );
     // Beyond the cut-offs: exactly x above, -0.0 below.
     for (name, f) in FORMS {
         for x in [13.0f32, 20.0, 1e6, f32::MAX] {

@@ -228,7 +228,15 @@ fn gelu_erf_sweep() {
 
 #[test]
 fn gelu_erf_fused_sweep() {
-    check("gelu_erf fused", |x| gelu_erf_with(StdFused, x), gelu_erf_ref, standard_inputs(), 5e-6, REL_FLOOR, ABS_BOUND);
+    check(
+        "gelu_erf fused",
+        |x| gelu_erf_with(StdFused, x),
+        gelu_erf_ref,
+        standard_inputs(),
+        5e-6,
+        REL_FLOOR,
+        ABS_BOUND,
+    );
 }
 
 #[test]
@@ -267,7 +275,15 @@ fn gelu_tanh_sweep() {
 
 #[test]
 fn gelu_tanh_fused_sweep() {
-    check("gelu_tanh fused", |x| gelu_tanh_with(StdFused, x), gelu_tanh_ref, standard_inputs(), 5e-6, REL_FLOOR, ABS_BOUND);
+    check(
+        "gelu_tanh fused",
+        |x| gelu_tanh_with(StdFused, x),
+        gelu_tanh_ref,
+        standard_inputs(),
+        5e-6,
+        REL_FLOOR,
+        ABS_BOUND,
+    );
 }
 
 #[test]
