@@ -91,6 +91,7 @@ pub fn exp2_approx(x: f32) -> f32 {
 pub fn exp2_approx_with<F: MulAdd>(f: F, x: f32) -> f32 {
     #[cfg(target_arch = "nvptx64")]
     {
+        let _ = f;
         let r: f32;
         // SAFETY: a register-to-register instruction.
         unsafe {
@@ -99,8 +100,6 @@ pub fn exp2_approx_with<F: MulAdd>(f: F, x: f32) -> f32 {
         };
         r
     }
-    #[cfg(target_arch = "nvptx64")]
-    let _ = f;
     #[cfg(not(target_arch = "nvptx64"))]
     {
         crate::math::exp2_poly_with(f, x)
