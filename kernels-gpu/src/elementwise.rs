@@ -1,6 +1,7 @@
 //! The memory-bound family: per-element maths (written once, used by the PTX entry points and
 //! by the CPU backend), the variant list the PTX contains, and the slice loops of the CPU path.
 
+use crate::arch::{MulAdd, Portable};
 use crate::element::{DType, Element};
 use crate::math;
 
@@ -16,6 +17,14 @@ pub trait Map<const K: usize>: Copy + Send + Sync {
     fn map_for(self, dtype: DType, x: [f32; K]) -> f32 {
         let _ = dtype;
         self.map_f32(x)
+    }
+
+    /// [`Map::map_for`] with the maths' multiply-adds done by `f` (the host's FMA loops pass a
+    /// fused one); the ops whose maths has multiply-adds worth fusing (GELU) override it.
+    #[inline(always)]
+    fn map_with<F: MulAdd>(self, f: F, dtype: DType, x: [f32; K]) -> f32 {
+        let _ = f;
+        self.map_for(dtype, x)
     }
 
     /// The op on storage values: widen, compute in f32, round back (nearest even).
@@ -73,6 +82,10 @@ impl Map<1> for GeluErf {
     fn map_for(self, dtype: DType, x: [f32; 1]) -> f32 {
         Activation::GeluErf.apply_for(dtype, x[0])
     }
+    #[inline(always)]
+    fn map_with<F: MulAdd>(self, f: F, dtype: DType, x: [f32; 1]) -> f32 {
+        Activation::GeluErf.apply_with(f, dtype, x[0])
+    }
 }
 
 /// `y = 0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³)))` (tanh approximation of GELU).
@@ -86,6 +99,10 @@ impl Map<1> for GeluTanh {
     #[inline(always)]
     fn map_for(self, dtype: DType, x: [f32; 1]) -> f32 {
         Activation::GeluTanh.apply_for(dtype, x[0])
+    }
+    #[inline(always)]
+    fn map_with<F: MulAdd>(self, f: F, dtype: DType, x: [f32; 1]) -> f32 {
+        Activation::GeluTanh.apply_with(f, dtype, x[0])
     }
 }
 
@@ -125,12 +142,7 @@ impl Activation {
 
     #[inline(always)]
     pub fn apply(self, x: f32) -> f32 {
-        match self {
-            Activation::None => x,
-            Activation::Relu => math::relu(x),
-            Activation::GeluErf => math::gelu_erf(x),
-            Activation::GeluTanh => math::gelu_tanh(x),
-        }
+        self.apply_with(Portable, DType::F32, x)
     }
 
     /// The activation as computed for results stored in `dtype`: 16-bit results use the
@@ -138,10 +150,20 @@ impl Activation {
     /// data GELU costs more instructions per byte than the memory system allows otherwise.
     #[inline(always)]
     pub fn apply_for(self, dtype: DType, x: f32) -> f32 {
-        match (self, dtype) {
-            (Activation::GeluErf, DType::F16 | DType::Bf16) => math::gelu_erf_fast(x),
-            (Activation::GeluTanh, DType::F16 | DType::Bf16) => math::gelu_tanh_fast(x),
-            _ => self.apply(x),
+        self.apply_with(Portable, dtype, x)
+    }
+
+    /// [`Activation::apply_for`] with the GELU maths' multiply-adds done by `f`.
+    #[inline(always)]
+    pub fn apply_with<F: MulAdd>(self, f: F, dtype: DType, x: f32) -> f32 {
+        let small = matches!(dtype, DType::F16 | DType::Bf16);
+        match self {
+            Activation::None => x,
+            Activation::Relu => math::relu(x),
+            Activation::GeluErf if small => math::gelu_erf_fast_with(f, x),
+            Activation::GeluTanh if small => math::gelu_tanh_fast_with(f, x),
+            Activation::GeluErf => math::gelu_erf_with(f, x),
+            Activation::GeluTanh => math::gelu_tanh_with(f, x),
         }
     }
 
@@ -169,6 +191,10 @@ impl Map<3> for AddMulAct {
     #[inline(always)]
     fn map_for(self, dtype: DType, x: [f32; 3]) -> f32 {
         self.act.apply_for(dtype, (x[0] + x[1]) * x[2])
+    }
+    #[inline(always)]
+    fn map_with<F: MulAdd>(self, f: F, dtype: DType, x: [f32; 3]) -> f32 {
+        self.act.apply_with(f, dtype, (x[0] + x[1]) * x[2])
     }
 }
 

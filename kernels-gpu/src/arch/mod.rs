@@ -29,6 +29,32 @@ pub fn fmaf(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
+/// How the shared maths does its multiply-adds (`mul_add(a, b, c) = a * b + c`).
+///
+/// The GELU forms and their exponentials take one as a parameter, so that one source serves
+/// the GPU and both host paths: [`Portable`] is [`fmaf`] (fused on the GPU, a multiply then an
+/// add on the host); the host's runtime-detected AVX2/AVX-512 loops pass one that is fused (the
+/// FMA instruction, vectorised with the loop). The stated error bounds hold for both.
+pub trait MulAdd: Copy {
+    /// True when `mul_add` rounds once: the maths then takes exact products from it
+    /// (`p = a * b`, `mul_add(a, b, -p)` is the error of `p`) instead of splitting operands.
+    const FUSED: bool;
+    fn mul_add(self, a: f32, b: f32, c: f32) -> f32;
+}
+
+/// [`fmaf`]: the GPU's multiply-adds and the host's portable ones. `FUSED` is false even on
+/// the GPU, so the GPU keeps the split-operand forms it was checked with.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Portable;
+
+impl MulAdd for Portable {
+    const FUSED: bool = false;
+    #[inline(always)]
+    fn mul_add(self, a: f32, b: f32, c: f32) -> f32 {
+        fmaf(a, b, c)
+    }
+}
+
 /// `1 / x` for `x >= 1` (the only use: denominators like `1 + e^{-v}`).
 ///
 /// On the GPU this is `rcp.approx.ftz.f32` (at most about one ulp off, several times cheaper
@@ -57,8 +83,15 @@ pub fn recip_ge1(x: f32) -> f32 {
 /// visible.
 #[inline(always)]
 pub fn exp2_approx(x: f32) -> f32 {
+    exp2_approx_with(Portable, x)
+}
+
+/// [`exp2_approx`] with the host polynomial's multiply-adds done by `f` (the GPU ignores it).
+#[inline(always)]
+pub fn exp2_approx_with<F: MulAdd>(f: F, x: f32) -> f32 {
     #[cfg(target_arch = "nvptx64")]
     {
+        let _ = f;
         let r: f32;
         // SAFETY: a register-to-register instruction.
         unsafe {
@@ -69,7 +102,7 @@ pub fn exp2_approx(x: f32) -> f32 {
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        crate::math::exp2_poly(x)
+        crate::math::exp2_poly_with(f, x)
     }
 }
 

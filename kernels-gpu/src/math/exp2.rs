@@ -3,9 +3,9 @@
 //! vectorises, with no table and no branch.
 
 use super::ROUND_SHIFT;
-use crate::arch::fmaf;
+use crate::arch::{MulAdd, Portable};
 
-// 2^f ≈ E0 + f (E1 + f (E2 + f (E3 + f E4))) on f in [-0.5, 0.5]: Remez minimax of the relative
+// 2^r ≈ E0 + r (E1 + r (E2 + r (E3 + r E4))) on r in [-0.5, 0.5]: Remez minimax of the relative
 // error (float64), degree 4, rounded to f32; max relative error 2.7e-6 evaluated in f32.
 const E0: f32 = 0.9999993;
 const E1: f32 = 0.6931218;
@@ -17,19 +17,24 @@ const E4: f32 = 0.009570102;
 ///
 /// Outside that range, and for NaN, the result is unspecified (callers clamp first and carry
 /// NaN through their other factors; no check here, so that it stays a handful of operations).
-/// `x = n + f` with `n` the nearest integer (by
-/// the round-by-adding trick) and `f = x - n` exact, `2^f` from the polynomial and `2^n` added
-/// to its exponent field.
+/// `x = n + r` with `n` the nearest integer (by the round-by-adding trick) and `r = x - n`
+/// exact, `2^r` from the polynomial and `2^n` added to its exponent field.
 #[inline(always)]
 pub fn exp2_poly(x: f32) -> f32 {
+    exp2_poly_with(Portable, x)
+}
+
+/// [`exp2_poly`] with its multiply-adds done by `f` (same bound, fused or not).
+#[inline(always)]
+pub fn exp2_poly_with<F: MulAdd>(f: F, x: f32) -> f32 {
     let shifted = x + ROUND_SHIFT;
-    let f = x - (shifted - ROUND_SHIFT);
+    let r = x - (shifted - ROUND_SHIFT);
     let n = (shifted.to_bits() as i32).wrapping_sub(ROUND_SHIFT.to_bits() as i32);
     let mut p = E4;
-    p = fmaf(p, f, E3);
-    p = fmaf(p, f, E2);
-    p = fmaf(p, f, E1);
-    p = fmaf(p, f, E0);
+    p = f.mul_add(p, r, E3);
+    p = f.mul_add(p, r, E2);
+    p = f.mul_add(p, r, E1);
+    p = f.mul_add(p, r, E0);
     f32::from_bits(p.to_bits().wrapping_add((n as u32) << 23))
 }
 

@@ -11,8 +11,8 @@
 //! The flush costs at most 1.2e-36 of absolute error, below the 1e-35 these functions allow
 //! for results under 1e-30.
 
-use super::{exp_normal, split, two_sum};
-use crate::arch::{exp2_approx, fmaf, recip_ge1};
+use super::{exp_normal, split, square, two_sum};
+use crate::arch::{MulAdd, Portable, exp2_approx_with, recip_ge1};
 
 /// Beyond this `|x|` the erf form's result is `x` (x > 0) or `|x Φ(x)| < 2.9e-37` (x < 0);
 /// `e^{-x^2/2}` at the cut-off is 7.3e-37, a normal float.
@@ -43,19 +43,19 @@ pub(super) const GELU_B_LO: f32 = 4.7186163e-6;
 
 /// `c[0] + t (c[1] + t (...))` (Horner, unrolled).
 #[inline(always)]
-fn horner<const N: usize>(t: f32, c: &[f32; N]) -> f32 {
+fn horner<F: MulAdd, const N: usize>(f: F, t: f32, c: &[f32; N]) -> f32 {
     let mut p = c[N - 1];
     for &ci in c[..N - 1].iter().rev() {
-        p = fmaf(p, t, ci);
+        p = f.mul_add(p, t, ci);
     }
     p
 }
 
 /// `Φ(-a) / e^{-a^2/2} = t R(t)` for `a >= 0`, with the fit `(t_coef, r)` above.
 #[inline(always)]
-fn erf_tail_ratio<const N: usize>(a: f32, t_coef: f32, r: &[f32; N]) -> f32 {
-    let t = recip_ge1(fmaf(t_coef, a, 1.0));
-    t * horner(t, r)
+fn erf_tail_ratio<F: MulAdd, const N: usize>(f: F, a: f32, t_coef: f32, r: &[f32; N]) -> f32 {
+    let t = recip_ge1(f.mul_add(t_coef, a, 1.0));
+    t * horner(f, t, r)
 }
 
 /// `min(|x|, cut)`, NaN passing through (a comparison, not `f32::min`).
@@ -93,18 +93,24 @@ fn gelu_tanh_from(x: f32, e: f32) -> f32 {
     }
 }
 
-/// GELU with the exact Gaussian CDF: `x Φ(x)`. Relative error below about 6e-7 for results
+/// GELU with the exact Gaussian CDF: `x Φ(x)`. Relative error below about 1.1e-6 for results
 /// above 1e-30; `-0.0` where `|x Φ(x)| < 2.9e-37` (x < -12.9).
 ///
 /// `Φ(-a) = e^{-a^2/2} t R(t)` with `t = 1 / (1 + 0.375 a/√2)` (a degree-6 fit), and
-/// `e^{-a^2/2}` from the exactly split `a^2`, so the rounding of `a^2` costs nothing at large
-/// `a`.
+/// `e^{-a^2/2}` from `a^2` as an exact (fused) or nearly exact (split) sum of two floats, so the
+/// rounding of `a^2` costs nothing at large `a`.
 #[inline(always)]
 pub fn gelu_erf(x: f32) -> f32 {
+    gelu_erf_with(Portable, x)
+}
+
+/// [`gelu_erf`] with its multiply-adds done by `f` (same bound, fused or not).
+#[inline(always)]
+pub fn gelu_erf_with<F: MulAdd>(f: F, x: f32) -> f32 {
     let a = abs_clamped(x, ERF_CUT);
-    let (ah, al) = split(a);
-    let e = exp_normal(-0.5 * (ah * ah), -0.5 * (al * (a + ah)));
-    gelu_erf_from(x, erf_tail_ratio(a, ERF_T_ACCURATE, &ERF_R_ACCURATE), e)
+    let (qh, ql) = square(f, a);
+    let e = exp_normal(f, -0.5 * qh, -0.5 * ql);
+    gelu_erf_from(x, erf_tail_ratio(f, a, ERF_T_ACCURATE, &ERF_R_ACCURATE), e)
 }
 
 /// GELU with the tanh approximation: `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x^3)))`.
@@ -115,9 +121,28 @@ pub fn gelu_erf(x: f32) -> f32 {
 /// `2u ≈ 70` would alone cost 4e-6 relative error.
 #[inline(always)]
 pub fn gelu_tanh(x: f32) -> f32 {
+    gelu_tanh_with(Portable, x)
+}
+
+/// [`gelu_tanh`] with its multiply-adds done by `f` (same bound, fused or not). A fused `f`
+/// gives the exact products of the double-f32 evaluation directly (`p`, `mul_add(a, b, -p)`),
+/// in about half the operations of splitting the operands.
+#[inline(always)]
+pub fn gelu_tanh_with<F: MulAdd>(f: F, x: f32) -> f32 {
     let xc = if x > TANH_CUT { TANH_CUT } else { x };
     let xc = if xc < -TANH_CUT { -TANH_CUT } else { xc };
+    let (vh, vl) = if F::FUSED { two_u_fused(f, xc) } else { two_u_split(xc) };
 
+    // e^{-|2u|}: the sign of 2u is that of x; |2u| <= 85.1 keeps it normal.
+    let neg = vh < 0.0;
+    gelu_tanh_from(x, exp_normal(f, if neg { vh } else { -vh }, if neg { vl } else { -vl }))
+}
+
+/// `2u = x (A + B x^2)` as `vh + vl` (double-f32) by splitting the operands (no fused
+/// multiply-add needed): every `hi` product is of two 12-bit numbers, so exact.
+#[inline(always)]
+fn two_u_split(xc: f32) -> (f32, f32) {
+    let f = Portable;
     // x^2 = qh + ql, qh exact.
     let (xh, xl) = split(xc);
     let qh = xh * xh;
@@ -125,38 +150,66 @@ pub fn gelu_tanh(x: f32) -> f32 {
     // B x^2 = mh + ml, mh exact; ml gathers the terms below 2^-10 of it.
     let (qhh, qhl) = split(qh);
     let mh = GELU_B_HI * qhh;
-    let ml = fmaf(GELU_B_HI, qhl, fmaf(GELU_B_LO, qh, (GELU_B_HI + GELU_B_LO) * ql));
+    let ml = f.mul_add(GELU_B_HI, qhl, f.mul_add(GELU_B_LO, qh, (GELU_B_HI + GELU_B_LO) * ql));
     // A + B x^2 = th + tl.
     let (th, e) = two_sum(GELU_A_HI, mh);
     let tl = e + (GELU_A_LO + ml);
     // 2u = x (A + B x^2) = vh + vl, vh exact.
     let (thh, thl) = split(th);
     let vh = xh * thh;
-    let vl = fmaf(xh, thl, fmaf(xl, th, xc * tl));
+    let vl = f.mul_add(xh, thl, f.mul_add(xl, th, xc * tl));
+    (vh, vl)
+}
 
-    // e^{-|2u|}: the sign of 2u is that of x; |2u| <= 85.1 keeps it normal.
-    let neg = vh < 0.0;
-    gelu_tanh_from(x, exp_normal(if neg { vh } else { -vh }, if neg { vl } else { -vl }))
+/// `2u = x (A + B x^2)` as `vh + vl`, the products' errors from the fused `f` (exact).
+#[inline(always)]
+fn two_u_fused<F: MulAdd>(f: F, xc: f32) -> (f32, f32) {
+    // x^2 = qh + ql exactly.
+    let qh = xc * xc;
+    let ql = f.mul_add(xc, xc, -qh);
+    // B x^2 = mh + ml: B_HI qh exactly as mh + its error, the rest (below 2^-10 of it) in ml.
+    let mh = GELU_B_HI * qh;
+    let ml = f.mul_add(GELU_B_HI, qh, -mh) + f.mul_add(GELU_B_HI + GELU_B_LO, ql, GELU_B_LO * qh);
+    // A + B x^2 = th + tl.
+    let (th, e) = two_sum(GELU_A_HI, mh);
+    let tl = e + (GELU_A_LO + ml);
+    // 2u = x (A + B x^2) = vh + vl: x th exactly, plus x tl.
+    let vh = xc * th;
+    let vl = f.mul_add(xc, th, -vh) + xc * tl;
+    (vh, vl)
 }
 
 /// [`gelu_erf`] for results stored in f16/bf16 (8 or 11 significant bits): a degree-5 fit,
-/// and `e^{-x^2/2}` from [`exp2_approx`] (the GPU's `ex2.approx`, the host's
-/// [`super::exp2_poly`]) without the exact split of `x^2`. Relative error about 1e-5 (2e-5
-/// deep in the tail), far below half an ulp of either 16-bit type, for about half the
-/// instructions.
+/// and `e^{-x^2/2}` from [`exp2_approx`](crate::arch::exp2_approx) (the GPU's `ex2.approx`,
+/// the host's [`super::exp2_poly`]) without the exact split of `x^2`. Relative error about
+/// 1e-5 (2e-5 deep in the tail), far below half an ulp of either 16-bit type, for about half
+/// the instructions.
 #[inline(always)]
 pub fn gelu_erf_fast(x: f32) -> f32 {
-    let a = abs_clamped(x, ERF_CUT);
-    let e = exp2_approx(-0.5 * core::f32::consts::LOG2_E * (a * a));
-    gelu_erf_from(x, erf_tail_ratio(a, ERF_T_FAST, &ERF_R_FAST), e)
+    gelu_erf_fast_with(Portable, x)
 }
 
-/// [`gelu_tanh`] for results stored in f16/bf16: `2u` in plain f32 and [`exp2_approx`].
-/// Relative error below about 1e-5 where the result is above 1e-30.
+/// [`gelu_erf_fast`] with its multiply-adds done by `f`.
+#[inline(always)]
+pub fn gelu_erf_fast_with<F: MulAdd>(f: F, x: f32) -> f32 {
+    let a = abs_clamped(x, ERF_CUT);
+    let e = exp2_approx_with(f, -0.5 * core::f32::consts::LOG2_E * (a * a));
+    gelu_erf_from(x, erf_tail_ratio(f, a, ERF_T_FAST, &ERF_R_FAST), e)
+}
+
+/// [`gelu_tanh`] for results stored in f16/bf16: `2u` in plain f32 and
+/// [`exp2_approx`](crate::arch::exp2_approx). Relative error below about 1e-5 where the result
+/// is above 1e-30.
 #[inline(always)]
 pub fn gelu_tanh_fast(x: f32) -> f32 {
+    gelu_tanh_fast_with(Portable, x)
+}
+
+/// [`gelu_tanh_fast`] with its multiply-adds done by `f`.
+#[inline(always)]
+pub fn gelu_tanh_fast_with<F: MulAdd>(f: F, x: f32) -> f32 {
     let a = abs_clamped(x, TANH_CUT);
     // |2u| = a (A + B a^2): 2u is odd in x.
-    let v = a * fmaf(GELU_B_HI + GELU_B_LO, a * a, GELU_A_HI);
-    gelu_tanh_from(x, exp2_approx(-core::f32::consts::LOG2_E * v))
+    let v = a * f.mul_add(GELU_B_HI + GELU_B_LO, a * a, GELU_A_HI);
+    gelu_tanh_from(x, exp2_approx_with(f, -core::f32::consts::LOG2_E * v))
 }

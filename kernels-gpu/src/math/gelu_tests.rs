@@ -10,12 +10,17 @@ use std::vec::Vec;
 /// One GELU form and its name.
 type Form = (&'static str, fn(f32) -> f32);
 
-/// The four forms, named.
-const FORMS: [Form; 4] = [
+/// The four forms, named, with the portable multiply-adds and with fused ones (the host's
+/// AVX2/AVX-512 path).
+const FORMS: [Form; 8] = [
     ("gelu_erf", gelu_erf),
     ("gelu_tanh", gelu_tanh),
     ("gelu_erf_fast", gelu_erf_fast),
     ("gelu_tanh_fast", gelu_tanh_fast),
+    ("gelu_erf fused", |x| gelu_erf_with(StdFused, x)),
+    ("gelu_tanh fused", |x| gelu_tanh_with(StdFused, x)),
+    ("gelu_erf_fast fused", |x| gelu_erf_fast_with(StdFused, x)),
+    ("gelu_tanh_fast fused", |x| gelu_tanh_fast_with(StdFused, x)),
 ];
 
 /// Every 997th f32 bit pattern of both signs (every binade, about 2000 values in each), plus
@@ -46,11 +51,14 @@ fn no_form_returns_a_subnormal_for_a_normal_input() {
 #[test]
 fn the_exponentials_inside_stay_normal_up_to_the_cut_offs() {
     // The smallest factors the forms compute: e^{-x^2/2} at |x| = 12.9, e^{-|2u|} at 9.9.
-    let (ah, al) = split(12.9);
-    assert!(exp_normal(-0.5 * (ah * ah), -0.5 * (al * (12.9 + ah))).is_normal());
+    for (qh, ql) in [square(crate::arch::Portable, 12.9), square(StdFused, 12.9)] {
+        assert!(exp_normal(crate::arch::Portable, -0.5 * qh, -0.5 * ql).is_normal());
+    }
     assert!(exp2_poly(-0.5 * core::f32::consts::LOG2_E * 12.9 * 12.9).is_normal());
     let v = 9.9f32 * (1.5957692 + 0.0713548 * 9.9 * 9.9);
-    assert!(exp_normal(-v, 0.0).is_normal() && exp2_poly(-core::f32::consts::LOG2_E * v).is_normal());
+    assert!(
+        exp_normal(crate::arch::Portable, -v, 0.0).is_normal() && exp2_poly(-core::f32::consts::LOG2_E * v).is_normal()
+    );
     // Beyond the cut-offs: exactly x above, -0.0 below.
     for (name, f) in FORMS {
         for x in [13.0f32, 20.0, 1e6, f32::MAX] {
@@ -97,6 +105,8 @@ fn the_16_bit_forms_are_within_3e_5_of_the_f64_reference_everywhere() {
     for (name, f, r) in [
         ("gelu_erf_fast", gelu_erf_fast as fn(f32) -> f32, gelu_erf_ref as fn(f64) -> f64),
         ("gelu_tanh_fast", gelu_tanh_fast, gelu_tanh_ref),
+        ("gelu_erf_fast fused", FORMS[6].1, gelu_erf_ref),
+        ("gelu_tanh_fast fused", FORMS[7].1, gelu_tanh_ref),
     ] {
         let mut worst = (0.0f64, 0.0f32);
         for x in walk().into_iter().filter(|x| x.is_finite()) {

@@ -4,8 +4,10 @@
 //!
 //! Everything here is branch-light f32 arithmetic with inline constants: no tables, no f64 (slow
 //! on the GPU), and selects instead of divergent branches. Polynomials go through
-//! [`fmaf`](crate::arch::fmaf), which is fused on the GPU and `a * b + c` on the host; the stated
-//! error bounds hold for both.
+//! [`fmaf`](crate::arch::fmaf), which is fused on the GPU and `a * b + c` on the host, or, in
+//! the GELU forms and their exponentials (the `_with` functions), through a
+//! [`MulAdd`](crate::arch::MulAdd) that the caller picks (the host's AVX2/AVX-512 loops pass a
+//! fused one); the stated error bounds hold for every choice.
 //!
 //! Subnormal results of `exp`, `erfc_pos`, `normal_cdf` and `sigmoid` are produced by gradual
 //! underflow (one rounding). The GELU forms never compute a subnormal value: where their result
@@ -13,13 +15,16 @@
 //! that produces or reads a subnormal takes a microcode assist (about 100 cycles) unless the
 //! thread runs with flush-to-zero, which the CPU backend does not set.
 
-use crate::arch::{fmaf, recip_ge1};
+use crate::arch::{MulAdd, Portable, fmaf, recip_ge1};
 
 mod exp2;
 mod gelu;
 
-pub use exp2::exp2_poly;
-pub use gelu::{gelu_erf, gelu_erf_fast, gelu_tanh, gelu_tanh_fast};
+pub use exp2::{exp2_poly, exp2_poly_with};
+pub use gelu::{
+    gelu_erf, gelu_erf_fast, gelu_erf_fast_with, gelu_erf_with, gelu_tanh, gelu_tanh_fast, gelu_tanh_fast_with,
+    gelu_tanh_with,
+};
 
 // Cody–Waite split of ln 2: LN2_HI is ln 2 rounded to 16 significant bits (mpmath), so
 // k * LN2_HI is exact for |k| < 256; LN2_LO is ln 2 - LN2_HI rounded to f32.
@@ -63,6 +68,20 @@ pub(crate) fn split(x: f32) -> (f32, f32) {
     (hi, x - hi)
 }
 
+/// `(hi, lo)` with `hi + lo = a^2` and `|lo| <= 2^-10 hi`: exactly, from the fused multiply-add
+/// where `f` is fused (`hi` the rounded square); otherwise `hi = ah^2` (exact) from the split of
+/// `a` and `lo = al (a + ah)`, one rounding of a term below 2^-11 `hi`. For `a` in [0, 2^60].
+#[inline(always)]
+pub(crate) fn square<F: MulAdd>(f: F, a: f32) -> (f32, f32) {
+    if F::FUSED {
+        let hi = a * a;
+        (hi, f.mul_add(a, a, -hi))
+    } else {
+        let (ah, al) = split(a);
+        (ah * ah, al * (a + ah))
+    }
+}
+
 /// `(s, e)` with `s = fl(a + b)` and `s + e = a + b` exactly (Knuth's two-sum, any magnitudes).
 #[inline(always)]
 pub(crate) fn two_sum(a: f32, b: f32) -> (f32, f32) {
@@ -79,20 +98,20 @@ pub(crate) fn two_sum(a: f32, b: f32) -> (f32, f32) {
 /// The reduction `hi - k LN2_HI` is exact (it stays within the precision of `hi`), `lo` joins
 /// the small remainder, so the result is as accurate as if the exact `hi + lo` had been passed.
 #[inline(always)]
-fn exp_reduce(hi: f32, lo: f32) -> (f32, i32) {
-    let shifted = fmaf(hi + lo, core::f32::consts::LOG2_E, ROUND_SHIFT);
+fn exp_reduce<F: MulAdd>(f: F, hi: f32, lo: f32) -> (f32, i32) {
+    let shifted = f.mul_add(hi + lo, core::f32::consts::LOG2_E, ROUND_SHIFT);
     let kf = shifted - ROUND_SHIFT;
     // Wrapping: a NaN input gives a garbage k, but then the mantissa below is NaN anyway.
     let k = (shifted.to_bits() as i32).wrapping_sub(ROUND_SHIFT.to_bits() as i32);
-    let r = fmaf(kf, -LN2_HI, hi);
-    let r = fmaf(kf, -LN2_LO, r + lo);
+    let r = f.mul_add(kf, -LN2_HI, hi);
+    let r = f.mul_add(kf, -LN2_LO, r + lo);
 
     let mut p = EXP_P4;
-    p = fmaf(p, r, EXP_P3);
-    p = fmaf(p, r, EXP_P2);
-    p = fmaf(p, r, EXP_P1);
-    p = fmaf(p, r, EXP_P0);
-    (fmaf(p, r * r, r) + 1.0, k)
+    p = f.mul_add(p, r, EXP_P3);
+    p = f.mul_add(p, r, EXP_P2);
+    p = f.mul_add(p, r, EXP_P1);
+    p = f.mul_add(p, r, EXP_P0);
+    (f.mul_add(p, r * r, r) + 1.0, k)
 }
 
 /// `e^(hi + lo)` for any `hi` (see [`exp_reduce`]): overflow gives `+inf`, small results
@@ -103,7 +122,7 @@ fn exp_hl(hi: f32, lo: f32) -> f32 {
     // Comparisons rather than min/max so that NaN flows through.
     let hi = if hi > 89.0 { 89.0 } else { hi };
     let hi = if hi < -104.0 { -104.0 } else { hi };
-    let (m, k) = exp_reduce(hi, lo);
+    let (m, k) = exp_reduce(Portable, hi, lo);
     // 2^k in two factors, each a normal float for k in [-150, 128]; the first product is
     // exact, so overflow and gradual underflow happen in one correctly rounded multiply.
     let k1 = k >> 1;
@@ -116,8 +135,8 @@ fn exp_hl(hi: f32, lo: f32) -> f32 {
 /// `e^(hi + lo)` for `hi` in [-86, 88] only, where the result is a normal float: no clamps and
 /// one scaling. The GELU forms clamp their arguments into this range first.
 #[inline(always)]
-pub(crate) fn exp_normal(hi: f32, lo: f32) -> f32 {
-    let (m, k) = exp_reduce(hi, lo);
+pub(crate) fn exp_normal<F: MulAdd>(f: F, hi: f32, lo: f32) -> f32 {
+    let (m, k) = exp_reduce(f, hi, lo);
     m * f32::from_bits((k.wrapping_add(127) as u32) << 23)
 }
 
@@ -204,6 +223,22 @@ pub fn sigmoid(x: f32) -> f32 {
     let e = exp(-f32::from_bits(x.to_bits() & 0x7FFF_FFFF));
     let s = recip_ge1(1.0 + e);
     if x < 0.0 { e * s } else { s }
+}
+
+/// A fused [`MulAdd`] for the tests: std's `mul_add` (one rounding; the FMA instruction or a
+/// correct software fallback), as the host's AVX2/AVX-512 loops use it.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StdFused;
+
+#[cfg(test)]
+impl MulAdd for StdFused {
+    const FUSED: bool = true;
+    #[inline(always)]
+    fn mul_add(self, a: f32, b: f32, c: f32) -> f32 {
+        extern crate std;
+        std::primitive::f32::mul_add(a, b, c)
+    }
 }
 
 #[cfg(test)]

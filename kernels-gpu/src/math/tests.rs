@@ -227,6 +227,37 @@ fn gelu_erf_sweep() {
 }
 
 #[test]
+fn gelu_erf_fused_sweep() {
+    check(
+        "gelu_erf fused",
+        |x| gelu_erf_with(StdFused, x),
+        gelu_erf_ref,
+        standard_inputs(),
+        5e-6,
+        REL_FLOOR,
+        ABS_BOUND,
+    );
+}
+
+#[test]
+fn the_fused_forms_are_not_the_portable_ones() {
+    // The fused path really takes another route (so its sweeps test something of their own):
+    // some results differ in the last bits (the sweeps bound how much).
+    let xs = grid(-12.0, 12.0, 1e-3).collect::<Vec<_>>();
+    for (name, portable, fused) in [
+        ("gelu_erf", gelu_erf as fn(f32) -> f32, (|x| gelu_erf_with(StdFused, x)) as fn(f32) -> f32),
+        ("gelu_tanh", gelu_tanh, |x| gelu_tanh_with(StdFused, x)),
+        ("gelu_erf_fast", gelu_erf_fast, |x| gelu_erf_fast_with(StdFused, x)),
+        ("gelu_tanh_fast", gelu_tanh_fast, |x| gelu_tanh_fast_with(StdFused, x)),
+    ] {
+        let differ = xs.iter().filter(|&&x| portable(x).to_bits() != fused(x).to_bits()).count();
+        println!("{name}: {differ} of {} results differ between the portable and fused forms", xs.len());
+        assert!(differ > xs.len() / 1000, "{name}: only {differ} differ");
+    }
+    assert_eq!(exp2_poly_with(StdFused, 0.0), 0.9999993);
+}
+
+#[test]
 fn gelu_erf_special() {
     assert_eq!(gelu_erf(0.0), 0.0);
     assert_eq!(gelu_erf(f32::INFINITY), f32::INFINITY);
@@ -240,6 +271,19 @@ fn gelu_erf_special() {
 #[test]
 fn gelu_tanh_sweep() {
     check("gelu_tanh", gelu_tanh, gelu_tanh_ref, standard_inputs(), 5e-6, REL_FLOOR, ABS_BOUND);
+}
+
+#[test]
+fn gelu_tanh_fused_sweep() {
+    check(
+        "gelu_tanh fused",
+        |x| gelu_tanh_with(StdFused, x),
+        gelu_tanh_ref,
+        standard_inputs(),
+        5e-6,
+        REL_FLOOR,
+        ABS_BOUND,
+    );
 }
 
 #[test]
@@ -342,11 +386,13 @@ proptest! {
     #[test]
     fn gelu_erf_random(x in -16.0f32..16.0) {
         prop_assert!(rel_err(gelu_erf(x), gelu_erf_ref(x as f64)) <= 5e-6);
+        prop_assert!(rel_err(gelu_erf_with(StdFused, x), gelu_erf_ref(x as f64)) <= 5e-6);
     }
 
     #[test]
     fn gelu_tanh_random(x in -12.0f32..12.0) {
         prop_assert!(rel_err(gelu_tanh(x), gelu_tanh_ref(x as f64)) <= 5e-6);
+        prop_assert!(rel_err(gelu_tanh_with(StdFused, x), gelu_tanh_ref(x as f64)) <= 5e-6);
     }
 
     #[test]
@@ -358,7 +404,8 @@ proptest! {
     fn any_bits_give_sane_results(bits in any::<u32>()) {
         // No panics (overflow checks are on in tests), NaN only for NaN, ranges respected.
         let x = f32::from_bits(bits);
-        let outs = [exp(x), erfc_pos(x), normal_cdf(x), gelu_erf(x), gelu_tanh(x), sigmoid(x)];
+        let outs = [exp(x), erfc_pos(x), normal_cdf(x), gelu_erf(x), gelu_tanh(x), sigmoid(x),
+            gelu_erf_with(StdFused, x), gelu_tanh_with(StdFused, x)];
         for y in outs {
             prop_assert_eq!(y.is_nan(), x.is_nan());
         }
