@@ -6,6 +6,7 @@
 pub mod ceilings;
 pub mod clifford;
 pub mod clifford_gemm_peer;
+pub mod clifford_space;
 pub mod compare;
 pub mod cpu_roof;
 pub mod data_parallel;

@@ -1,0 +1,77 @@
+//! The configuration spaces the Clifford sweeps (`--clifford-rows fwd_sweep,fwdbwd_sweep`) time:
+//! every compiled forward and backward variant with the teams, block sizes and blocks per SM
+//! that can run a given (B, N). Kept apart from the bench rows so each file stays one concept.
+
+use ferrotune::DType;
+use ferrotune::ops::clifford::{Clifford, CliffordConfig};
+
+/// The backward configs `fwdbwd_sweep` times: every one-pass variant with the smallest team
+/// that covers N (up to 1024), blocks of 128..=1024 threads, 0, 1 and 2 blocks per SM, and the
+/// two-pass form of the forward heuristic (1- and 4-feature accesses, 1 or 2 blocks per SM).
+pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
+    let mut v = vec![CliffordConfig::heuristic(p, DType::F32, None).backward_form()];
+    // The two-pass kernels with 1- and 4-feature accesses, one or two blocks per SM.
+    for vec in [false, true] {
+        for blocks_per_sm in [1, 2] {
+            let mut c = v[0];
+            c.variant.vec = vec;
+            c.blocks_per_sm = blocks_per_sm;
+            if c != v[0] && c.validate_backward(p, None).is_ok() {
+                v.push(c);
+            }
+        }
+    }
+    for variant in ferrotune_kernels::clifford::BWD_VARIANTS {
+        let team = p.n.max(1).div_ceil(variant.lanes() * variant.vpt as usize).next_power_of_two();
+        for threads in [128u32, 256, 512, 1024] {
+            for blocks_per_sm in [0, 1, 2] {
+                if team > threads as usize {
+                    continue;
+                }
+                let c = CliffordConfig {
+                    threads,
+                    rows_per_block: threads / team as u32,
+                    variant,
+                    blocks_per_sm,
+                    cpu_rows: 16,
+                };
+                if c.validate_backward(p, None).is_ok() {
+                    v.push(c);
+                }
+            }
+        }
+    }
+    v
+}
+
+/// The forward configs `fwd_sweep` times: every compiled forward variant (weights kept or
+/// re-read per row) with the smallest team that
+/// covers N and twice that, blocks of 256..=1024 threads, 0 (one block per row group), 1, 2
+/// and 4 blocks per SM.
+pub fn sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
+    let mut v = Vec::new();
+    for variant in ferrotune_kernels::clifford::fwd_variants() {
+        let per = variant.lanes() * (variant.vpt.max(1) as usize);
+        let base = if variant.vpt == 0 { 128 } else { p.n.max(1).div_ceil(per).next_power_of_two() };
+        for team in [base, 2 * base] {
+            for threads in [128u32, 256, 512, 1024] {
+                for blocks_per_sm in [0, 1, 2, 4] {
+                    if team > threads as usize {
+                        continue;
+                    }
+                    let c = CliffordConfig {
+                        threads,
+                        rows_per_block: threads / team as u32,
+                        variant,
+                        blocks_per_sm,
+                        cpu_rows: 16,
+                    };
+                    if c.validate(p, None).is_ok() {
+                        v.push(c);
+                    }
+                }
+            }
+        }
+    }
+    v
+}
