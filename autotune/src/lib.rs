@@ -7,6 +7,7 @@ pub mod elem;
 pub mod family;
 pub mod gemm;
 pub mod gemm_sm90;
+pub mod inject;
 pub mod measure;
 pub mod parallel;
 pub mod process;
