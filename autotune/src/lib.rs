@@ -12,6 +12,7 @@ pub mod measure;
 pub mod parallel;
 pub mod process;
 pub mod protocol;
+pub mod queue;
 pub mod shard;
 pub mod space;
 pub mod strategy;

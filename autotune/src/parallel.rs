@@ -1,22 +1,28 @@
-//! Device-parallel tuning: the shapes are partitioned over the GPUs (`shard::split_shapes`),
-//! and each GPU gets its own tuning session with its own worker process (which sees only
-//! that GPU, through `CUDA_VISIBLE_DEVICES`) and its own part file beside the profile. The
-//! part files hold each session's journal, so a killed run resumes: at the start every
-//! leftover part is folded back into the profile and the work re-split; at the end the
-//! parts are merged into the profile (entries in a canonical order) and removed. Since
-//! the device fingerprint carries no ordinal, GPUs of one model write the same entries as
-//! one GPU would.
+//! Device-parallel tuning: each GPU gets its own tuning session with its own worker process
+//! (which sees only that GPU, through `CUDA_VISIBLE_DEVICES`) and its own part file beside
+//! the profile, and the sessions take shapes from one shared queue (`queue.rs`), costliest
+//! first (`shard::costliest_first`), so a GPU that finishes early takes more. A shape's
+//! journal moves from the profile into the part of the session that takes it (the part is
+//! written first: a crash in between leaves a duplicate, which merging drops, never a loss),
+//! and each part is rewritten after every measurement, so a killed run resumes: at the start
+//! every leftover part, of any device count, is folded back into the profile. A session
+//! whose worker fails folds its part back and gives its shape back to the queue for another
+//! device (once). At the end the parts are merged into the profile (entries in a canonical
+//! order) and removed. Since the device fingerprint carries no ordinal, and shapes of one
+//! bucket stay in one session in the run's order, GPUs of one model write the same entries
+//! as one GPU would.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use ferrotune_profile::{JournalRecord, Profile};
 
 use crate::protocol::Shape;
-
-use crate::shard::{split_shapes, visible_devices_for};
-use crate::tuner::{Control, Event, TuneError, TuneOptions, TuneReport, geomean, tune};
-
+use crate::queue::{Taken, WorkQueue};
+use crate::shard::{costliest_first, visible_devices_for};
+use crate::tuner::{Control, Event, TuneError, TuneOptions, TuneReport, geomean, tune_each};
 /// The part file of device `device` for `profile` (`<profile>.dev<d>.part`).
 pub fn part_path(profile: &Path, device: usize) -> PathBuf {
     let name = profile.file_name().map_or("profile".into(), |n| n.to_string_lossy().into_owned());
@@ -56,6 +62,115 @@ pub fn fold_parts(path: &Path, parts: &[PathBuf]) -> Result<Profile, TuneError> 
     Ok(main)
 }
 
+/// The profile being tuned, shared by the sessions: it holds the journal of the shapes no
+/// session has taken yet.
+struct Main<'p> {
+    path: &'p Path,
+    profile: Mutex<Profile>,
+}
+
+impl Main<'_> {
+    fn lock(&self) -> MutexGuard<'_, Profile> {
+        self.profile.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn owns(j: &JournalRecord, shapes: &[Shape]) -> bool {
+    shapes.iter().any(|s| {
+        j.op == s.op_name() && j.dtype == s.dtype_name() && j.layout == s.layout() && j.measured_shape == s.dims()
+    })
+}
+
+/// Moves the journal of `shapes` from the profile into a session's `part` (saved at
+/// `part_path` before the profile drops the records).
+fn hand_over(main: &Main<'_>, part: &mut Profile, part_path: &Path, shapes: &[Shape]) -> Result<(), TuneError> {
+    let mut m = main.lock();
+    if !m.journal.iter().any(|j| owns(j, shapes)) {
+        return Ok(());
+    }
+    for j in m.journal.iter().filter(|j| owns(j, shapes)) {
+        if !part.journal.contains(j) {
+            part.journal.push(j.clone());
+        }
+    }
+    part.save_atomic(part_path)?;
+    m.journal.retain(|j| !owns(j, shapes));
+    m.save_atomic(main.path)?;
+    Ok(())
+}
+
+/// Folds a failed session's part back into the profile (saved before the part is deleted):
+/// what it measured stays, and the session that takes its shape next finds the journal.
+fn fold_back(main: &Main<'_>, part_path: &Path) -> Result<(), TuneError> {
+    let mut m = main.lock();
+    if !part_path.is_file() {
+        return Ok(());
+    }
+    m.merge(&Profile::load(part_path)?);
+    m.save_atomic(main.path)?;
+    std::fs::remove_file(part_path).map_err(|e| TuneError::Worker(format!("removing {}: {e}", part_path.display())))
+}
+
+fn labels(shapes: &[Shape], group: &[usize]) -> String {
+    group.iter().map(|&i| shapes[i].label()).collect::<Vec<_>>().join(", ")
+}
+
+/// One device's session: takes bucket groups (indices into `opts.shapes`) from `queue`
+/// until it is empty. On a failure the part goes back into the profile and the group being
+/// tuned back to the queue; the error says so.
+fn run_device(
+    o: &TuneOptions,
+    all: &[Shape],
+    main: &Main<'_>,
+    queue: &WorkQueue<Vec<usize>>,
+    observe: &mut dyn FnMut(Event<'_>) -> Control,
+) -> Result<TuneReport, TuneError> {
+    let mut held: Option<Taken<'_, Vec<usize>>> = None;
+    let mut pending: VecDeque<Shape> = VecDeque::new();
+    let r = tune_each(
+        o,
+        &mut |part| loop {
+            if let Some(s) = pending.pop_front() {
+                return Ok(Some(s));
+            }
+            // Finish the last group before waiting for the next (a held group keeps others waiting).
+            if let Some(t) = held.take() {
+                t.done();
+            }
+            let Some(t) = queue.take() else { return Ok(None) };
+            let shapes: Vec<Shape> = t.item().iter().map(|&i| all[i]).collect();
+            hand_over(main, part, &o.profile, &shapes)?;
+            pending.extend(shapes);
+            held = Some(t);
+        },
+        observe,
+    );
+    match r {
+        Err(TuneError::Worker(why)) => {
+            let folded = fold_back(main, &o.profile);
+            let what = match held {
+                None => String::new(),
+                Some(t) => {
+                    let names = labels(all, t.item());
+                    if folded.is_ok() && t.failed() {
+                        format!(" (its shapes {names} went back to the queue for another device)")
+                    } else {
+                        format!(" (its shapes {names} were left untuned)")
+                    }
+                }
+            };
+            let folded = folded.err().map(|e| format!("; folding its part back: {e}")).unwrap_or_default();
+            Err(TuneError::Worker(format!("{why}{what}{folded}")))
+        }
+        Err(e) => {
+            // Interrupted (the queue is closed) or a profile error: the part stays for the fold.
+            queue.close();
+            Err(e)
+        }
+        Ok(rep) => Ok(rep),
+    }
+}
+
 /// Tunes `opts.shapes` over `devices` (ordinals of this process), one worker per device,
 /// telling `observe` which device each event comes from. The merged report lists shapes
 /// in `opts.shapes` order.
@@ -67,54 +182,37 @@ pub fn tune_on_devices(
     if devices.is_empty() {
         return Err(TuneError::Worker("no device to tune on".into()));
     }
-    let mut main = fold_parts(&opts.profile, &leftover_parts(&opts.profile))?;
-    let parts = split_shapes(&opts.shapes, devices.len());
-    // Each shape's journal moves to the part of the device that tunes it (parts are
-    // written before the profile drops those records, so a crash in between loses nothing).
-    let owns = |j: &JournalRecord, shapes: &[Shape]| {
-        shapes.iter().any(|s| {
-            j.op == s.op_name() && j.dtype == s.dtype_name() && j.layout == s.layout() && j.measured_shape == s.dims()
-        })
-    };
+    let main = fold_parts(&opts.profile, &leftover_parts(&opts.profile))?;
     let parent_visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
     let mut jobs = Vec::new();
-    for (&d, shapes) in devices.iter().zip(parts) {
-        if shapes.is_empty() {
-            continue;
-        }
+    for &d in devices {
         let visible = visible_devices_for(parent_visible.as_deref(), d).map_err(TuneError::Worker)?;
         let mut o = opts.clone();
-        o.shapes = shapes;
         o.profile = part_path(&opts.profile, d);
-        // Each part starts from the profile's entries (they count as tuned) and the journal
-        // of its own shapes (an interrupted run's measurements, to resume from).
-        let part = Profile {
-            source: None,
-            entries: main.entries.clone(),
-            journal: main.journal.iter().filter(|j| owns(j, &o.shapes)).cloned().collect(),
-        };
-        part.save_atomic(&o.profile)?;
+        // Each part starts from the profile's entries (they count as tuned); journals come
+        // with the shapes the session takes.
+        Profile { source: None, entries: main.entries.clone(), journal: Vec::new() }.save_atomic(&o.profile)?;
         o.worker.env.retain(|(k, _)| k != "CUDA_VISIBLE_DEVICES");
         o.worker.env.push(("CUDA_VISIBLE_DEVICES".into(), visible));
         jobs.push((d, o));
     }
-    main.journal.retain(|j| !owns(j, &opts.shapes));
-    main.save_atomic(&opts.profile)?;
-    let stop = Mutex::new(false);
+    let main = Main { path: &opts.profile, profile: Mutex::new(main) };
+    let queue = WorkQueue::new(costliest_first(&opts.shapes), 1);
+    let stop = AtomicBool::new(false);
     let results: Vec<(usize, Result<TuneReport, TuneError>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = jobs
             .iter()
             .map(|(d, o)| {
-                let stop = &stop;
-                let d = *d;
+                let (stop, queue, main, d) = (&stop, &queue, &main, *d);
                 scope.spawn(move || {
-                    let r = tune(o, &mut |e| {
-                        if *stop.lock().unwrap_or_else(|p| p.into_inner()) {
+                    let r = run_device(o, &opts.shapes, main, queue, &mut |e| {
+                        if stop.load(Ordering::SeqCst) {
                             return Control::Stop;
                         }
                         let c = observe(d, e);
                         if c == Control::Stop {
-                            *stop.lock().unwrap_or_else(|p| p.into_inner()) = true;
+                            stop.store(true, Ordering::SeqCst);
+                            queue.close();
                         }
                         c
                     });
@@ -130,15 +228,24 @@ pub fn tune_on_devices(
             .collect()
     });
     // Whatever happened, the measurements of every part go into the profile.
-    let part_files: Vec<PathBuf> = jobs.iter().map(|(d, _)| part_path(&opts.profile, *d)).collect();
-    fold_parts(&opts.profile, &part_files)?;
+    fold_parts(&opts.profile, &leftover_parts(&opts.profile))?;
+    let untuned: Vec<String> = queue.into_unfinished().iter().map(|g| labels(&opts.shapes, g)).collect();
     let mut reports = Vec::new();
+    let mut failures = Vec::new();
     for (d, r) in results {
         match r {
             Ok(rep) => reports.push(rep),
-            Err(TuneError::Worker(w)) => return Err(TuneError::Worker(format!("device {d}: {w}"))),
+            Err(TuneError::Worker(w)) => failures.push(format!("device {d}: {w}")),
             Err(e) => return Err(e),
         }
+    }
+    if !failures.is_empty() {
+        let left = if untuned.is_empty() {
+            "; every shape was tuned on the other devices".to_string()
+        } else {
+            format!("; not tuned: {}", untuned.join(", "))
+        };
+        return Err(TuneError::Worker(format!("{}{left}", failures.join("; "))));
     }
     merge_reports(opts, reports)
 }

@@ -1,10 +1,14 @@
-//! Dividing a tuning run: the shapes spread over the GPUs of one machine, or a job array's
-//! `--shard I/N` of them. One deterministic partition serves both: the costliest shapes
-//! first, each to the least-loaded part (ties to the lower index), each part keeping the
-//! run's order. The same shape list always gives the same parts, every shape in exactly one.
+//! Dividing a tuning run: the order of the shared queue the GPUs of one machine take shapes
+//! from (`costliest_first`, used by `parallel.rs`), and a job array's static `--shard I/N`
+//! (`partition`: the costliest first, each to the least-loaded part, ties to the lower
+//! index, each part keeping the run's order). Shapes of one profile bucket always travel
+//! together, in the run's order, so one session tunes the first and the rest find its entry,
+//! as a one-GPU run does. The same shape list always gives the same order and parts.
 
 use std::fmt;
 use std::str::FromStr;
+
+use ferrotune_profile::bucket_shape;
 
 use crate::family;
 use crate::protocol::Shape;
@@ -37,10 +41,51 @@ pub fn shape_cost(s: &Shape) -> f64 {
     family::flops(s).unwrap_or_else(|| family::min_bytes(s))
 }
 
-/// The shapes of each of `parts` parts (see [`partition`]).
+/// The indices of `shapes` grouped by profile bucket (op, dtype, layout and the bucket of
+/// the dimensions), groups in order of first appearance, each in the run's order.
+pub fn bucket_groups(shapes: &[Shape]) -> Vec<Vec<usize>> {
+    let key = |s: &Shape| (s.op_name(), s.dtype_name(), s.layout(), bucket_shape(&s.dims()));
+    let mut keys = Vec::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, s) in shapes.iter().enumerate() {
+        let k = key(s);
+        match keys.iter().position(|x| *x == k) {
+            Some(g) => groups[g].push(i),
+            None => {
+                keys.push(k);
+                groups.push(vec![i]);
+            }
+        }
+    }
+    groups
+}
+
+fn group_cost(shapes: &[Shape], g: &[usize]) -> f64 {
+    g.iter().map(|&i| shape_cost(&shapes[i])).filter(|c| c.is_finite() && *c > 0.0).sum()
+}
+
+/// The order of the device-parallel queue: the bucket groups, costliest first (a rough
+/// estimate: [`shape_cost`] summed), ties in the run's order.
+pub fn costliest_first(shapes: &[Shape]) -> Vec<Vec<usize>> {
+    let mut groups = bucket_groups(shapes);
+    let costs: Vec<f64> = groups.iter().map(|g| group_cost(shapes, g)).collect();
+    let mut order: Vec<usize> = (0..groups.len()).collect();
+    order.sort_by(|&a, &b| costs[b].total_cmp(&costs[a]).then(a.cmp(&b)));
+    order.into_iter().map(|g| std::mem::take(&mut groups[g])).collect()
+}
+
+/// The shapes of each of `parts` parts: the bucket groups spread by [`partition`].
 pub fn split_shapes(shapes: &[Shape], parts: usize) -> Vec<Vec<Shape>> {
-    let costs: Vec<f64> = shapes.iter().map(shape_cost).collect();
-    partition(&costs, parts).into_iter().map(|idx| idx.into_iter().map(|i| shapes[i]).collect()).collect()
+    let groups = bucket_groups(shapes);
+    let costs: Vec<f64> = groups.iter().map(|g| group_cost(shapes, g)).collect();
+    partition(&costs, parts)
+        .into_iter()
+        .map(|gs| {
+            let mut idx: Vec<usize> = gs.into_iter().flat_map(|g| groups[g].iter().copied()).collect();
+            idx.sort_unstable();
+            idx.into_iter().map(|i| shapes[i]).collect()
+        })
+        .collect()
 }
 
 /// `--shard I/N`: part `index` (0-based) of `count`.
@@ -123,6 +168,21 @@ mod tests {
             assert_eq!(seen, want, "{n} shards: every shape exactly once");
             let again: Vec<Vec<Shape>> = (0..n).map(|i| Shard { index: i, count: n }.select(&all)).collect();
             assert_eq!(parts, again, "the same list gives the same shards");
+        }
+    }
+
+    #[test]
+    fn the_queue_takes_the_costliest_buckets_first_and_keeps_a_bucket_together() {
+        // GEMM m = 512 and 1000 share the bucket m = 512 (indices 3 and 4).
+        let all = shapes();
+        assert_eq!(costliest_first(&all), [vec![6], vec![5], vec![3, 4], vec![2], vec![1], vec![0]]);
+        assert_eq!(bucket_groups(&all).len(), 6);
+        assert!(costliest_first(&[]).is_empty());
+        let twice: Vec<Shape> = all.iter().chain(&all).copied().collect();
+        assert_eq!(costliest_first(&twice)[0], [6, 13], "repeats join their bucket, in run order");
+        for n in 1..=4 {
+            let parts: Vec<Vec<Shape>> = (0..n).map(|i| Shard { index: i, count: n }.select(&all)).collect();
+            assert!(parts.iter().any(|p| p.contains(&all[3]) && p.contains(&all[4])), "{n} shards");
         }
     }
 

@@ -537,6 +537,19 @@ pub fn geomean(xs: impl IntoIterator<Item = f64>) -> Option<f64> {
 
 /// Tunes every shape of `opts`, telling `observe` as it goes (it may stop the run).
 pub fn tune(opts: &TuneOptions, observe: &mut dyn FnMut(Event<'_>) -> Control) -> Result<TuneReport, TuneError> {
+    let mut shapes = opts.shapes.iter();
+    tune_each(opts, &mut |_| Ok(shapes.next().copied()), observe)
+}
+
+/// Tunes the shapes `next` hands out, one per call, until it returns `None` (a queue shared
+/// with other devices' sessions: `parallel.rs`). `next` gets the session's profile, to move
+/// the journal of the shape it hands out into it; the worker is told about all of
+/// `opts.shapes` at the start.
+pub fn tune_each(
+    opts: &TuneOptions,
+    next: &mut dyn FnMut(&mut Profile) -> Result<Option<Shape>, TuneError>,
+    observe: &mut dyn FnMut(Event<'_>) -> Control,
+) -> Result<TuneReport, TuneError> {
     let profile = Profile::load_or_empty(&opts.profile)?;
     let mut ev = ProcessEvaluator::new(opts.worker.clone(), opts.timeouts);
     let resources = opts.resources_dir.as_ref().map(|p| p.display().to_string());
@@ -547,8 +560,8 @@ pub fn tune(opts: &TuneOptions, observe: &mut dyn FnMut(Event<'_>) -> Control) -
     }
     let mut s = Session { opts, profile, ev, desc };
     let mut shapes = Vec::new();
-    for shape in &opts.shapes {
-        shapes.push(s.tune_shape(shape, observe)?);
+    while let Some(shape) = next(&mut s.profile)? {
+        shapes.push(s.tune_shape(&shape, observe)?);
     }
     let geomean_speedup = geomean(shapes.iter().filter_map(|r| r.speedup));
     Ok(TuneReport {
