@@ -153,9 +153,9 @@ fn run_device(
                 Some(t) => {
                     let names = labels(all, t.item());
                     if folded.is_ok() && t.failed() {
-                        format!(" (its shapes {names} went back to the queue for another device)")
+                        format!(" (it was tuning {names}: back to the queue for another device)")
                     } else {
-                        format!(" (its shapes {names} were left untuned)")
+                        format!(" (it was tuning {names}: left untuned)")
                     }
                 }
             };
@@ -278,6 +278,80 @@ fn merge_reports(opts: &TuneOptions, reports: Vec<TuneReport>) -> Result<TuneRep
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferrotune::{DType, ElemOp};
+    use ferrotune_profile::{Config, Device, Outcome, Param};
+
+    fn record(s: &Shape, threads: i64) -> JournalRecord {
+        let mut config = Config::new();
+        config.insert("threads".into(), Param::Int(threads));
+        JournalRecord {
+            op: s.op_name().into(),
+            dtype: s.dtype_name().into(),
+            layout: s.layout(),
+            measured_shape: s.dims(),
+            build: "fnv1a64:1".into(),
+            role: "search".into(),
+            outcome: Outcome::Ok,
+            median_ms: Some(1.0),
+            mad_ms: None,
+            detail: None,
+            device: Device {
+                backend: "cuda".into(),
+                name: "NVIDIA H200".into(),
+                arch: "sm_90".into(),
+                sm_count: 132,
+                driver: "13.0".into(),
+            },
+            config,
+        }
+    }
+
+    fn sorted(mut j: Vec<JournalRecord>) -> Vec<String> {
+        let mut v: Vec<String> =
+            j.drain(..).map(|r| format!("{} {:?} {:?}", r.op, r.measured_shape, r.config)).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_taken_shapes_journal_moves_to_its_part_and_back_and_a_crash_loses_nothing() {
+        let dir = std::env::temp_dir().join(format!("ferrotune-handover-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (prof, part0) = (dir.join("p.toml"), part_path(&dir.join("p.toml"), 0));
+        let (a, b) = (Shape::elem(ElemOp::Add, DType::F32, 1000), Shape::elem(ElemOp::Relu, DType::F32, 1000));
+        let start = Profile { journal: vec![record(&a, 64), record(&b, 64), record(&a, 128)], ..Profile::default() };
+        start.save_atomic(&prof).unwrap();
+        let main = Main { path: &prof, profile: Mutex::new(start.clone()) };
+        let mut part = Profile::default();
+        part.save_atomic(&part0).unwrap();
+
+        hand_over(&main, &mut part, &part0, &[a]).unwrap();
+        assert_eq!(Profile::load(&part0).unwrap().journal, [record(&a, 64), record(&a, 128)]);
+        assert_eq!(Profile::load(&prof).unwrap().journal, [record(&b, 64)], "on disk, each record once");
+        hand_over(&main, &mut part, &part0, &[a]).unwrap();
+        assert_eq!(part.journal.len(), 2, "handing over again adds nothing");
+
+        // Killed between the two writes (the part written, the profile not yet): a resume's
+        // fold drops the duplicates.
+        start.save_atomic(&prof).unwrap();
+        let folded = fold_parts(&prof, &leftover_parts(&prof)).unwrap();
+        assert_eq!(sorted(folded.journal), sorted(start.journal.clone()));
+        assert!(!part0.exists());
+
+        // A failed session's part goes back whole: the profile has everything, the part is gone.
+        let main = Main { path: &prof, profile: Mutex::new(Profile::load(&prof).unwrap()) };
+        let mut part = Profile::default();
+        hand_over(&main, &mut part, &part0, &[b]).unwrap();
+        part.journal.push(record(&b, 256));
+        part.save_atomic(&part0).unwrap();
+        fold_back(&main, &part0).unwrap();
+        assert!(!part0.exists());
+        let mut want = start.journal.clone();
+        want.push(record(&b, 256));
+        assert_eq!(sorted(Profile::load(&prof).unwrap().journal), sorted(want));
+        fold_back(&main, &part0).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn part_files_sit_beside_the_profile_and_are_found_again() {

@@ -1,8 +1,9 @@
 //! Device-parallel tuning and job-array shards end to end through the real worker process
 //! on the CPU backend (synthetic times, real runs and verification): the profile built with
 //! two "devices" (two worker processes, each told its device through CUDA_VISIBLE_DEVICES)
-//! equals the one built with one, shards merged equal the unsharded run, and a run stopped
-//! part-way resumes from the part files' journals without measuring anything twice.
+//! equals the one built with one, shards merged equal the unsharded run, a run stopped or
+//! killed part-way resumes (on another device count too) from the part files' journals
+//! without measuring anything twice, and a failing device's shape goes to another device.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -133,5 +134,102 @@ fn an_interrupted_two_device_run_resumes_without_measuring_twice() {
     let p = Profile::load(&path).unwrap();
     assert_eq!(p.entries.len(), 4);
     assert!(p.journal.is_empty());
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+/// The profile and part files of `profile`'s directory, copied into `to`'s directory: what a
+/// kill -9 at this instant would leave (every file is replaced atomically).
+fn snapshot(profile: &std::path::Path, to: &std::path::Path) {
+    let dir = to.parent().unwrap();
+    for f in std::fs::read_dir(profile.parent().unwrap()).unwrap().flatten() {
+        // Not another session's temporary file (renamed over its target any moment).
+        if !f.file_name().to_string_lossy().starts_with('.') {
+            std::fs::copy(f.path(), dir.join(f.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_killed_two_device_run_resumes_on_three_without_measuring_twice() {
+    let (path, killed) = (temp_profile("killed-live"), temp_profile("killed"));
+    let searched = std::sync::atomic::AtomicUsize::new(0);
+    let taken = std::sync::Mutex::new(false);
+    let err = tune_on_devices(&options(path.clone()), &[0, 1], &|_, e| {
+        if let Event::Candidate { role: "search", .. } = e
+            && searched.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 >= 6
+        {
+            let mut t = taken.lock().unwrap();
+            if !*t {
+                snapshot(&path, &killed);
+                *t = true;
+            }
+            return Control::Stop;
+        }
+        Control::Continue
+    })
+    .unwrap_err();
+    assert!(matches!(err, TuneError::Interrupted), "{err}");
+    // What the killed run left: the profile and two part files, each shape's journal in one.
+    let parts = leftover_parts(&killed);
+    assert_eq!(parts.len(), 2, "{parts:?}");
+    let mut left = Profile::load(&killed).unwrap();
+    for p in &parts {
+        left.merge(&Profile::load(p).unwrap());
+    }
+    assert!(left.journal.len() >= 6, "every measurement so far is in a part: {}", left.journal.len());
+
+    let report = tune_on_devices(&options(killed.clone()), &[2, 0, 1], &|_, _| Control::Continue).unwrap();
+    let reused: usize = report.shapes.iter().map(|s| s.reused).sum();
+    let existing = report.shapes.iter().filter(|s| s.existing).count();
+    assert_eq!(reused, left.journal.len(), "each journalled measurement reused once, none re-measured");
+    assert_eq!(existing, left.entries.len(), "shapes finished before the kill are not tuned again");
+    let p = Profile::load(&killed).unwrap();
+    assert_eq!(p.entries.len(), 4);
+    assert!(p.journal.is_empty() && leftover_parts(&killed).is_empty());
+    for p in [path, killed] {
+        std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_failing_device_gives_its_shape_back_and_the_others_finish_the_queue() {
+    // Device 1's worker answers `describe`, then its input ends (it exits): preparing its
+    // first shape fails. Device 2's worker does not start at all.
+    let path = temp_profile("faulty");
+    let mut opts = options(path.clone());
+    let script = r#"case "$CUDA_VISIBLE_DEVICES" in
+        1) head -n 1 | "$0" ;;
+        2) echo "device 2 is broken" >&2; exit 3 ;;
+        *) exec "$0" ;;
+    esac"#;
+    opts.worker.args = vec!["-c".into(), script.into(), opts.worker.program.display().to_string()];
+    opts.worker.program = "/bin/sh".into();
+    // Device 0 starts work only once device 1 holds a shape, so that one is given back.
+    let (holds, wait) = (std::sync::Mutex::new(false), std::sync::Condvar::new());
+    let err = tune_on_devices(&opts, &[0, 1, 2], &|d, e| {
+        match (d, &e) {
+            (1, Event::ShapeStart { .. }) => {
+                *holds.lock().unwrap() = true;
+                wait.notify_all();
+            }
+            (0, Event::Machine(_)) => {
+                let mut h = holds.lock().unwrap();
+                while !*h {
+                    h = wait.wait(h).unwrap();
+                }
+            }
+            _ => {}
+        }
+        Control::Continue
+    })
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("device 1: ") && msg.contains("back to the queue for another device"), "{msg}");
+    assert!(msg.contains("device 2: ") && msg.contains("device 2 is broken"), "{msg}");
+    assert!(msg.contains("every shape was tuned on the other devices"), "{msg}");
+    let p = Profile::load(&path).unwrap();
+    assert_eq!(p.entries.len(), 4);
+    assert!(p.journal.is_empty() && leftover_parts(&path).is_empty());
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
