@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The tuning half of bench/device-multigpu.sh: watches a device-parallel tuning run's part
 files (to kill it -9 mid-run), snapshots what they hold at the kill, and writes
-multigpu-tune.json (1 vs 2 GPU speedup and profile equality; kill/resume numbers).
+multigpu-tune.json (1 vs 2 GPU speedup and profile equality, each GPU's timeline from the
+shared queue: start-up, shapes, idle tail; kill/resume numbers).
 
   multigpu_tune.py watch PROFILE PID MIN_ENTRIES MIN_JOURNAL MAX_S
   multigpu_tune.py snapshot PROFILE OUT.json
@@ -89,8 +90,10 @@ def snapshot(profile, out):
         d = load(p) or {}
         entries += [shape_key(e) for e in d.get("entry", [])]
         evaluations += sum(int(e.get("evaluations", 0)) for e in d.get("entry", []))
-        journal += [{"shape": shape_key(r), "role": r.get("role"), "config": config_key(r.get("config"))}
-                    for r in d.get("journal", [])]
+        for r in d.get("journal", []):
+            j = {"shape": shape_key(r), "role": r.get("role"), "config": config_key(r.get("config"))}
+            if j not in journal:  # a kill between a part's write and the profile's leaves a copy in each
+                journal.append(j)
     doc = {"part_files": [os.path.basename(p) for p in parts(profile)], "finished_shapes": sorted(set(entries)),
            "evaluations_of_finished_shapes": evaluations,
            "journal": journal}
@@ -123,6 +126,29 @@ def took(log):
     return float(m.group(1)) if m else None
 
 
+def timeline(log):
+    """Per GPU, from the "[gpu D +T s]" lines of a device-parallel run: when its worker was
+    ready (start-up), the shapes it tuned (taken from the shared queue), when it finished its
+    last one and how long it then idled before the run ended."""
+    if not os.path.exists(log):
+        return None
+    total, gpus = took(log), {}
+    for line in open(log):
+        m = re.match(r"\[gpu (\d+) \+([0-9.]+)s\] (.*)", line)
+        if not m:
+            continue
+        g = gpus.setdefault(m.group(1), {"ready_s": None, "shapes": [], "last_done_s": None})
+        at, text = float(m.group(2)), m.group(3)
+        if g["ready_s"] is None and "(build " in text:
+            g["ready_s"] = at
+        elif " evaluations, " in text:
+            g["shapes"].append(text.split(":")[0])
+            g["last_done_s"] = at
+    for g in gpus.values():
+        g["idle_tail_s"] = round(total - g["last_done_s"], 2) if total and g["last_done_s"] is not None else None
+    return {"tuner_s": total, "gpus": gpus}
+
+
 def summary(t, r, out, t1, t2, e1, e2, shapes, killinfo):
     k1, k2 = took(f"{r}/tune-1gpu.txt"), took(f"{r}/tune-2gpu.txt")
     doc = {
@@ -130,6 +156,7 @@ def summary(t, r, out, t1, t2, e1, e2, shapes, killinfo):
         "one_gpu_s": t1, "two_gpu_s": t2, "exit": [e1, e2],
         "tuner_s": [k1, k2], "tuner_speedup": (k1 / k2) if k1 and k2 and e1 == 0 and e2 == 0 else None,
         "one_vs_two": compare(entries(f"{t}/one.toml"), entries(f"{t}/two.toml")),
+        "timeline": {"one_gpu": timeline(f"{r}/tune-1gpu.txt"), "two_gpus": timeline(f"{r}/tune-2gpu.txt")},
     }
     info = None
     if os.path.exists(killinfo):
