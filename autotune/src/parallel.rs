@@ -152,7 +152,7 @@ fn run_device(
                 None => String::new(),
                 Some(t) => {
                     let names = labels(all, t.item());
-                    if folded.is_ok() && t.failed() {
+                    if t.failed() {
                         format!(" (it was tuning {names}: back to the queue for another device)")
                     } else {
                         format!(" (it was tuning {names}: left untuned)")
