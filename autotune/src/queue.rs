@@ -128,6 +128,7 @@ impl<T> Drop for Taken<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc::channel;
 
@@ -260,5 +261,45 @@ mod tests {
         assert!(!held.failed(), "a closed queue takes nothing back");
         second.done();
         assert_eq!(q.into_unfinished(), [1], "the failed item, not the finished one");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Workers that die on some items (and stop, like a failed device) never hang the
+        /// others, and every item is finished exactly once or reported unfinished.
+        #[test]
+        fn every_item_ends_done_once_or_unfinished(
+            n in 0usize..24,
+            workers in 1usize..5,
+            fatal in proptest::collection::vec(0usize..24, 0..4),
+            retries in 0usize..2,
+        ) {
+            let q = WorkQueue::new(0..n, retries);
+            let done = Mutex::new(Vec::new());
+            std::thread::scope(|s| {
+                for _ in 0..workers {
+                    s.spawn(|| {
+                        while let Some(t) = q.take() {
+                            if fatal.contains(t.item()) {
+                                t.failed();
+                                return; // this worker is gone
+                            }
+                            done.lock().unwrap().push(*t.item());
+                            t.done();
+                        }
+                    });
+                }
+            });
+            let mut all = done.into_inner().unwrap();
+            let finished = all.len();
+            all.extend(q.into_unfinished());
+            all.sort_unstable();
+            prop_assert_eq!(all, (0..n).collect::<Vec<_>>());
+            let broken = fatal.iter().filter(|&&i| i < n).collect::<std::collections::BTreeSet<_>>().len();
+            // Each fatal item kills at most retries + 1 workers; a survivor drains the rest.
+            if workers > broken * (retries + 1) {
+                prop_assert_eq!(finished, n - broken);
+            }
+        }
     }
 }
