@@ -23,6 +23,7 @@ use crate::protocol::Shape;
 use crate::queue::{Taken, WorkQueue};
 use crate::shard::{costliest_first, visible_devices_for};
 use crate::tuner::{Control, Event, TuneError, TuneOptions, TuneReport, geomean, tune_each};
+
 /// The part file of device `device` for `profile` (`<profile>.dev<d>.part`).
 pub fn part_path(profile: &Path, device: usize) -> PathBuf {
     let name = profile.file_name().map_or("profile".into(), |n| n.to_string_lossy().into_owned());
