@@ -2,7 +2,9 @@
 # The multi-GPU run, for nvidia-h200-x2 (issue 14), from an unpacked carry (.carry/xtask,
 # .carry/ferrotune_tests; benches/torch_allreduce.py from the tree): topology, the multi-GPU tests, the
 # multi-gpu bench (peer copies, NCCL all-reduce vs torch.distributed, data-parallel step 1 vs 2
-# GPUs), device-parallel tuning of 8 GEMM shapes on 1 vs 2 GPUs (same profile content?) and a
+# GPUs), device-parallel tuning of 8 GEMM shapes on 1 vs 2 GPUs (same profile content? each
+# GPU's timeline from the shared queue: start-up, shapes taken, idle tail, and each shape's time
+# on 2 GPUs over its time on 1, which shows contention between the sessions) and a
 # kill -9 mid-run / resume of a 24-shape 2-GPU tuning run against an uninterrupted one
 # (bench/multigpu_tune.py, carried beside this script). Stays under $BUDGET s (default 420;
 # each step is cut to what is left).

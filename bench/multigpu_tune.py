@@ -132,21 +132,36 @@ def timeline(log):
     last one and how long it then idled before the run ended."""
     if not os.path.exists(log):
         return None
-    total, gpus = took(log), {}
+    total, gpus, started, shape_s = took(log), {}, {}, {}
     for line in open(log):
         m = re.match(r"\[gpu (\d+) \+([0-9.]+)s\] (.*)", line)
         if not m:
             continue
         g = gpus.setdefault(m.group(1), {"ready_s": None, "shapes": [], "last_done_s": None})
         at, text = float(m.group(2)), m.group(3)
+        label = text.split(":")[0]
         if g["ready_s"] is None and "(build " in text:
             g["ready_s"] = at
+        elif " planned, " in text:
+            started[label] = at
         elif " evaluations, " in text:
-            g["shapes"].append(text.split(":")[0])
+            g["shapes"].append(label)
             g["last_done_s"] = at
+            if label in started:
+                shape_s[label] = round(at - started[label], 3)
     for g in gpus.values():
         g["idle_tail_s"] = round(total - g["last_done_s"], 2) if total and g["last_done_s"] is not None else None
-    return {"tuner_s": total, "gpus": gpus}
+    return {"tuner_s": total, "gpus": gpus, "shape_s": shape_s}
+
+
+def contention(one, two):
+    """Each shape's time (start to done) on 2 GPUs over its time alone on 1, summed over the
+    shapes both runs tuned: above 1, the GPUs' sessions slow each other (host CPU, PCIe)."""
+    if not one or not two:
+        return None
+    common = [k for k in one["shape_s"] if k in two["shape_s"]]
+    a, b = sum(one["shape_s"][k] for k in common), sum(two["shape_s"][k] for k in common)
+    return round(b / a, 3) if a > 0 else None
 
 
 def summary(t, r, out, t1, t2, e1, e2, shapes, killinfo):
@@ -156,8 +171,9 @@ def summary(t, r, out, t1, t2, e1, e2, shapes, killinfo):
         "one_gpu_s": t1, "two_gpu_s": t2, "exit": [e1, e2],
         "tuner_s": [k1, k2], "tuner_speedup": (k1 / k2) if k1 and k2 and e1 == 0 and e2 == 0 else None,
         "one_vs_two": compare(entries(f"{t}/one.toml"), entries(f"{t}/two.toml")),
-        "timeline": {"one_gpu": timeline(f"{r}/tune-1gpu.txt"), "two_gpus": timeline(f"{r}/tune-2gpu.txt")},
     }
+    one, two = timeline(f"{r}/tune-1gpu.txt"), timeline(f"{r}/tune-2gpu.txt")
+    doc["timeline"] = {"one_gpu": one, "two_gpus": two, "shape_time_2gpu_over_1gpu": contention(one, two)}
     info = None
     if os.path.exists(killinfo):
         try:
