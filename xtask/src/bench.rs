@@ -17,7 +17,8 @@ pub struct Args {
     /// (`--shapes BxN,...`, `--dtypes`, `--clifford-rows fwd,fwdbwd,fcgp_fwd`, `--json`);
     /// `runtime` runs the runtime bench (pool, graphs, pinned copies, overlap, priority);
     /// `cpu-roof` times every elementwise op on the CPU beside a parallel copy, pair by pair
-    /// (`--dtypes`, `--sizes` MiB (first), `--iters` pairs, `--json`);
+    /// (`--dtypes`, `--sizes` MiB (first), `--iters` pairs, `--json`; elementwise names beside
+    /// it, as in `cpu-roof,gelu_erf`, time only those);
     /// `gemm` runs the GEMM comparison with cuBLAS
     /// (GPU only) over `--shapes` and `--dtypes` (f32, tf32, f16, bf16); `multi-gpu` runs peer
     /// copies, NCCL all-reduce (vs torch.distributed) and the data-parallel step (`--shapes
@@ -160,6 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     check(&args)?;
     if args.ops.as_ref().is_some_and(|o| o.iter().any(|s| s == "cpu-roof")) {
         return crate::bench_roof::run_cmd(crate::bench_roof::RoofArgs {
+            ops: args.ops.clone().unwrap_or_default(),
             dtypes: args.dtypes.clone(),
             sizes: args.sizes.clone(),
             warmup: args.warmup,

@@ -1,11 +1,13 @@
 //! `cargo xtask bench --ops cpu-roof`: the CPU memory roof (a parallel copy far larger than L2)
-//! and every elementwise op's fraction of it, pair by pair, with a table and JSON. The work is
-//! in `ferrotune_bench::cpu_roof`.
+//! and every elementwise op's fraction of it (or only those named beside it in `--ops`), pair
+//! by pair, with a table and JSON. The work is in `ferrotune_bench::cpu_roof`.
 
 use ferrotune::{Backend, BackendChoice, DType, ElemOp};
 use ferrotune_bench::cpu_roof::{RoofOptions, run};
 
 pub struct RoofArgs {
+    /// The `--ops` names besides `cpu-roof`: the elementwise ops to time (none: all).
+    pub ops: Vec<String>,
     pub dtypes: Option<Vec<String>>,
     pub sizes: Option<Vec<f64>>,
     pub warmup: Option<usize>,
@@ -21,9 +23,15 @@ pub fn run_cmd(args: RoofArgs) -> anyhow::Result<()> {
         Some(d) => crate::parse_list(d, &DType::ALL, |s| DType::ALL.into_iter().find(|d| d.name() == s), "dtype")?,
         None => DType::ALL.to_vec(),
     };
+    let ops: Vec<String> = args.ops.iter().filter(|s| *s != "cpu-roof").cloned().collect();
+    let ops = if ops.is_empty() {
+        ElemOp::ALL.to_vec()
+    } else {
+        crate::parse_list(&ops, &ElemOp::ALL, ElemOp::from_name, "elementwise op")?
+    };
     let mib = args.sizes.as_ref().and_then(|s| s.first().copied()).unwrap_or(64.0);
     let opts = RoofOptions {
-        ops: ElemOp::ALL.to_vec(),
+        ops,
         dtypes,
         bytes_per_tensor: (mib * (1u64 << 20) as f64) as usize,
         pairs: args.iters.unwrap_or(15),

@@ -5,10 +5,10 @@
 //! maths' multiply-adds fused (`HwFma`, the FMA instruction in every lane; the baseline does a
 //! multiply then an add), so their GELU results may differ from the baseline's in the last
 //! bits, all within the maths' stated bounds. 16-bit data takes the widened loop
-//! (`map_into_widened`: blocks of 64 widened, the maths over whole blocks of f32 lanes, then
-//! narrowed), f16 through the F16C instructions (`f16c.rs`), bf16 through its portable
-//! conversions (a shift and a rounding add); f32 runs the per-element loop. Copy is a
-//! `memcpy` of each chunk.
+//! (`map_into_widened`: blocks of 256 widened, the maths over whole blocks of f32 lanes, then
+//! narrowed), f16 through the F16C instructions (`f16c.rs`), bf16 widened by a shift and
+//! rounded by AVX512-BF16 where the CPU has it (`bf16_avx512.rs`), else by the portable
+//! rounding add; f32 runs the per-element loop. Copy is a `memcpy` of each chunk.
 //! The fused chain's activation is fixed per call at compile time, as in the PTX entries.
 
 #[cfg(target_arch = "x86_64")]
@@ -21,7 +21,7 @@ use ferrotune_kernels::elementwise::{
 };
 use ferrotune_kernels::{DType, Element};
 #[cfg(target_arch = "x86_64")]
-use half::f16;
+use half::{bf16, f16};
 use rayon::prelude::*;
 
 use crate::backend::Cpu;
@@ -104,10 +104,11 @@ impl<const K: usize, Op: Map<K>> Map<K> for Fused<Op> {
 }
 
 /// The loops of one instruction set: `map_into` and `map_inplace` per element for f32, the
-/// widened path for f16 (hardware conversions) and bf16 (portable ones). `$features` is what
-/// the functions are compiled for, `$widen` the F16C converter of that width.
+/// widened path for f16 (hardware conversions) and bf16 (hardware rounding where `$bf16`
+/// finds it, else portable). `$features` is what the functions are compiled for, `$widen` the
+/// F16C converter of that width.
 macro_rules! isa_loops {
-    ($name:ident, $features:literal, $widen:ty, $doc:literal) => {
+    ($name:ident, $features:literal, $widen:ty, $bf16:expr, $doc:literal) => {
         #[cfg(target_arch = "x86_64")]
         mod $name {
             use super::*;
@@ -128,8 +129,12 @@ macro_rules! isa_loops {
                     let conv = unsafe { <$widen>::new() };
                     return k::map_into_widened(op, conv, ins, out);
                 }
-                if T::DTYPE == DType::Bf16 {
-                    return k::map_into_widened(op, k::PortableWiden, ins, out);
+                if let (Some(out), Some(first)) = (cast_mut::<T, bf16>(out), cast::<T, bf16>(ins[0])) {
+                    let ins = ins.map(|x| cast::<T, bf16>(x).unwrap_or(first));
+                    return match $bf16 {
+                        Some(conv) => k::map_into_widened(op, conv, ins, out),
+                        None => k::map_into_widened(op, k::PortableWiden, ins, out),
+                    };
                 }
                 k::map_into(op, ins, out)
             }
@@ -144,8 +149,11 @@ macro_rules! isa_loops {
                     let conv = unsafe { <$widen>::new() };
                     return k::map_inplace_widened(op, conv, x, io);
                 }
-                if T::DTYPE == DType::Bf16 {
-                    return k::map_inplace_widened(op, k::PortableWiden, x, io);
+                if let (Some(io), Some(x)) = (cast_mut::<T, bf16>(io), cast::<T, bf16>(x)) {
+                    return match $bf16 {
+                        Some(conv) => k::map_inplace_widened(op, conv, x, io),
+                        None => k::map_inplace_widened(op, k::PortableWiden, x, io),
+                    };
                 }
                 k::map_inplace(op, x, io)
             }
@@ -153,8 +161,20 @@ macro_rules! isa_loops {
     };
 }
 
-isa_loops!(avx2, "avx2,f16c,fma", crate::ops::f16c::F16cAvx2, "The loops for AVX2 + FMA (8 lanes of f32).");
-isa_loops!(avx512, "avx512f,fma", crate::ops::f16c::F16cAvx512, "The loops for AVX-512 (16 lanes of f32).");
+isa_loops!(
+    avx2,
+    "avx2,f16c,fma",
+    crate::ops::f16c::F16cAvx2,
+    None::<crate::ops::bf16_avx512::Bf16Avx512>,
+    "The loops for AVX2 + FMA (8 lanes of f32)."
+);
+isa_loops!(
+    avx512,
+    "avx512f,fma",
+    crate::ops::f16c::F16cAvx512,
+    crate::ops::bf16_avx512::Bf16Avx512::detect(),
+    "The loops for AVX-512 (16 lanes of f32)."
+);
 
 /// `k::map_into` in the widest build the CPU runs.
 #[inline]

@@ -1,6 +1,8 @@
 //! The op API. Every op takes a stream (CUDA or CPU), checks its operands, then launches the
 //! PTX entry point or runs the same maths on the CPU pool.
 
+#[cfg(target_arch = "x86_64")]
+mod bf16_avx512;
 pub mod clifford;
 pub mod elementwise;
 pub(crate) mod elementwise_cpu;

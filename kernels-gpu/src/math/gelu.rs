@@ -11,15 +11,16 @@
 //! The flush costs at most 1.2e-36 of absolute error, below the 1e-35 these functions allow
 //! for results under 1e-30.
 
+use super::exp2::{exp2_fine, round_product};
 use super::{exp_normal, split, square, two_sum};
-use crate::arch::{MulAdd, Portable, exp2_approx_with, recip_ge1};
+use crate::arch::{MulAdd, Portable, div_by_ge1, exp2_approx_mul_with, recip_ge1};
 
 /// Beyond this `|x|` the erf form's result is `x` (x > 0) or `|x Φ(x)| < 2.9e-37` (x < 0);
 /// `e^{-x^2/2}` at the cut-off is 7.3e-37, a normal float.
 const ERF_CUT: f32 = 12.9;
 
 /// Beyond this `|x|` the tanh form's result is `x` or `|x e^{2u}/(1 + e^{2u})| < 1.2e-36`;
-/// `e^{-|2u|}` at the cut-off is 1.2e-37, a normal float.
+/// `e^{-2u}` at the cut-offs is 1.2e-37 and 8.6e36, normal floats.
 const TANH_CUT: f32 = 9.9;
 
 // R(t) ≈ e^{z^2} erfc(z) / (2 t) with t = 1 / (1 + A z), z = |x| / √2 in [0, 12.9 / √2]
@@ -40,6 +41,25 @@ pub(super) const GELU_A_HI: f32 = 1.5957692;
 pub(super) const GELU_A_LO: f32 = -4.534068e-8;
 pub(super) const GELU_B_HI: f32 = 0.0713501;
 pub(super) const GELU_B_LO: f32 = 4.7186163e-6;
+
+// The fused tanh form's exponent -2u log2(e) = x (NA + NB x^2) (Python's decimal, 50 digits):
+// NA = -A log2(e) rounded to a multiple of 2^-20 (22 significant bits) plus its remainder;
+// NB = -B log2(e) rounded to 11 significant bits (a multiple of 2^-14) plus its remainder. NB_HI
+// times x^2 rounded to a multiple of 2^-6 (13 bits below 128) is a multiple of 2^-20 below 16,
+// and so is its sum with NA_HI: both exact.
+const TANH_NA_HI: f32 = -2.302_208;
+const TANH_NA_LO: f32 = -2.513_669_7e-7;
+const TANH_NB_HI: f32 = -0.102_966_31;
+const TANH_NB_LO: f32 = 2.306_901_3e-5;
+/// 1.5 * 2^17: adding it rounds a float below 2^16 to a multiple of 2^-6.
+const Q_SHIFT: f32 = 196_608.0;
+// The 16-bit tanh form's exponent: the same NA and NB, each rounded to f32.
+const TANH_NA_FAST: f32 = -2.302_208_2;
+const TANH_NB_FAST: f32 = -0.102_943_24;
+
+// The erf forms' exponent -x^2 log2(e) / 2 = C x^2, C = C_HI + C_LO (Python's decimal).
+const GAUSS_C_HI: f32 = -0.721_347_5;
+const GAUSS_C_LO: f32 = -9.629_815e-9;
 
 /// `c[0] + t (c[1] + t (...))` (Horner, unrolled).
 #[inline(always)]
@@ -66,39 +86,36 @@ fn abs_clamped(x: f32, cut: f32) -> f32 {
 }
 
 /// `x Φ(x)` from `r = Φ(-|x|) / e^{-x^2/2}` (a value in (0.03, 0.5]) and `e = e^{-x^2/2}`:
-/// `x (1 - r e)` above 0, `(x r) e` below (the small factor last, so no product is ever
-/// subnormal), `-0.0` below the cut-off.
+/// with `q = r e = Φ(-|x|)` (at least 2.2e-38 up to the cut-off, so never subnormal),
+/// `x (1 - q)` above 0, `x q` below, `-0.0` below the cut-off.
 #[inline(always)]
 fn gelu_erf_from(x: f32, r: f32, e: f32) -> f32 {
-    if x > 0.0 {
-        x * (1.0 - r * e)
-    } else if x < -ERF_CUT {
-        -0.0
-    } else {
-        (x * r) * e
-    }
+    let q = r * e;
+    let y = x * if x > 0.0 { 1.0 - q } else { q };
+    if x < -ERF_CUT { -0.0 } else { y }
 }
 
-/// `x / (1 + e^{-2u})` from `e = e^{-|2u|}` (2u has the sign of x): `x / (1 + e)` above 0,
-/// `x e / (1 + e)` below, `-0.0` below the cut-off.
+/// `x / (1 + e)` from `e = e^{-2u}` (at most e^85.1 = 8.6e36 up to the cut-off: for x < 0 the
+/// result is about `x e^{2u}`, at least 1.2e-36 in magnitude), `-0.0` below the cut-off.
 #[inline(always)]
 fn gelu_tanh_from(x: f32, e: f32) -> f32 {
-    let s = recip_ge1(1.0 + e);
-    if x > 0.0 {
-        x * s
-    } else if x < -TANH_CUT {
-        -0.0
-    } else {
-        x * (e * s)
-    }
+    let y = div_by_ge1(x, 1.0 + e);
+    if x < -TANH_CUT { -0.0 } else { y }
+}
+
+/// `x` clamped to [-TANH_CUT, TANH_CUT], NaN passing through.
+#[inline(always)]
+fn tanh_clamped(x: f32) -> f32 {
+    let xc = if x > TANH_CUT { TANH_CUT } else { x };
+    if xc < -TANH_CUT { -TANH_CUT } else { xc }
 }
 
 /// GELU with the exact Gaussian CDF: `x Φ(x)`. Relative error below about 1.1e-6 for results
 /// above 1e-30; `-0.0` where `|x Φ(x)| < 2.9e-37` (x < -12.9).
 ///
 /// `Φ(-a) = e^{-a^2/2} t R(t)` with `t = 1 / (1 + 0.375 a/√2)` (a degree-6 fit), and
-/// `e^{-a^2/2}` from `a^2` as an exact (fused) or nearly exact (split) sum of two floats, so the
-/// rounding of `a^2` costs nothing at large `a`.
+/// `e^{-a^2/2}` from the exact square `a^2` (see [`gaussian`]), so the rounding of `a^2` costs
+/// nothing at large `a`.
 #[inline(always)]
 pub fn gelu_erf(x: f32) -> f32 {
     gelu_erf_with(Portable, x)
@@ -108,34 +125,69 @@ pub fn gelu_erf(x: f32) -> f32 {
 #[inline(always)]
 pub fn gelu_erf_with<F: MulAdd>(f: F, x: f32) -> f32 {
     let a = abs_clamped(x, ERF_CUT);
-    let (qh, ql) = square(f, a);
-    let e = exp_normal(f, -0.5 * qh, -0.5 * ql);
-    gelu_erf_from(x, erf_tail_ratio(f, a, ERF_T_ACCURATE, &ERF_R_ACCURATE), e)
+    gelu_erf_from(x, erf_tail_ratio(f, a, ERF_T_ACCURATE, &ERF_R_ACCURATE), gaussian(f, a))
+}
+
+/// `e^{-a^2/2}` for `a` in [0, 12.9], relative error below about 2e-7. Where `f` is fused:
+/// `2^(C a^2)` with `a^2 = q + ql` exact and `C q` rounded to its integer `n` and fraction
+/// inside multiply-adds (exact products), so the fraction is off by one rounding; otherwise
+/// `e^{-a^2/2}` by [`exp_normal`] from `a^2` split into two 12-bit halves.
+#[inline(always)]
+fn gaussian<F: MulAdd>(f: F, a: f32) -> f32 {
+    if F::FUSED {
+        let q = a * a;
+        let ql = f.mul_add(a, a, -q);
+        let (shifted, r) = round_product(f, GAUSS_C_HI, q);
+        exp2_fine(f, shifted, f.mul_add(GAUSS_C_HI, ql, f.mul_add(GAUSS_C_LO, q, r)))
+    } else {
+        let (qh, ql) = square(f, a);
+        exp_normal(f, -0.5 * qh, -0.5 * ql)
+    }
 }
 
 /// GELU with the tanh approximation: `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x^3)))`.
 ///
-/// Relative error below about 3e-7 for results above 1e-30; `-0.0` below x = -9.9 (results
-/// under 1.2e-36). Computed as `x / (1 + e^{-2u})` (the same function) with `2u` evaluated in
-/// double-f32: for negative `x` the result is about `x e^{2u}`, so half an ulp of error in
-/// `2u ≈ 70` would alone cost 4e-6 relative error.
+/// Relative error below about 4e-7 for results above 1e-30; `-0.0` below x = -9.9 (results
+/// under 1.2e-36). Computed as `x / (1 + e^{-2u})` (the same function) with `2u` carried in
+/// double-f32 precision: for negative `x` the result is about `x e^{2u}`, so half an ulp of
+/// error in `2u ≈ 70` would alone cost 4e-6 relative error.
 #[inline(always)]
 pub fn gelu_tanh(x: f32) -> f32 {
     gelu_tanh_with(Portable, x)
 }
 
 /// [`gelu_tanh`] with its multiply-adds done by `f` (same bound, fused or not). A fused `f`
-/// gives the exact products of the double-f32 evaluation directly (`p`, `mul_add(a, b, -p)`),
-/// in about half the operations of splitting the operands.
+/// takes `e^{-2u} = 2^(x (NA + NB x^2))` with `NA + NB x^2` as an exact head and a small tail
+/// and the product with `x` rounded inside multiply-adds ([`tanh_exp_fused`]), in about half
+/// the operations of splitting the operands.
 #[inline(always)]
 pub fn gelu_tanh_with<F: MulAdd>(f: F, x: f32) -> f32 {
-    let xc = if x > TANH_CUT { TANH_CUT } else { x };
-    let xc = if xc < -TANH_CUT { -TANH_CUT } else { xc };
-    let (vh, vl) = if F::FUSED { two_u_fused(f, xc) } else { two_u_split(xc) };
+    let xc = tanh_clamped(x);
+    let e = if F::FUSED {
+        tanh_exp_fused(f, xc)
+    } else {
+        // |2u| <= 85.1 keeps e^{-2u} normal.
+        let (vh, vl) = two_u_split(xc);
+        exp_normal(f, -vh, -vl)
+    };
+    gelu_tanh_from(x, e)
+}
 
-    // e^{-|2u|}: the sign of 2u is that of x; |2u| <= 85.1 keeps it normal.
-    let neg = vh < 0.0;
-    gelu_tanh_from(x, exp_normal(f, if neg { vh } else { -vh }, if neg { vl } else { -vl }))
+/// `e^{-2u} = 2^(xc t)` with `t = NA + NB xc^2 = th + tl` for a fused `f`: `xc^2 = q + ql`
+/// exactly, `q` rounded to a multiple of 2^-6 (`qq`, the rest `qr` exact), so `th = NA_HI +
+/// NB_HI qq` is exact and `tl` (below 3.1e-3) carries the rest; `xc th` is split into its
+/// nearest integer and fraction inside multiply-adds (exact product), and `xc tl` joins the
+/// fraction (|fraction| < 0.535). The exponent is off by about one rounding of the fraction.
+#[inline(always)]
+fn tanh_exp_fused<F: MulAdd>(f: F, xc: f32) -> f32 {
+    let q = xc * xc;
+    let ql = f.mul_add(xc, xc, -q);
+    let qq = (q + Q_SHIFT) - Q_SHIFT;
+    let qr = q - qq;
+    let th = f.mul_add(TANH_NB_HI, qq, TANH_NA_HI);
+    let tl = f.mul_add(TANH_NB_HI, qr + ql, f.mul_add(TANH_NB_LO, q, TANH_NA_LO));
+    let (shifted, r) = round_product(f, xc, th);
+    exp2_fine(f, shifted, f.mul_add(xc, tl, r))
 }
 
 /// `2u = x (A + B x^2)` as `vh + vl` (double-f32) by splitting the operands (no fused
@@ -161,24 +213,6 @@ fn two_u_split(xc: f32) -> (f32, f32) {
     (vh, vl)
 }
 
-/// `2u = x (A + B x^2)` as `vh + vl`, the products' errors from the fused `f` (exact).
-#[inline(always)]
-fn two_u_fused<F: MulAdd>(f: F, xc: f32) -> (f32, f32) {
-    // x^2 = qh + ql exactly.
-    let qh = xc * xc;
-    let ql = f.mul_add(xc, xc, -qh);
-    // B x^2 = mh + ml: B_HI qh exactly as mh + its error, the rest (below 2^-10 of it) in ml.
-    let mh = GELU_B_HI * qh;
-    let ml = f.mul_add(GELU_B_HI, qh, -mh) + f.mul_add(GELU_B_HI + GELU_B_LO, ql, GELU_B_LO * qh);
-    // A + B x^2 = th + tl.
-    let (th, e) = two_sum(GELU_A_HI, mh);
-    let tl = e + (GELU_A_LO + ml);
-    // 2u = x (A + B x^2) = vh + vl: x th exactly, plus x tl.
-    let vh = xc * th;
-    let vl = f.mul_add(xc, th, -vh) + xc * tl;
-    (vh, vl)
-}
-
 /// [`gelu_erf`] for results stored in f16/bf16 (8 or 11 significant bits): a degree-5 fit,
 /// and `e^{-x^2/2}` from [`exp2_approx`](crate::arch::exp2_approx) (the GPU's `ex2.approx`,
 /// the host's [`super::exp2_poly`]) without the exact split of `x^2`. Relative error about
@@ -193,13 +227,13 @@ pub fn gelu_erf_fast(x: f32) -> f32 {
 #[inline(always)]
 pub fn gelu_erf_fast_with<F: MulAdd>(f: F, x: f32) -> f32 {
     let a = abs_clamped(x, ERF_CUT);
-    let e = exp2_approx_with(f, -0.5 * core::f32::consts::LOG2_E * (a * a));
+    let e = exp2_approx_mul_with(f, a * a, GAUSS_C_HI);
     gelu_erf_from(x, erf_tail_ratio(f, a, ERF_T_FAST, &ERF_R_FAST), e)
 }
 
-/// [`gelu_tanh`] for results stored in f16/bf16: `2u` in plain f32 and
-/// [`exp2_approx`](crate::arch::exp2_approx). Relative error below about 1e-5 where the result
-/// is above 1e-30.
+/// [`gelu_tanh`] for results stored in f16/bf16: `e^{-2u} = 2^(x (NA + NB x^2))` in plain f32
+/// from [`exp2_approx`](crate::arch::exp2_approx). Relative error below about 1e-5 where the
+/// result is above 1e-30.
 #[inline(always)]
 pub fn gelu_tanh_fast(x: f32) -> f32 {
     gelu_tanh_fast_with(Portable, x)
@@ -208,8 +242,7 @@ pub fn gelu_tanh_fast(x: f32) -> f32 {
 /// [`gelu_tanh_fast`] with its multiply-adds done by `f`.
 #[inline(always)]
 pub fn gelu_tanh_fast_with<F: MulAdd>(f: F, x: f32) -> f32 {
-    let a = abs_clamped(x, TANH_CUT);
-    // |2u| = a (A + B a^2): 2u is odd in x.
-    let v = a * f.mul_add(GELU_B_HI + GELU_B_LO, a * a, GELU_A_HI);
-    gelu_tanh_from(x, exp2_approx_with(f, -core::f32::consts::LOG2_E * v))
+    let xc = tanh_clamped(x);
+    let t = f.mul_add(TANH_NB_FAST, xc * xc, TANH_NA_FAST);
+    gelu_tanh_from(x, exp2_approx_mul_with(f, xc, t))
 }

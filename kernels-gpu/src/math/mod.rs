@@ -20,7 +20,7 @@ use crate::arch::{MulAdd, Portable, fmaf, recip_ge1};
 mod exp2;
 mod gelu;
 
-pub use exp2::{exp2_poly, exp2_poly_with};
+pub use exp2::{exp2_poly, exp2_poly_mul_with, exp2_poly_with};
 pub use gelu::{
     gelu_erf, gelu_erf_fast, gelu_erf_fast_with, gelu_erf_with, gelu_tanh, gelu_tanh_fast, gelu_tanh_fast_with,
     gelu_tanh_with,
