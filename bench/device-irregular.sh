@@ -47,10 +47,10 @@ if [[ $PARTS == *torch* ]] && [ -f $TB ]; then
 fi
 if [[ $PARTS == *tests* ]]; then
   timeout $(cap 140) compute-sanitizer --tool memcheck --error-exitcode 9 $T --test-threads=1 \
-    gpu_small_m_odd_view_offsets gpu_small_m_split_k gpu_small_m_edge_shapes > $OUT/irregular-sanitizer-memcheck.txt 2>&1 &
+    gpu_small_m_odd_view_offsets gpu_small_m_split_k gpu_small_m_edge_shapes gpu_small_m_unaligned_rows > $OUT/irregular-sanitizer-memcheck.txt 2>&1 &
   SAN=$!
   stamp "=== GPU tests (small-M, pack, Hopper split, GEMM)"
-  timeout $(cap 120) $T --test-threads=2 gemv:: pack:: gemm_sm90_split:: ${MORE_TESTS-gpu_gemm_matches gpu_split_k} \
+  timeout $(cap 120) $T --test-threads=2 gemv:: pack:: gemm_sm90_split:: ${MORE_TESTS-gemm_sm90:: gpu_gemm_matches gpu_split_k} \
     > $OUT/irregular-tests.txt 2>&1
   stamp "tests exit $?"; grep -E "test result|panicked|FAILED|skipped" $OUT/irregular-tests.txt | head -20
   wait $SAN; stamp "memcheck exit $?: $(grep -E 'ERROR SUMMARY|test result' $OUT/irregular-sanitizer-memcheck.txt | tail -2 | tr '\n' ' ')"
@@ -78,10 +78,16 @@ explore() { # label, shapes, then env assignments
   { echo "### $label ($*)"; cat /tmp/explore-$label.txt; } >> $OUT/irregular-explore.txt
 }
 if [[ $PARTS == *explore* ]]; then
-  UNAL=1x8193x4099,8x12288x4099,1x4097x777,33x1023x777,33x8191x4099
-  explore unal-nopack $UNAL FERROTUNE_PACK=0
-  explore smallm-to64 64x4096x4096,33x8191x4099,48x4096x4096,64x11008x4096 FERROTUNE_SMALL_M_BESIDE_HOPPER=64
-  explore mma-tiles 8191x8193x64,128x8192x1024,8192x3072x768 FERROTUNE_SM90=0
-  explore unseen 1x11008x4097,7x5000x1001,24x2048x3333,48x4096x4096,64x11008x4096,1x3001x12289,5x12289x2049,40x1000x999
+  # K split of the small-M family on few slabs (heuristic vs forced), the 64-row Hopper tile
+  # against the 128-row split tile (FERROTUNE_SM90_TILE=1), small-M vs Hopper at 33-64 rows,
+  # and shapes the suite does not hold.
+  explore ksplit-heur 33x1023x777,40x1023x777,1x1x4099,17x33x9000,5x2000x3001,24x999x1500
+  for s in 1 2 4; do explore ksplit-$s 33x1023x777,40x1023x777,1x1x4099,17x33x9000,5x2000x3001,24x999x1500 FERROTUNE_SMALL_M_KSPLIT=$s; done
+  M64=64x4096x4096,33x8191x4099,48x4096x4096,64x11008x4096,40x8192x8192,64x16384x4096,50x3000x2999
+  explore tile64 $M64
+  explore tile128 $M64 FERROTUNE_SM90_TILE=1
+  explore tile64-unsplit 64x16384x4096,64x32768x2048,60x24576x1536 FERROTUNE_SM90_TILE=9
+  explore smallm-to64 $M64 FERROTUNE_SMALL_M_BESIDE_HOPPER=64
+  explore unseen 1x11008x4097,7x5000x1001,24x2048x3333,1x3001x12289,5x12289x2049,40x1000x999,2x7777x5555,31x4099x4097
 fi
 stamp "done"

@@ -55,6 +55,9 @@ fn gpu_sm90_split_k_shapes_every_epilogue() {
         (128, 128, 70_000),
         (1000, 1000, 2100),
         (100, 3, 20_000),
+        // Up to 64 rows: the 64 x 128 tile (two blocks per SM).
+        (48, 1100, 3000),
+        (33, 1030, 5001),
     ];
     let mut seen = vec![];
     for (i, &(m, n, k)) in shapes.iter().enumerate() {

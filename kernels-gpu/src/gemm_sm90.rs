@@ -73,6 +73,16 @@ impl Sm90Tile {
     /// Dynamic shared memory a launch asks for: the ring, the barriers, the persistent form's
     /// per-warp epilogue staging (16 rows each) or the one-tile form's split-K flag word, and
     /// 1024 bytes of slack to align the base.
+    /// Blocks one SM holds: two of a one-consumer tile whose shared memory fits twice in the
+    /// H100's 227 KiB (their launch bounds cap registers for it), else one.
+    pub const fn blocks_per_sm(&self) -> usize {
+        if self.consumers == 1 && 2 * self.smem_bytes() <= 232_448 { 2 } else { 1 }
+    }
+    /// Whether K may be split over blocks on this tile: one block per tile (not persistent)
+    /// and `bn` 128 (the accumulator count the in-kernel join is compiled for).
+    pub const fn splits_k(&self) -> bool {
+        !self.persistent && self.bn == 128
+    }
     pub const fn smem_bytes(&self) -> usize {
         let staging = if self.persistent { 4 * self.consumers * 16 * STAGE_PITCH_BYTES } else { 16 };
         self.barrier_offset() + 16 * self.stages + staging + 1024
@@ -90,7 +100,7 @@ const fn pp(slabs: usize, bn: usize, stages: usize) -> Sm90Tile {
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 9] = [
+pub const TILES: [Sm90Tile; 10] = [
     t(256, 2, 4, false),
     t(128, 2, 6, false),
     t(256, 2, 3, true),
@@ -100,6 +110,8 @@ pub const TILES: [Sm90Tile; 9] = [
     pp(2, 128, 5),
     pp(1, 256, 5),
     t(256, 2, 4, true),
+    // 64 x 128, one consumer, two blocks per SM: M <= 64 (no half-empty wgmma rows), split K.
+    t(128, 1, 4, false),
 ];
 
 // Every tile's epilogue staging fits in its ring and its shared memory in the H100's 227 KiB.
@@ -178,7 +190,9 @@ pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
     if !entry.starts_with(TMAP_PARAMS.0) {
         return None;
     }
-    Sm90Variant::all().find(|v| v.entry_name().as_str() == entry).map(|v| (v.tile().threads(), 1))
+    Sm90Variant::all()
+        .find(|v| v.entry_name().as_str() == entry)
+        .map(|v| (v.tile().threads(), v.tile().blocks_per_sm() as u32))
 }
 
 /// The output tile (row, column) block `bid` of a `tiles_m x tiles_n` grid computes: tiles walk
@@ -211,6 +225,10 @@ mod tests {
         assert_eq!(launch_bounds(pp.entry_name().as_str()), Some((384, 1)));
         assert_eq!(Sm90Variant { tile: 5, ..v }.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_64x128x64s7pp");
         assert_eq!(Sm90Variant { tile: 6, ..v }.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x128x64s5pp");
+        let small = Sm90Variant { tile: 9, ..v };
+        assert_eq!(small.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_64x128x64s4");
+        assert_eq!(launch_bounds(small.entry_name().as_str()), Some((256, 2)));
+        assert!(small.tile().splits_k() && TILES[1].splits_k() && !TILES[0].splits_k() && !TILES[3].splits_k());
     }
 
     #[test]

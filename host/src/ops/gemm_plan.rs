@@ -111,7 +111,7 @@ pub fn plan(
     if let Ok((v, sp)) = hopper
         && sp.is_split()
     {
-        let reason = gemm_sm90::split_reason(g, sp, sm_count);
+        let reason = gemm_sm90::split_reason(g, v.tile, sp, sm_count);
         return Ok(GemmPlan { family: Family::Launch(Launch::Hopper(v, sp)), cfg, reason });
     }
     let split = SplitPlan::new(g.k, split_k_for(g, cfg));

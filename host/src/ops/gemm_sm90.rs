@@ -70,8 +70,12 @@ pub fn choose(
         return Err("a tile of the mma.sync kernels is forced".into());
     }
     let forced = forced_tile(g, path);
-    let split = if forced.is_none_or(|t| t == SPLIT_TILE) { split_for(g, sm_count) } else { Sm90Split::NONE };
-    let tile = if split.is_split() { SPLIT_TILE } else { tile_for(g, sm_count, path) };
+    let st = split_tile(g, sm_count, forced);
+    let split = st.map_or(Sm90Split::NONE, |t| split_for(g, sm_count, t));
+    let tile = match st {
+        Some(t) if split.is_split() => t,
+        _ => tile_for(g, sm_count, path),
+    };
     let v = Sm90Variant { dtype, out_f32: out == DType::F32, tile };
     if v.out_dtype() != out {
         return Err(format!("output {} for {} inputs", out.name(), dtype.name()));
@@ -86,41 +90,63 @@ pub fn choose(
     Ok((v, split))
 }
 
-/// The tile split-K runs on (128 x 128, one block per tile: the finer grain of output tiles).
+/// The tile split-K runs on above 64 rows (128 x 128, one block per tile: the finer grain of
+/// output tiles).
 pub const SPLIT_TILE: u8 = 1;
+/// The tile for M <= 64 (64 x 128, one consumer, two blocks per SM): the 128-row tiles would
+/// spend half their wgmma rows on nothing.
+pub const SMALL_M_TILE: u8 = 9;
 /// Least k-tiles (of 64) per K slice: shorter slices spend more on the join than they save
 /// (on the H100, 128x8192x1024 ran 0.026 ms in 2 slices of 8, 0.024 ms unsplit).
 pub const MIN_KT_PER_SLICE: usize = 16;
 
-/// The split-K cost rule: a single matrix whose 128 x 128 output tiles fill at most half the
-/// SMs leaves the others idle for the whole of a long K; cut K into up to `SMs / tiles`
-/// slices (at most 64) of at least [`MIN_KT_PER_SLICE`] k-tiles, so the grid is about one
-/// wave. Not when the call forces `split_k` (1: no split; above 1: the `mma.sync` split-K) or
-/// is a batch. `FERROTUNE_SM90_SPLIT=s` forces `s` slices (1: off).
-pub fn split_for(g: &Gemm, sm_count: u32) -> Sm90Split {
+/// The tile a K split of `g` would run on: a forced tile that can split, none for a forced
+/// tile that cannot, else [`SMALL_M_TILE`] up to 64 rows when the 128 x 128 tiles would fill
+/// at most a quarter of the SMs, and [`SPLIT_TILE`] otherwise. On the H100 (bf16, committed in
+/// bench/results/irregular/run7-*): the 64-row tile won at 32 and 24 tiles of 128 x 128
+/// (64x4096x4096 0.032 ms against 0.035, 50x3000x2999 0.040 against 0.048) and lost from 64
+/// on (64x11008x4096 0.057 against 0.051, 64x16384x4096 0.068 against 0.063).
+fn split_tile(g: &Gemm, sm_count: u32, forced: Option<u8>) -> Option<u8> {
+    let tiles128 = g.m.div_ceil(128) * g.n.div_ceil(128);
+    match forced {
+        Some(t) => k90::TILES[t as usize].splits_k().then_some(t),
+        None if g.m <= 64 && 4 * tiles128 <= sm_count.max(1) as usize => Some(SMALL_M_TILE),
+        None => Some(SPLIT_TILE),
+    }
+}
+
+/// The split-K cost rule: a single matrix whose output tiles (of `tile`) fill at most half the
+/// block slots (SMs x blocks per SM) leaves the others idle for the whole of a long K; cut K
+/// into up to `slots / tiles` slices (at most 64) of at least [`MIN_KT_PER_SLICE`] k-tiles, so
+/// the grid is about one wave. Not when the call forces `split_k` (1: no split; above 1: the
+/// `mma.sync` split-K) or is a batch. `FERROTUNE_SM90_SPLIT=s` forces `s` slices (1: off).
+pub fn split_for(g: &Gemm, sm_count: u32, tile: u8) -> Sm90Split {
     if g.batch != 1 || g.split_k.is_some() {
         return Sm90Split::NONE;
     }
-    let t = k90::TILES[SPLIT_TILE as usize];
+    let t = k90::TILES[tile as usize];
     let tiles = g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn);
     let ktiles = g.k.div_ceil(t.bk(2));
     if let Some(s) = std::env::var("FERROTUNE_SM90_SPLIT").ok().and_then(|v| v.parse::<usize>().ok()) {
         return Sm90Split::new(ktiles, s);
     }
-    let sms = sm_count.max(1) as usize;
-    if tiles == 0 || 2 * tiles > sms {
+    let slots = sm_count.max(1) as usize * t.blocks_per_sm();
+    if tiles == 0 || 2 * tiles > slots {
         return Sm90Split::NONE;
     }
-    Sm90Split::new(ktiles, (sms / tiles).min(ktiles / MIN_KT_PER_SLICE))
+    Sm90Split::new(ktiles, (slots / tiles).min(ktiles / MIN_KT_PER_SLICE))
 }
 
 /// Why `split` was chosen, for the plan's reason.
-pub fn split_reason(g: &Gemm, split: Sm90Split, sm_count: u32) -> String {
-    let t = k90::TILES[SPLIT_TILE as usize];
+pub fn split_reason(g: &Gemm, tile: u8, split: Sm90Split, sm_count: u32) -> String {
+    let t = k90::TILES[tile as usize];
     let tiles = g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn);
     format!(
-        "Hopper split-K: {tiles} output tiles of 128x128 fill at most half of {sm_count} SMs and K = {} is long: \
-         {} K slices of {} k-tiles, joined in the kernel by a fixed tree (deterministic), {} KiB workspace",
+        "Hopper split-K: {tiles} output tiles of {}x{} fill at most half of {sm_count} SMs x {} blocks and K = {} \
+         is long: {} K slices of {} k-tiles, joined in the kernel by a fixed tree (deterministic), {} KiB workspace",
+        t.bm(),
+        t.bn,
+        t.blocks_per_sm(),
         g.k,
         split.slices,
         split.kt_per,
@@ -191,7 +217,7 @@ pub unsafe fn launch(
     let tiles = (g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn)) as u32;
     let ktiles = g.k.div_ceil(t.bk(2));
     if split.is_split()
-        && (v.tile != SPLIT_TILE
+        && (!t.splits_k()
             || g.batch != 1
             || split.slices > ferrotune_kernels::gemm_sm90_split::MAX_SLICES
             || split.range(split.slices - 1, ktiles).0 >= ktiles)
@@ -308,7 +334,7 @@ mod tests {
         if std::env::var("FERROTUNE_SM90_SPLIT").is_ok() {
             return; // the variable overrides the rule under test
         }
-        let s = |g: Gemm| split_for(&g, 132);
+        let s = |g: Gemm| split_for(&g, 132, split_tile(&g, 132, None).unwrap());
         assert_eq!(s(rc(256, 256, 65_536)), Sm90Split { slices: 32, kt_per: 32 });
         assert_eq!(s(rc(512, 512, 32_768)), Sm90Split { slices: 8, kt_per: 64 });
         assert_eq!(s(rc(1024, 1024, 16_384)), Sm90Split { slices: 2, kt_per: 128 });
@@ -331,6 +357,18 @@ mod tests {
         let sp = s(rc(129, 257, 4099));
         let kt = 4099usize.div_ceil(64);
         assert!(sp.is_split() && sp.range(sp.slices - 1, kt).1 == kt && sp.range(sp.slices - 1, kt).0 < kt);
-        assert!(split_reason(&rc(256, 256, 65_536), s(rc(256, 256, 65_536)), 132).contains("32 K slices"));
+        assert!(split_reason(&rc(256, 256, 65_536), SPLIT_TILE, s(rc(256, 256, 65_536)), 132).contains("32 K slices"));
+        // Up to 64 rows and few tiles the 64 x 128 tile, two blocks per SM: 32 tiles of 64x4096
+        // leave room for 8 slices, 64 k-tiles allow 4. 33x8191 (64 tiles of 128 x 128) stays on
+        // the 128 x 128 tile (2 slices), 64x11008 (86) does not split.
+        assert_eq!(split_tile(&rc(64, 4096, 4096), 132, None), Some(SMALL_M_TILE));
+        assert_eq!(s(rc(64, 4096, 4096)), Sm90Split { slices: 4, kt_per: 16 });
+        assert_eq!(split_tile(&rc(33, 8191, 4099), 132, None), Some(SPLIT_TILE));
+        assert_eq!(split_tile(&rc(64, 11008, 4096), 132, None), Some(SPLIT_TILE));
+        assert!(!s(rc(64, 11008, 4096)).is_split());
+        assert!(split_reason(&rc(64, 4096, 4096), SMALL_M_TILE, s(rc(64, 4096, 4096)), 132).contains("64x128"));
+        // A forced tile splits only where it can.
+        assert_eq!(split_tile(&rc(64, 4096, 4096), 132, Some(0)), None);
+        assert_eq!(split_tile(&rc(640, 4096, 4096), 132, Some(1)), Some(1));
     }
 }

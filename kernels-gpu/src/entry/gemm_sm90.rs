@@ -260,7 +260,7 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
         }
         wgmma_wait::<0>();
     }
-    // Only the split tile (128 x 128: `NACC` 64) has this code; the 128 x 256 keeps its registers.
+    // Only the split tiles (N 128: `NACC` 64) have this code; the 128 x 256 keeps its registers.
     if NACC == 64 && split.is_split() {
         let cx =
             SplitCtx { ws, split, tiles: tiles_m * tiles_n, tile: block_idx_x() as usize, slice, flag: ring.flag() };
@@ -467,6 +467,7 @@ macro_rules! sm90_tiles {
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5pp"), $E, $O, 64, 2, 5, true, 2);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s5pp"), $E, $O, 128, 2, 5, true, 1);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4p"), $E, $O, 128, 2, 4, true, 0);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s4"), $E, $O, 64, 1, 4, false, 0);
     };
 }
 
