@@ -16,7 +16,7 @@ use crate::element::DType;
 use crate::math::{exp, normal_cdf};
 
 mod cpu;
-pub use cpu::{bwd_rows, fcgp_assemble_rows, fcgp_products_rows, fwd_rows};
+pub use cpu::{LANES, bwd_rows, fcgp_assemble_rows, fcgp_products_rows, fwd_rows, padded, weights_by_path};
 
 /// Components of the largest algebra (Cl(3,0)).
 pub const MAX_C: usize = 8;
@@ -154,9 +154,16 @@ const PATHS_2D: [(usize, usize, usize); MAX_W] = {
 };
 
 /// Cl(2,0): `[1, e1, e2, e12]`.
-pub static CL2: Tables = tables(2, [0b00, 0b01, 0b10, 0b11, 0, 0, 0, 0], PATHS_2D);
+pub static CL2: Tables = CL2_TABLES;
 /// Cl(3,0): `[1, e1, e2, e3, e12, e13, e23, e123]`.
-pub static CL3: Tables = tables(
+pub static CL3: Tables = CL3_TABLES;
+
+// The tables as constants: `Algebra::T` points at these, so every crate that compiles the
+// maths (the host's monomorphised CPU loops included, not only this crate's PTX entries) sees
+// their values and folds the term loops to constants; a reference to the `static` was opaque
+// outside this crate, and the CPU loops then indexed arrays in memory and did not vectorise.
+const CL2_TABLES: Tables = tables(2, [0b00, 0b01, 0b10, 0b11, 0, 0, 0, 0], PATHS_2D);
+const CL3_TABLES: Tables = tables(
     3,
     [0b000, 0b001, 0b010, 0b100, 0b011, 0b101, 0b110, 0b111],
     [
@@ -198,7 +205,7 @@ pub trait Algebra: Copy + Send + Sync + 'static {
 #[derive(Clone, Copy, Debug)]
 pub struct Cl2;
 impl Algebra for Cl2 {
-    const T: &'static Tables = &CL2;
+    const T: &'static Tables = &CL2_TABLES;
     const C: usize = 4;
     const W: usize = 10;
     const G: usize = 3;
@@ -208,7 +215,7 @@ impl Algebra for Cl2 {
 #[derive(Clone, Copy, Debug)]
 pub struct Cl3;
 impl Algebra for Cl3 {
-    const T: &'static Tables = &CL3;
+    const T: &'static Tables = &CL3_TABLES;
     const C: usize = 8;
     const W: usize = 20;
     const G: usize = 4;

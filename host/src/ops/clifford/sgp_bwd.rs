@@ -149,7 +149,11 @@ fn cpu_backward<A: Algebra, T: Scalar>(
     let gs = planes(go, A::C, plane, chunk);
     let dxs = planes_mut(dx, A::C, plane, chunk);
     let dys = planes_mut(dy, A::C, plane, chunk);
-    let nw = p.n * A::W;
+    // Weights and weight gradients as f32 planes by path (`kc::weights_by_path`).
+    let np = kc::padded(p.n);
+    let nw = np * A::W;
+    let mut wt = vec![0.0f32; nw];
+    kc::weights_by_path::<A, T>(w, p.n, &mut wt);
     // One f32 weight gradient per task, summed in task order (deterministic).
     let parts: Vec<Vec<f32>> = cpu.install(|| {
         dxs.into_par_iter()
@@ -157,13 +161,15 @@ fn cpu_backward<A: Algebra, T: Scalar>(
             .zip(xs.par_iter().zip(ys.par_iter()).zip(gs.par_iter()))
             .map(|((mut dxc, mut dyc), ((xc, yc), gc))| {
                 let mut part = vec![0.0f32; nw];
-                kc::bwd_rows::<A, T>(xc, yc, gc, w, &mut dxc, &mut dyc, &mut part, p.n, p.normalize);
+                super::cpu_loops::bwd_rows::<A, T>([xc, yc, gc], &wt, &mut dxc, &mut dyc, &mut part, p.n, p.normalize);
                 part
             })
             .collect()
     });
-    for (i, d) in dw.iter_mut().enumerate() {
-        *d = T::from_f32(parts.iter().map(|v| v[i]).sum());
+    for (f, dwf) in dw.chunks_mut(A::W).enumerate() {
+        for (q, d) in dwf.iter_mut().enumerate() {
+            *d = T::from_f32(parts.iter().map(|v| v[q * np + f]).sum());
+        }
     }
 }
 
