@@ -177,6 +177,8 @@ pub fn fwd_rows<A: Algebra, T: Element, V: Widen<T>>(
     let np = padded(n);
     let (mut xs, mut ys) = ([[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C]);
     let mut acc = [[0.0f32; LANES]; MAX_G];
+    // Every lane of the algebra's components is written in each block: no clearing per block.
+    let mut ob = [[0.0f32; LANES]; MAX_C];
     for r in 0..rows {
         let mut ss = [0.0f32; MAX_G];
         for (b, f0) in (0..n).step_by(LANES).enumerate() {
@@ -184,7 +186,6 @@ pub fn fwd_rows<A: Algebra, T: Element, V: Widen<T>>(
             widen_block(conv, x, A::C, r * n + f0, m, &mut xs);
             widen_block(conv, y, A::C, r * n + f0, m, &mut ys);
             let wb = weight_block::<A>(wt, np, f0);
-            let mut ob = [[0.0f32; LANES]; MAX_C];
             for l in 0..LANES {
                 let (mut xg, mut yg) = (lane(&xs, A::C, l), lane(&ys, A::C, l));
                 gate::<A>(&mut xg);
@@ -258,6 +259,9 @@ pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>>(
     let np = padded(n);
     let (mut xs, mut ys, mut gs) = ([[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C]);
     let (mut acc_s, mut acc_d) = ([[0.0f32; LANES]; MAX_G], [[0.0f32; LANES]; MAX_G]);
+    // Overwritten (da, db) or loaded (dw) in full for the algebra's components each block.
+    let (mut da, mut db) = ([[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C]);
+    let mut dw = [[0.0f32; LANES]; MAX_W];
     for r in 0..rows {
         let coefs = normalize.then(|| {
             let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
@@ -292,8 +296,6 @@ pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>>(
             widen_block(conv, y, A::C, r * n + f0, m, &mut ys);
             widen_block(conv, go, A::C, r * n + f0, m, &mut gs);
             let wb = weight_block::<A>(wt, np, f0);
-            let (mut da, mut db) = ([[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C]);
-            let mut dw = [[0.0f32; LANES]; MAX_W];
             for p in 0..A::W {
                 dw[p].copy_from_slice(&dwt[p * np + f0..p * np + f0 + LANES]);
             }
@@ -353,6 +355,7 @@ pub fn fcgp_assemble_rows<A: Algebra, T: Element, V: Widen<T>>(
     let rows = d[0].len().checked_div(n).unwrap_or(0);
     let mut ds = [[0.0f32; LANES]; 44];
     let mut acc = [[0.0f32; LANES]; MAX_G];
+    let mut ob = [[0.0f32; LANES]; MAX_C];
     for r in 0..rows {
         let mut ss = [0.0f32; MAX_G];
         for (b, f0) in (0..n).step_by(LANES).enumerate() {
@@ -361,7 +364,6 @@ pub fn fcgp_assemble_rows<A: Algebra, T: Element, V: Widen<T>>(
                 ds[s][..m].copy_from_slice(&d[s][r * n + f0..r * n + f0 + m]);
                 ds[s][m..].fill(0.0);
             }
-            let mut ob = [[0.0f32; LANES]; MAX_C];
             for l in 0..LANES {
                 let o = assemble::<A>(|s| ds[s][l]);
                 let mut sq = [0.0f32; MAX_G];

@@ -127,6 +127,10 @@ pub fn run_sgp_backward<T: Scalar>(
     }
 }
 
+/// Most tasks of the CPU backward (see `cpu_backward`); a constant, so the weight gradient's
+/// summation order does not depend on the thread count.
+const BWD_TASKS: usize = 16;
+
 #[allow(clippy::too_many_arguments)]
 fn cpu_backward<A: Algebra, T: Scalar>(
     cpu: &Cpu,
@@ -138,7 +142,10 @@ fn cpu_backward<A: Algebra, T: Scalar>(
     dy: &mut [T],
     dw: &mut [T],
 ) {
-    let (plane, chunk) = (p.b * p.n, cfg.cpu_rows * p.n);
+    // At most BWD_TASKS tasks (each at least `cpu_rows` rows): every task keeps a weight
+    // gradient of N x W floats, and summing a few hundred of them cost more than the rows.
+    let rows = cfg.cpu_rows.max(p.b.div_ceil(BWD_TASKS));
+    let (plane, chunk) = (p.b * p.n, rows * p.n);
     if plane == 0 {
         // No rows: the weight gradient is a sum of nothing.
         dw.iter_mut().for_each(|d| *d = T::from_f32(0.0));
@@ -166,9 +173,13 @@ fn cpu_backward<A: Algebra, T: Scalar>(
             })
             .collect()
     });
+    let mut sum = vec![0.0f32; nw];
+    for part in &parts {
+        sum.iter_mut().zip(part).for_each(|(s, v)| *s += v);
+    }
     for (f, dwf) in dw.chunks_mut(A::W).enumerate() {
         for (q, d) in dwf.iter_mut().enumerate() {
-            *d = T::from_f32(parts.iter().map(|v| v[q * np + f]).sum());
+            *d = T::from_f32(sum[q * np + f]);
         }
     }
 }
