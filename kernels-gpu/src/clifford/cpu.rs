@@ -11,8 +11,8 @@ use super::{
     Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, assemble, bwd_feature, gate, inv_rms,
     norm_backward_coefs, norm_stats, path_products, product,
 };
-use crate::element::Element;
-use crate::elementwise::Widen;
+use crate::element::{DType, Element};
+use crate::elementwise::{PortableWiden, Widen};
 
 /// Features per partial sum of the CPU row reductions (norm statistics): a sum per block of
 /// features, then the sum of the blocks, so the f32 rounding error grows with
@@ -87,8 +87,41 @@ fn widen_block<T: Element, V: Widen<T>, const K: usize>(
     dst: &mut [Lanes; K],
 ) {
     for c in 0..count {
-        conv.widen(&planes[c][base..base + m], &mut dst[c][..m]);
-        dst[c][m..].fill(0.0);
+        load_lanes(conv, &planes[c][base..base + m], &mut dst[c]);
+    }
+}
+
+/// `src` (at most [`LANES`] long) widened into `dst`, 0 past its end. A whole block of f32 or
+/// bf16 is a fixed-size loop (a few vector moves, or shifts); only partial blocks and f16 go
+/// through `conv`: a `memcpy` call of 256 bytes per component cost more than the maths.
+#[inline(always)]
+fn load_lanes<T: Element, V: Widen<T>>(conv: V, src: &[T], dst: &mut Lanes) {
+    match <&[T; LANES]>::try_from(src) {
+        Ok(s) if T::DTYPE != DType::F16 => {
+            for l in 0..LANES {
+                dst[l] = s[l].to_f32();
+            }
+        }
+        _ => {
+            let m = src.len();
+            conv.widen(src, &mut dst[..m]);
+            dst[m..].fill(0.0);
+        }
+    }
+}
+
+/// The first `dst.len()` lanes of `src` narrowed into `dst`: a whole block of f32 as a
+/// fixed-size loop, everything else through `conv` (see [`load_lanes`]).
+#[inline(always)]
+fn store_lanes<T: Element, V: Widen<T>>(conv: V, src: &Lanes, dst: &mut [T]) {
+    let m = dst.len();
+    match <&mut [T; LANES]>::try_from(&mut *dst) {
+        Ok(d) if T::DTYPE == DType::F32 => {
+            for l in 0..LANES {
+                d[l] = T::from_f32(src[l]);
+            }
+        }
+        _ => conv.narrow(&src[..m], dst),
     }
 }
 
@@ -153,7 +186,7 @@ fn write_row<A: Algebra, T: Element, V: Widen<T>>(
             for (t, v) in tmp.iter_mut().zip(src) {
                 *t = v * s;
             }
-            conv.narrow(&tmp[..o.len()], o);
+            store_lanes(conv, &tmp, o);
         }
     }
 }
@@ -201,7 +234,7 @@ pub fn fwd_rows<A: Algebra, T: Element, V: Widen<T>>(
                 }
             }
             for c in 0..A::C {
-                scratch[c * n + f0..c * n + f0 + m].copy_from_slice(&ob[c][..m]);
+                store_lanes(PortableWiden, &ob[c], &mut scratch[c * n + f0..c * n + f0 + m]);
             }
             if (b + 1) % BLOCKS_PER_SUM == 0 || f0 + LANES >= n {
                 fold_lanes::<A>(&mut acc, &mut ss);
@@ -308,8 +341,8 @@ pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>>(
             }
             for c in 0..A::C {
                 let at = r * n + f0;
-                conv.narrow(&da[c][..m], &mut dx[c][at..at + m]);
-                conv.narrow(&db[c][..m], &mut dy[c][at..at + m]);
+                store_lanes(conv, &da[c], &mut dx[c][at..at + m]);
+                store_lanes(conv, &db[c], &mut dy[c][at..at + m]);
             }
         }
     }
@@ -336,7 +369,7 @@ pub fn fcgp_products_rows<A: Algebra, T: Element, V: Widen<T>>(conv: V, x: &[&[T
             }
         }
         for s in 0..A::TOTAL {
-            conv.narrow(&pb[s][..m], &mut prod[s][i0..i0 + m]);
+            store_lanes(conv, &pb[s], &mut prod[s][i0..i0 + m]);
         }
     }
 }
@@ -361,8 +394,7 @@ pub fn fcgp_assemble_rows<A: Algebra, T: Element, V: Widen<T>>(
         for (b, f0) in (0..n).step_by(LANES).enumerate() {
             let m = LANES.min(n - f0);
             for s in 0..A::TOTAL {
-                ds[s][..m].copy_from_slice(&d[s][r * n + f0..r * n + f0 + m]);
-                ds[s][m..].fill(0.0);
+                load_lanes(PortableWiden, &d[s][r * n + f0..r * n + f0 + m], &mut ds[s]);
             }
             for l in 0..LANES {
                 let o = assemble::<A>(|s| ds[s][l]);
@@ -376,7 +408,7 @@ pub fn fcgp_assemble_rows<A: Algebra, T: Element, V: Widen<T>>(
                 }
             }
             for c in 0..A::C {
-                scratch[c * n + f0..c * n + f0 + m].copy_from_slice(&ob[c][..m]);
+                store_lanes(PortableWiden, &ob[c], &mut scratch[c * n + f0..c * n + f0 + m]);
             }
             if (b + 1) % BLOCKS_PER_SUM == 0 || f0 + LANES >= n {
                 fold_lanes::<A>(&mut acc, &mut ss);
