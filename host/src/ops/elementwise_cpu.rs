@@ -75,7 +75,7 @@ pub(crate) fn cast_mut<T: 'static, U: 'static>(slice: &mut [T]) -> Option<&mut [
 /// loop. Only those loops use it (elsewhere it would be a call to a software fma).
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, Debug)]
-struct HwFma;
+pub(crate) struct HwFma;
 
 #[cfg(target_arch = "x86_64")]
 impl MulAdd for HwFma {

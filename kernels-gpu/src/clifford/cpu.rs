@@ -8,9 +8,10 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::{
-    Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, assemble, bwd_feature, gate, inv_rms,
-    norm_backward_coefs, norm_stats, path_products, product,
+    Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, assemble, bwd_feature_with, gate, inv_rms,
+    norm_backward_coefs, norm_stats, path_products, product_with,
 };
+use crate::arch::MulAdd;
 use crate::element::{DType, Element};
 use crate::elementwise::{PortableWiden, Widen};
 
@@ -196,7 +197,8 @@ fn write_row<A: Algebra, T: Element, V: Widen<T>>(
 /// floats.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub fn fwd_rows<A: Algebra, T: Element, V: Widen<T>>(
+pub fn fwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
+    f: F,
     conv: V,
     x: &[&[T]],
     y: &[&[T]],
@@ -223,7 +225,7 @@ pub fn fwd_rows<A: Algebra, T: Element, V: Widen<T>>(
                 let (mut xg, mut yg) = (lane(&xs, A::C, l), lane(&ys, A::C, l));
                 gate::<A>(&mut xg);
                 gate::<A>(&mut yg);
-                let o = product::<A>(&xg, &yg, &lane_w::<A>(&wb, l));
+                let o = product_with::<A, F>(f, &xg, &yg, &lane_w::<A>(&wb, l));
                 let mut sq = [0.0f32; MAX_G];
                 accumulate_grades::<A>(&o, &mut sq);
                 for g in 0..A::G {
@@ -248,7 +250,8 @@ pub fn fwd_rows<A: Algebra, T: Element, V: Widen<T>>(
 /// the lanes of `dw` (`coefs`: the norm's `(inv, k)`, None without norm).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn bwd_block<A: Algebra>(
+fn bwd_block<A: Algebra, F: MulAdd>(
+    f: F,
     xs: &[Lanes; MAX_C],
     ys: &[Lanes; MAX_C],
     gs: &[Lanes; MAX_C],
@@ -261,7 +264,7 @@ fn bwd_block<A: Algebra>(
     for l in 0..LANES {
         let (xv, yv, gv) = (lane(xs, A::C, l), lane(ys, A::C, l), lane(gs, A::C, l));
         let mut dwf = [0.0f32; MAX_W];
-        let (a, b) = bwd_feature::<A>(&xv, &yv, &gv, &lane_w::<A>(wb, l), coefs, &mut dwf);
+        let (a, b) = bwd_feature_with::<A, F>(f, &xv, &yv, &gv, &lane_w::<A>(wb, l), coefs, &mut dwf);
         for c in 0..A::C {
             da[c][l] = a[c];
             db[c][l] = b[c];
@@ -276,7 +279,8 @@ fn bwd_block<A: Algebra>(
 /// this chunk's weight gradient to `dwt` (`(W, padded(n))` f32, as [`weights_by_path`]).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>>(
+pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
+    f: F,
     conv: V,
     x: &[&[T]],
     y: &[&[T]],
@@ -308,7 +312,7 @@ pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>>(
                     let (mut xg, mut yg) = (lane(&xs, A::C, l), lane(&ys, A::C, l));
                     gate::<A>(&mut xg);
                     gate::<A>(&mut yg);
-                    let o = product::<A>(&xg, &yg, &lane_w::<A>(&wb, l));
+                    let o = product_with::<A, F>(f, &xg, &yg, &lane_w::<A>(&wb, l));
                     let (mut s, mut d) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
                     norm_stats::<A>(&o, &lane(&gs, A::C, l), &mut s, &mut d);
                     for g in 0..A::G {
@@ -333,8 +337,8 @@ pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>>(
                 dw[p].copy_from_slice(&dwt[p * np + f0..p * np + f0 + LANES]);
             }
             match &coefs {
-                Some((inv, k)) => bwd_block::<A>(&xs, &ys, &gs, &wb, Some((inv, k)), &mut da, &mut db, &mut dw),
-                None => bwd_block::<A>(&xs, &ys, &gs, &wb, None, &mut da, &mut db, &mut dw),
+                Some((inv, k)) => bwd_block::<A, F>(f, &xs, &ys, &gs, &wb, Some((inv, k)), &mut da, &mut db, &mut dw),
+                None => bwd_block::<A, F>(f, &xs, &ys, &gs, &wb, None, &mut da, &mut db, &mut dw),
             }
             for p in 0..A::W {
                 dwt[p * np + f0..p * np + f0 + LANES].copy_from_slice(&dw[p]);

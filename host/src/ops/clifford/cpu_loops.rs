@@ -4,6 +4,7 @@
 //! (8), or the build's baseline; 16-bit data is widened and narrowed a block at a time by the
 //! hardware conversions where the CPU has them (F16C, AVX512-BF16), else the portable ones.
 
+use ferrotune_kernels::arch::Portable;
 use ferrotune_kernels::clifford::{self as kc, Algebra};
 use ferrotune_kernels::elementwise::{PortableWiden, Widen};
 use ferrotune_kernels::{DType, Element};
@@ -106,6 +107,7 @@ macro_rules! isa_loops {
         #[cfg(target_arch = "x86_64")]
         mod $name {
             use super::*;
+            use crate::ops::elementwise_cpu::HwFma;
 
             /// # Safety
             /// The CPU must support the features named in `target_feature`.
@@ -121,7 +123,7 @@ macro_rules! isa_loops {
                 normalize: bool,
                 scratch: &mut [f32],
             ) {
-                kc::fwd_rows::<A, T, Conv>(conv, x, y, wt, out, n, normalize, scratch)
+                kc::fwd_rows::<A, T, Conv, HwFma>(HwFma, conv, x, y, wt, out, n, normalize, scratch)
             }
 
             /// # Safety
@@ -138,7 +140,7 @@ macro_rules! isa_loops {
                 n: usize,
                 normalize: bool,
             ) {
-                kc::bwd_rows::<A, T, Conv>(conv, x, y, go, wt, dx, dy, dwt, n, normalize)
+                kc::bwd_rows::<A, T, Conv, HwFma>(HwFma, conv, x, y, go, wt, dx, dy, dwt, n, normalize)
             }
 
             /// # Safety
@@ -202,7 +204,7 @@ pub(super) fn fwd_rows<A: Algebra, T: Element>(
     let conv = conv_for::<T>();
     pick!(
         fwd,
-        kc::fwd_rows::<A, T, Conv>(conv, x, y, wt, out, n, normalize, scratch),
+        kc::fwd_rows::<A, T, Conv, Portable>(Portable, conv, x, y, wt, out, n, normalize, scratch),
         (conv, x, y, wt, out, n, normalize, scratch)
     )
 }
@@ -222,7 +224,7 @@ pub(super) fn bwd_rows<A: Algebra, T: Element>(
     let [x, y, go] = xyg;
     pick!(
         bwd,
-        kc::bwd_rows::<A, T, Conv>(conv, x, y, go, wt, dx, dy, dwt, n, normalize),
+        kc::bwd_rows::<A, T, Conv, Portable>(Portable, conv, x, y, go, wt, dx, dy, dwt, n, normalize),
         (conv, xyg, wt, dx, dy, dwt, n, normalize)
     )
 }
