@@ -8,8 +8,8 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::{
-    Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, assemble, bwd_feature_with, gate, inv_rms,
-    norm_backward_coefs, norm_stats, path_products, product_with,
+    Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, assemble, bwd_feature_with, gate, gate_vjp, inv_rms,
+    norm_backward_coefs, norm_stats, path_products, product_vjp_with, product_with, through_norm,
 };
 use crate::arch::MulAdd;
 use crate::element::{DType, Element};
@@ -275,8 +275,50 @@ fn bwd_block<A: Algebra, F: MulAdd>(
     }
 }
 
+/// Lane arrays of the backward's statistics pass kept for its gradient pass: the raw product
+/// (components `0..C`), then the gate values `Phi(x0)` and `Phi(y0)` at `C` and `C + 1`.
+const SAVED: usize = MAX_C + 2;
+
+/// [`bwd_block`] with the norm, from what the statistics pass saved (`sv`: the raw product and
+/// the gates): the steps of `bwd_feature_with` after its gates and product, so the pass does
+/// not compute them twice. The gated inputs are `x Phi(x0)`, as `gate` makes them.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn bwd_block_saved<A: Algebra, F: MulAdd>(
+    f: F,
+    [xs, ys, gs]: [&[Lanes; MAX_C]; 3],
+    sv: &[Lanes; SAVED],
+    wb: &[&Lanes; MAX_W],
+    (inv, k): (&Gv, &Gv),
+    da: &mut [Lanes; MAX_C],
+    db: &mut [Lanes; MAX_C],
+    dw: &mut [Lanes; MAX_W],
+) {
+    for l in 0..LANES {
+        let (xv, yv, gv) = (lane(xs, A::C, l), lane(ys, A::C, l), lane(gs, A::C, l));
+        let (sx, sy) = (sv[A::C][l], sv[A::C + 1][l]);
+        let (mut xg, mut yg) = (xv, yv);
+        for c in 0..A::C {
+            xg[c] *= sx;
+            yg[c] *= sy;
+        }
+        let g = through_norm::<A>(&gv, &lane(sv, A::C, l), inv, k);
+        let (mut dxg, mut dyg, mut dwf) = ([0.0f32; MAX_C], [0.0f32; MAX_C], [0.0f32; MAX_W]);
+        product_vjp_with::<A, F>(f, &xg, &yg, &lane_w::<A>(wb, l), &g, &mut dxg, &mut dyg, &mut dwf);
+        let (a, b) = (gate_vjp::<A>(&xv, sx, &dxg), gate_vjp::<A>(&yv, sy, &dyg));
+        for c in 0..A::C {
+            da[c][l] = a[c];
+            db[c][l] = b[c];
+        }
+        for p in 0..A::W {
+            dw[p][l] += dwf[p];
+        }
+    }
+}
+
 /// CPU path of the backward for whole rows (layout as [`fwd_rows`]): writes `dx`, `dy` and adds
 /// this chunk's weight gradient to `dwt` (`(W, padded(n))` f32, as [`weights_by_path`]).
+/// `saved` holds `(C + 2) padded(n)` floats (one row's raw products and gates).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
@@ -291,9 +333,11 @@ pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
     dwt: &mut [f32],
     n: usize,
     normalize: bool,
+    saved: &mut [f32],
 ) {
     let rows = x[0].len().checked_div(n).unwrap_or(0);
     let np = padded(n);
+    let mut sv = [[0.0f32; LANES]; SAVED];
     let (mut xs, mut ys, mut gs) = ([[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C]);
     let (mut acc_s, mut acc_d) = ([[0.0f32; LANES]; MAX_G], [[0.0f32; LANES]; MAX_G]);
     // Overwritten (da, db) or loaded (dw) in full for the algebra's components each block.
@@ -310,8 +354,8 @@ pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
                 let wb = weight_block::<A>(wt, np, f0);
                 for l in 0..LANES {
                     let (mut xg, mut yg) = (lane(&xs, A::C, l), lane(&ys, A::C, l));
-                    gate::<A>(&mut xg);
-                    gate::<A>(&mut yg);
+                    sv[A::C][l] = gate::<A>(&mut xg);
+                    sv[A::C + 1][l] = gate::<A>(&mut yg);
                     let o = product_with::<A, F>(f, &xg, &yg, &lane_w::<A>(&wb, l));
                     let (mut s, mut d) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
                     norm_stats::<A>(&o, &lane(&gs, A::C, l), &mut s, &mut d);
@@ -319,6 +363,13 @@ pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
                         acc_s[g][l] += s[g];
                         acc_d[g][l] += d[g];
                     }
+                    for c in 0..A::C {
+                        sv[c][l] = o[c];
+                    }
+                }
+                for (q, v) in sv.iter().enumerate().take(A::C + 2) {
+                    let at = q * np + f0;
+                    saved[at..at + LANES].copy_from_slice(v);
                 }
                 if (b + 1) % BLOCKS_PER_SUM == 0 || f0 + LANES >= n {
                     fold_lanes::<A>(&mut acc_s, &mut ss);
@@ -337,7 +388,13 @@ pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
                 dw[p].copy_from_slice(&dwt[p * np + f0..p * np + f0 + LANES]);
             }
             match &coefs {
-                Some((inv, k)) => bwd_block::<A, F>(f, &xs, &ys, &gs, &wb, Some((inv, k)), &mut da, &mut db, &mut dw),
+                Some((inv, k)) => {
+                    for (q, v) in sv.iter_mut().enumerate().take(A::C + 2) {
+                        let at = q * np + f0;
+                        v.copy_from_slice(&saved[at..at + LANES]);
+                    }
+                    bwd_block_saved::<A, F>(f, [&xs, &ys, &gs], &sv, &wb, (inv, k), &mut da, &mut db, &mut dw)
+                }
                 None => bwd_block::<A, F>(f, &xs, &ys, &gs, &wb, None, &mut da, &mut db, &mut dw),
             }
             for p in 0..A::W {

@@ -139,8 +139,9 @@ macro_rules! isa_loops {
                 dwt: &mut [f32],
                 n: usize,
                 normalize: bool,
+                saved: &mut [f32],
             ) {
-                kc::bwd_rows::<A, T, Conv, HwFma>(HwFma, conv, x, y, go, wt, dx, dy, dwt, n, normalize)
+                kc::bwd_rows::<A, T, Conv, HwFma>(HwFma, conv, x, y, go, wt, dx, dy, dwt, n, normalize, saved)
             }
 
             /// # Safety
@@ -214,18 +215,18 @@ pub(super) fn fwd_rows<A: Algebra, T: Element>(
 pub(super) fn bwd_rows<A: Algebra, T: Element>(
     xyg: [&[&[T]]; 3],
     wt: &[f32],
-    dx: &mut [&mut [T]],
-    dy: &mut [&mut [T]],
+    (dx, dy): (&mut [&mut [T]], &mut [&mut [T]]),
     dwt: &mut [f32],
     n: usize,
     normalize: bool,
+    saved: &mut [f32],
 ) {
     let conv = conv_for::<T>();
     let [x, y, go] = xyg;
     pick!(
         bwd,
-        kc::bwd_rows::<A, T, Conv, Portable>(Portable, conv, x, y, go, wt, dx, dy, dwt, n, normalize),
-        (conv, xyg, wt, dx, dy, dwt, n, normalize)
+        kc::bwd_rows::<A, T, Conv, Portable>(Portable, conv, x, y, go, wt, dx, dy, dwt, n, normalize, saved),
+        (conv, xyg, wt, dx, dy, dwt, n, normalize, saved)
     )
 }
 

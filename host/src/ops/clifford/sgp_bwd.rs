@@ -168,7 +168,10 @@ fn cpu_backward<A: Algebra, T: Scalar>(
             .zip(xs.par_iter().zip(ys.par_iter()).zip(gs.par_iter()))
             .map(|((mut dxc, mut dyc), ((xc, yc), gc))| {
                 let mut part = vec![0.0f32; nw];
-                super::cpu_loops::bwd_rows::<A, T>([xc, yc, gc], &wt, &mut dxc, &mut dyc, &mut part, p.n, p.normalize);
+                // One row's raw products and gates, from the norm statistics to the gradients.
+                let mut saved = vec![0.0f32; (A::C + 2) * np];
+                let (dx_dy, n) = ((&mut dxc[..], &mut dyc[..]), p.n);
+                super::cpu_loops::bwd_rows::<A, T>([xc, yc, gc], &wt, dx_dy, &mut part, n, p.normalize, &mut saved);
                 part
             })
             .collect()
