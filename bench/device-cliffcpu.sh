@@ -4,7 +4,7 @@
 # maths gained `product_with` / `product_vjp_with` / `bwd_feature_with` (the GPU entries call them
 # with `Portable`, i.e. `fma.rn` as before) and `Algebra::T` now points at const tables, so this
 # runs every Clifford GPU test (forward, backward, FCGP, long rows, against the f64 reference and
-# the CPU) and the PTX entry check. The log comes back as $OUT/cliffcpu-gpu-tests.log.
+# the CPU). The log comes back as $OUT/cliffcpu-gpu-tests.log.
 set -uo pipefail
 BIN=${BIN:-.carry}
 if [ ! -x $BIN/ferrotune_tests ] && [ -f $BIN/bins.tar.xz ]; then xz -dc $BIN/bins.tar.xz | tar -C $BIN -xf -; fi
