@@ -1,7 +1,7 @@
 //! Clifford-algebra layer ops (the Flash Clifford family) for Cl(2,0) and Cl(3,0): the algebra
 //! tables (built at compile time from basis-blade bitmasks), the per-feature maths (GELU gate,
 //! weighted geometric product, their gradients, the per-grade RMS norm), the compiled launch
-//! variants, and the CPU row loops. The PTX entries (`entry/clifford.rs`) and the CPU backend
+//! variants (`variants.rs`), and the CPU row loops. The PTX entries (`entry/clifford.rs`) and the CPU backend
 //! both call the per-feature functions here.
 //!
 //! Layout: multivectors are `(C, B, N)` (component, batch row, feature), weights `(N, W)`.
@@ -11,12 +11,16 @@
 //! the GPU and left the arrays in local memory.
 #![allow(clippy::needless_range_loop)]
 
-use crate::arch::{fmaf, sqrt};
-use crate::element::DType;
+use crate::arch::{MulAdd, Portable, fmaf, sqrt};
 use crate::math::{exp, normal_cdf};
 
 mod cpu;
-pub use cpu::{bwd_rows, fcgp_assemble_rows, fcgp_products_rows, fwd_rows};
+mod variants;
+pub use cpu::{LANES, bwd_rows, fcgp_assemble_rows, fcgp_products_rows, fwd_rows, padded, weights_by_path};
+pub use variants::{
+    BWD_VARIANTS, CliffordKernel, FWD_STREAM_VARIANTS, ROW_VARIANTS, RowVariant, bwd_entry_name, fwd_variants,
+    launch_bounds, row_entry_name,
+};
 
 /// Components of the largest algebra (Cl(3,0)).
 pub const MAX_C: usize = 8;
@@ -154,9 +158,16 @@ const PATHS_2D: [(usize, usize, usize); MAX_W] = {
 };
 
 /// Cl(2,0): `[1, e1, e2, e12]`.
-pub static CL2: Tables = tables(2, [0b00, 0b01, 0b10, 0b11, 0, 0, 0, 0], PATHS_2D);
+pub static CL2: Tables = CL2_TABLES;
 /// Cl(3,0): `[1, e1, e2, e3, e12, e13, e23, e123]`.
-pub static CL3: Tables = tables(
+pub static CL3: Tables = CL3_TABLES;
+
+// The tables as constants: `Algebra::T` points at these, so every crate that compiles the
+// maths (the host's monomorphised CPU loops included, not only this crate's PTX entries) sees
+// their values and folds the term loops to constants; a reference to the `static` was opaque
+// outside this crate, and the CPU loops then indexed arrays in memory and did not vectorise.
+const CL2_TABLES: Tables = tables(2, [0b00, 0b01, 0b10, 0b11, 0, 0, 0, 0], PATHS_2D);
+const CL3_TABLES: Tables = tables(
     3,
     [0b000, 0b001, 0b010, 0b100, 0b011, 0b101, 0b110, 0b111],
     [
@@ -198,7 +209,7 @@ pub trait Algebra: Copy + Send + Sync + 'static {
 #[derive(Clone, Copy, Debug)]
 pub struct Cl2;
 impl Algebra for Cl2 {
-    const T: &'static Tables = &CL2;
+    const T: &'static Tables = &CL2_TABLES;
     const C: usize = 4;
     const W: usize = 10;
     const G: usize = 3;
@@ -208,7 +219,7 @@ impl Algebra for Cl2 {
 #[derive(Clone, Copy, Debug)]
 pub struct Cl3;
 impl Algebra for Cl3 {
-    const T: &'static Tables = &CL3;
+    const T: &'static Tables = &CL3_TABLES;
     const C: usize = 8;
     const W: usize = 20;
     const G: usize = 4;
@@ -264,11 +275,18 @@ pub fn gate<A: Algebra>(x: &mut Mv) -> f32 {
 /// The weighted geometric product of one feature: `o = sum over paths of w_p <x_i y_k>_g`.
 #[inline(always)]
 pub fn product<A: Algebra>(xg: &Mv, yg: &Mv, w: &Wv) -> Mv {
+    product_with::<A, Portable>(Portable, xg, yg, w)
+}
+
+/// [`product`] with its multiply-adds done by `f` (the host's AVX loops pass a fused one; the
+/// GPU entries use [`Portable`], its `fma.rn`).
+#[inline(always)]
+pub fn product_with<A: Algebra, F: MulAdd>(f: F, xg: &Mv, yg: &Mv, w: &Wv) -> Mv {
     let mut o = [0.0f32; MAX_C];
     for_terms!(A::C * A::C, J => {
         let tm = A::T.terms[J];
         let wv = if tm.neg { -w[tm.p] } else { w[tm.p] };
-        o[tm.c] = fmaf(wv, xg[tm.i] * yg[tm.k], o[tm.c]);
+        o[tm.c] = f.mul_add(wv, xg[tm.i] * yg[tm.k], o[tm.c]);
     });
     o
 }
@@ -292,13 +310,29 @@ pub fn inv_rms(sumsq: f32, n: usize) -> f32 {
 /// `dxg`, `dyg` and `dw`.
 #[inline(always)]
 pub fn product_vjp<A: Algebra>(xg: &Mv, yg: &Mv, w: &Wv, g: &Mv, dxg: &mut Mv, dyg: &mut Mv, dw: &mut Wv) {
+    product_vjp_with::<A, Portable>(Portable, xg, yg, w, g, dxg, dyg, dw)
+}
+
+/// [`product_vjp`] with its multiply-adds done by `f` (see [`product_with`]).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn product_vjp_with<A: Algebra, F: MulAdd>(
+    f: F,
+    xg: &Mv,
+    yg: &Mv,
+    w: &Wv,
+    g: &Mv,
+    dxg: &mut Mv,
+    dyg: &mut Mv,
+    dw: &mut Wv,
+) {
     for_terms!(A::C * A::C, J => {
         let tm = A::T.terms[J];
         let gc = if tm.neg { -g[tm.c] } else { g[tm.c] };
         let wg = w[tm.p] * gc;
-        dxg[tm.i] = fmaf(wg, yg[tm.k], dxg[tm.i]);
-        dyg[tm.k] = fmaf(wg, xg[tm.i], dyg[tm.k]);
-        dw[tm.p] = fmaf(gc, xg[tm.i] * yg[tm.k], dw[tm.p]);
+        dxg[tm.i] = f.mul_add(wg, yg[tm.k], dxg[tm.i]);
+        dyg[tm.k] = f.mul_add(wg, xg[tm.i], dyg[tm.k]);
+        dw[tm.p] = f.mul_add(gc, xg[tm.i] * yg[tm.k], dw[tm.p]);
     });
 }
 
@@ -357,149 +391,6 @@ pub fn path_products<A: Algebra>(xg: &Mv, yg: &Mv) -> [f32; 44] {
     pr
 }
 
-/// A compiled variant of the row kernels (forward, backward and FCGP assembly): `vec` = four
-/// consecutive features per access (16 bytes of f32, 8 of f16/bf16; needs N % 4 == 0 and
-/// aligned pointers), `vpt` = accesses per thread per row kept in registers (the forward and
-/// backward keep the same features, and their weights, for every row), 0 = two passes
-/// (statistics first, then recompute and write: any N). `stream_w` (forward,
-/// [`FWD_STREAM_VARIANTS`]; the backward's meaning is in [`BWD_VARIANTS`]): the weights are not kept in registers but re-read for every row
-/// (they stay in L1/L2: N W floats shared by every block of an SM), which frees 10 (2D) or 20
-/// (3D) registers per feature, so larger teams fit in a block and a row stays in registers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RowVariant {
-    pub vec: bool,
-    pub vpt: u32,
-    pub stream_w: bool,
-}
-
-impl RowVariant {
-    /// Features per access.
-    pub const fn lanes(self) -> usize {
-        if self.vec { 4 } else { 1 }
-    }
-
-    /// The same variant with its weights kept in registers (the FCGP assembly has no weights).
-    pub const fn keeping_w(self) -> RowVariant {
-        RowVariant { stream_w: false, ..self }
-    }
-
-    /// `v4_p1`, `v1_p0`, ...
-    pub fn suffix(self) -> (&'static str, u32) {
-        (if self.vec { "v4" } else { "v1" }, self.vpt)
-    }
-
-    /// Most features one row can have with `team` threads per row (None: any).
-    pub fn max_features(self, team: usize) -> Option<usize> {
-        (self.vpt > 0).then(|| team * self.vpt as usize * self.lanes())
-    }
-}
-
-/// Every row variant compiled into the PTX (see `entry/clifford.rs`, `each_row_variant!`).
-pub const ROW_VARIANTS: [RowVariant; 6] = [
-    RowVariant { vec: true, vpt: 1, stream_w: false },
-    RowVariant { vec: true, vpt: 0, stream_w: false },
-    RowVariant { vec: false, vpt: 1, stream_w: false },
-    RowVariant { vec: false, vpt: 2, stream_w: false },
-    RowVariant { vec: false, vpt: 4, stream_w: false },
-    RowVariant { vec: false, vpt: 0, stream_w: false },
-];
-
-/// The forward-only variants whose weights are re-read per row (`stream_w`; see `RowVariant`):
-/// `ft_clifford_fwd_d{2,3}_{dt}_{v}_p{n}s` (`entry/clifford_fwd.rs`, `each_stream_variant!`).
-pub const FWD_STREAM_VARIANTS: [RowVariant; 4] = [
-    RowVariant { vec: false, vpt: 1, stream_w: true },
-    RowVariant { vec: false, vpt: 2, stream_w: true },
-    RowVariant { vec: false, vpt: 4, stream_w: true },
-    RowVariant { vec: true, vpt: 1, stream_w: true },
-];
-
-/// Every forward variant: [`ROW_VARIANTS`] and [`FWD_STREAM_VARIANTS`].
-pub fn fwd_variants() -> impl Iterator<Item = RowVariant> {
-    ROW_VARIANTS.into_iter().chain(FWD_STREAM_VARIANTS)
-}
-
-/// The backward variants that keep a row in registers (`entry/clifford_bwd.rs`,
-/// `ft_clifford_bwd_d{2,3}_{dt}_{v}_p{n}`, with `stream_w` `..._p{n}s`: the weights and each
-/// team's weight gradient in shared memory instead of registers); a backward config with
-/// `vpt` = 0 runs the two-pass kernels (`ft_clifford_bwd_d{2,3}_{dt}_{v4|v1}[_g]`) instead.
-pub const BWD_VARIANTS: [RowVariant; 8] = [
-    RowVariant { vec: true, vpt: 1, stream_w: false },
-    RowVariant { vec: false, vpt: 1, stream_w: false },
-    RowVariant { vec: false, vpt: 2, stream_w: false },
-    RowVariant { vec: false, vpt: 4, stream_w: false },
-    RowVariant { vec: true, vpt: 1, stream_w: true },
-    RowVariant { vec: false, vpt: 1, stream_w: true },
-    RowVariant { vec: false, vpt: 2, stream_w: true },
-    RowVariant { vec: false, vpt: 4, stream_w: true },
-];
-
-/// Launch bounds `(threads per block, blocks per SM)` of the shared-memory one-pass backward
-/// entries (`..._p{n}s`) for the PTX build (`None` for other names): a cap on ptxas's
-/// registers so that the team of a 1,024-feature row fits one block — one feature per thread:
-/// 1,024 threads (64 registers); two: 512 (128); four: 256 threads, two blocks per SM in 2D
-/// (128), one in 3D (its row alone takes 96 registers). Without them ptxas spent 128-255.
-pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
-    let rest = entry.strip_prefix("ft_clifford_bwd_d")?;
-    if !rest.ends_with('s') {
-        return None;
-    }
-    let d2 = rest.starts_with('2');
-    if rest.ends_with("_v1_p1s") {
-        Some((1024, 1))
-    } else if rest.ends_with("_v1_p2s") {
-        Some((512, 1))
-    } else if rest.ends_with("_v1_p4s") || rest.ends_with("_v4_p1s") {
-        Some((256, if d2 { 2 } else { 1 }))
-    } else {
-        None
-    }
-}
-
-/// The entry point of the one-pass backward `v` (`vpt` > 0): `ft_clifford_bwd_d{dim}_{dt}_{v4|v1}_p{n}[s]`.
-pub fn bwd_entry_name(dim: u32, dtype: DType, v: RowVariant) -> crate::gemm::EntryName {
-    let mut n = crate::gemm::EntryName::new();
-    n.push(if dim == 2 { "ft_clifford_bwd_d2_" } else { "ft_clifford_bwd_d3_" });
-    n.push(dtype.name());
-    n.push(if v.vec { "_v4_p" } else { "_v1_p" });
-    n.push(["0", "1", "2", "3", "4"][(v.vpt as usize).min(4)]);
-    if v.stream_w {
-        n.push("s");
-    }
-    n
-}
-
-/// The ops of this family, as named in entry points and bench rows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CliffordKernel {
-    /// `ft_clifford_fwd_d{2,3}_{dt}_{v}_p{n}`: gate, product, norm.
-    Forward,
-    /// `ft_clifford_bwd_d{2,3}_{dt}_{v4|v1}`: dx, dy and per-block dw partials.
-    Backward,
-    /// `ft_clifford_dw_reduce_{dt}`: sums the dw partials.
-    DwReduce,
-    /// `ft_clifford_fcgp_prod_d{2,3}_{dt}`: the signed per-path products.
-    FcgpProducts,
-    /// `ft_clifford_fcgp_asm_d{2,3}_{dt}_{v}_p{n}`: assembly of the GEMM results and norm.
-    FcgpAssemble,
-}
-
-/// Entry-point name of a row kernel (forward or FCGP assembly) without allocation.
-pub fn row_entry_name(kernel: CliffordKernel, dim: u32, dtype: DType, v: RowVariant) -> crate::gemm::EntryName {
-    let mut n = crate::gemm::EntryName::new();
-    n.push(match kernel {
-        CliffordKernel::FcgpAssemble => "ft_clifford_fcgp_asm_d",
-        _ => "ft_clifford_fwd_d",
-    });
-    n.push(if dim == 2 { "2_" } else { "3_" });
-    n.push(dtype.name());
-    n.push(if v.vec { "_v4_p" } else { "_v1_p" });
-    n.push(["0", "1", "2", "3", "4"][(v.vpt as usize).min(4)]);
-    if v.stream_w && matches!(kernel, CliffordKernel::Forward) {
-        n.push("s");
-    }
-    n
-}
-
 /// Per-row sums for the backward norm: squares of the raw output and `go . o_raw`, by grade.
 #[inline(always)]
 pub fn bwd_stats_feature<A: Algebra>(x: &Mv, y: &Mv, go: &Mv, w: &Wv, ss: &mut Gv, dot: &mut Gv) {
@@ -513,16 +404,30 @@ pub fn bwd_stats_feature<A: Algebra>(x: &Mv, y: &Mv, go: &Mv, w: &Wv, ss: &mut G
 /// `(inv, k)` (None: no norm).
 #[inline(always)]
 pub fn bwd_feature<A: Algebra>(x: &Mv, y: &Mv, go: &Mv, w: &Wv, coefs: Option<(&Gv, &Gv)>, dw: &mut Wv) -> (Mv, Mv) {
+    bwd_feature_with::<A, Portable>(Portable, x, y, go, w, coefs, dw)
+}
+
+/// [`bwd_feature`] with the product's and its gradient's multiply-adds done by `f`.
+#[inline(always)]
+pub fn bwd_feature_with<A: Algebra, F: MulAdd>(
+    f: F,
+    x: &Mv,
+    y: &Mv,
+    go: &Mv,
+    w: &Wv,
+    coefs: Option<(&Gv, &Gv)>,
+    dw: &mut Wv,
+) -> (Mv, Mv) {
     let (mut xg, mut yg) = (*x, *y);
     let sx = gate::<A>(&mut xg);
     let sy = gate::<A>(&mut yg);
     let g = match coefs {
-        Some((inv, k)) => through_norm::<A>(go, &product::<A>(&xg, &yg, w), inv, k),
+        Some((inv, k)) => through_norm::<A>(go, &product_with::<A, F>(f, &xg, &yg, w), inv, k),
         None => *go,
     };
     let mut dxg = [0.0f32; MAX_C];
     let mut dyg = [0.0f32; MAX_C];
-    product_vjp::<A>(&xg, &yg, w, &g, &mut dxg, &mut dyg, dw);
+    product_vjp_with::<A, F>(f, &xg, &yg, w, &g, &mut dxg, &mut dyg, dw);
     (gate_vjp::<A>(x, sx, &dxg), gate_vjp::<A>(y, sy, &dyg))
 }
 
@@ -545,6 +450,7 @@ pub fn assemble<A: Algebra>(d: impl Fn(usize) -> f32) -> Mv {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::element::DType;
 
     fn counts<A: Algebra>() -> (usize, usize, usize, usize) {
         (A::C, A::W, A::G, A::TOTAL)

@@ -29,13 +29,13 @@ use crate::buffer::Scalar;
 
 /// The widest instruction set the loops have a build for on this CPU (checked once).
 #[derive(Clone, Copy, PartialEq)]
-enum Isa {
+pub(crate) enum Isa {
     Baseline,
     Avx2,
     Avx512,
 }
 
-fn isa() -> Isa {
+pub(crate) fn isa() -> Isa {
     #[cfg(target_arch = "x86_64")]
     {
         static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
@@ -59,13 +59,13 @@ fn isa() -> Isa {
 
 #[cfg(target_arch = "x86_64")]
 /// `slice` as a slice of `U` when `T` is `U` (to give f16 data its F16C converter).
-fn cast<T: 'static, U: 'static>(slice: &[T]) -> Option<&[U]> {
+pub(crate) fn cast<T: 'static, U: 'static>(slice: &[T]) -> Option<&[U]> {
     // SAFETY: the TypeIds are equal, so T and U are the same type.
     (TypeId::of::<T>() == TypeId::of::<U>()).then(|| unsafe { &*(slice as *const [T] as *const [U]) })
 }
 
 #[cfg(target_arch = "x86_64")]
-fn cast_mut<T: 'static, U: 'static>(slice: &mut [T]) -> Option<&mut [U]> {
+pub(crate) fn cast_mut<T: 'static, U: 'static>(slice: &mut [T]) -> Option<&mut [U]> {
     // SAFETY: the TypeIds are equal, so T and U are the same type.
     (TypeId::of::<T>() == TypeId::of::<U>()).then(|| unsafe { &mut *(slice as *mut [T] as *mut [U]) })
 }
@@ -75,7 +75,7 @@ fn cast_mut<T: 'static, U: 'static>(slice: &mut [T]) -> Option<&mut [U]> {
 /// loop. Only those loops use it (elsewhere it would be a call to a software fma).
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, Debug)]
-struct HwFma;
+pub(crate) struct HwFma;
 
 #[cfg(target_arch = "x86_64")]
 impl MulAdd for HwFma {

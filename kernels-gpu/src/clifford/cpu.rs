@@ -1,13 +1,19 @@
 //! The CPU backend's row loops of the Clifford ops (forward, backward, FCGP products and
-//! assembly) over `(C, B, N)` component planes, built on the per-feature maths of the parent
-//! module (shared with the PTX entries).
+//! assembly) over `(C, B, N)` component planes, in blocks of [`LANES`] features: each block's
+//! components are widened into f32 lane arrays (16-bit data by the caller's [`Widen`], i.e. in
+//! blocks, not per element), the per-feature maths of the parent module (the one shared with
+//! the PTX entries) runs in a loop over the lanes with a fixed trip count that LLVM vectorises,
+//! and the results are narrowed back a block at a time. Weights come transposed to `(W, N)`
+//! f32 planes ([`weights_by_path`]), so a lane's weights are contiguous too.
 #![allow(clippy::needless_range_loop)]
 
 use super::{
-    Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, assemble, bwd_feature, bwd_stats_feature, gate,
-    inv_rms, norm_backward_coefs, path_products, product,
+    Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, assemble, bwd_feature_with, gate, gate_vjp, inv_rms,
+    norm_backward_coefs, norm_stats, path_products, product_vjp_with, product_with, through_norm,
 };
-use crate::element::Element;
+use crate::arch::MulAdd;
+use crate::element::{DType, Element};
+use crate::elementwise::{PortableWiden, Widen};
 
 /// Features per partial sum of the CPU row reductions (norm statistics): a sum per block of
 /// features, then the sum of the blocks, so the f32 rounding error grows with
@@ -15,6 +21,15 @@ use crate::element::Element;
 /// was off by 1.2e-4 of the largest gradient (tests/clifford_long.rs); the GPU's per-thread
 /// sums and team tree are blocked the same way.
 pub const SUM_BLOCK: usize = 256;
+
+/// Features per lane block of the CPU loops (a multiple of 16 that divides [`SUM_BLOCK`]).
+pub const LANES: usize = 64;
+
+/// One f32 value per lane of a block.
+type Lanes = [f32; LANES];
+
+/// Lane blocks of the row reductions per [`SUM_BLOCK`].
+const BLOCKS_PER_SUM: usize = SUM_BLOCK / LANES;
 
 /// Per-grade sums over the `n` features of one row, blocked by [`SUM_BLOCK`]: `add(f, ss, dot)`
 /// adds feature `f`'s terms.
@@ -36,24 +51,6 @@ pub fn blocked_sums(n: usize, mut add: impl FnMut(usize, &mut Gv, &mut Gv)) -> (
     (ss, dot)
 }
 
-/// Writes row `r` of `out` from the raw outputs in `scratch` (`C * n`), each divided by its
-/// grade's RMS when `ss` (the row's per-grade sums of squares) is given.
-#[inline(always)]
-fn write_row<A: Algebra, T: Element>(scratch: &[f32], out: &mut [&mut [T]], r: usize, n: usize, ss: Option<&Gv>) {
-    let mut inv = [1.0f32; MAX_G];
-    if let Some(ss) = ss {
-        for g in 0..A::G {
-            inv[g] = inv_rms(ss[g], n);
-        }
-    }
-    for c in 0..A::C {
-        let s = inv[A::T.grade[c]];
-        for f in 0..n {
-            out[c][r * n + f] = T::from_f32(scratch[c * n + f] * s);
-        }
-    }
-}
-
 #[inline(always)]
 pub(super) fn load<T: Element, A: Algebra>(p: &[&[T]], idx: usize) -> Mv {
     let mut v = [0.0f32; MAX_C];
@@ -63,79 +60,350 @@ pub(super) fn load<T: Element, A: Algebra>(p: &[&[T]], idx: usize) -> Mv {
     v
 }
 
-#[inline(always)]
-fn load_w<T: Element, A: Algebra>(w: &[T], f: usize) -> Wv {
-    let mut v = [0.0f32; MAX_W];
+/// Features of `n` rounded up to whole lane blocks: the row length of [`weights_by_path`].
+pub const fn padded(n: usize) -> usize {
+    n.div_ceil(LANES) * LANES
+}
+
+/// Transposes the `(n, W)` weights `w` into `(W, padded(n))` f32 planes `wt` (the padding 0).
+pub fn weights_by_path<A: Algebra, T: Element>(w: &[T], n: usize, wt: &mut [f32]) {
+    let np = padded(n);
     for p in 0..A::W {
-        v[p] = w[f * A::W + p].to_f32();
+        let plane = &mut wt[p * np..(p + 1) * np];
+        for f in 0..n {
+            plane[f] = w[f * A::W + p].to_f32();
+        }
+        plane[n..].fill(0.0);
     }
-    v
+}
+
+/// Widens `count` components of `planes` at `base..base + m` into lane arrays (0 past `m`).
+#[inline(always)]
+fn widen_block<T: Element, V: Widen<T>, const K: usize>(
+    conv: V,
+    planes: &[&[T]],
+    count: usize,
+    base: usize,
+    m: usize,
+    dst: &mut [Lanes; K],
+) {
+    for c in 0..count {
+        load_lanes(conv, &planes[c][base..base + m], &mut dst[c]);
+    }
+}
+
+/// `src` (at most [`LANES`] long) widened into `dst`, 0 past its end. A whole block of f32 or
+/// bf16 is a fixed-size loop (a few vector moves, or shifts); only partial blocks and f16 go
+/// through `conv`: a `memcpy` call of 256 bytes per component cost more than the maths.
+#[inline(always)]
+fn load_lanes<T: Element, V: Widen<T>>(conv: V, src: &[T], dst: &mut Lanes) {
+    match <&[T; LANES]>::try_from(src) {
+        Ok(s) if T::DTYPE != DType::F16 => {
+            for l in 0..LANES {
+                dst[l] = s[l].to_f32();
+            }
+        }
+        _ => {
+            let m = src.len();
+            conv.widen(src, &mut dst[..m]);
+            dst[m..].fill(0.0);
+        }
+    }
+}
+
+/// The first `dst.len()` lanes of `src` narrowed into `dst`: a whole block of f32 as a
+/// fixed-size loop, everything else through `conv` (see [`load_lanes`]).
+#[inline(always)]
+fn store_lanes<T: Element, V: Widen<T>>(conv: V, src: &Lanes, dst: &mut [T]) {
+    let m = dst.len();
+    match <&mut [T; LANES]>::try_from(&mut *dst) {
+        Ok(d) if T::DTYPE == DType::F32 => {
+            for l in 0..LANES {
+                d[l] = T::from_f32(src[l]);
+            }
+        }
+        _ => conv.narrow(&src[..m], dst),
+    }
+}
+
+/// The weights of lane block `f0` (each path's plane, `LANES` long).
+#[inline(always)]
+fn weight_block<A: Algebra>(wt: &[f32], np: usize, f0: usize) -> [&Lanes; MAX_W] {
+    static ZERO: Lanes = [0.0; LANES];
+    core::array::from_fn(|p| {
+        if p < A::W { wt[p * np + f0..p * np + f0 + LANES].try_into().unwrap_or(&ZERO) } else { &ZERO }
+    })
+}
+
+#[inline(always)]
+fn lane<const K: usize>(v: &[Lanes; K], count: usize, l: usize) -> [f32; MAX_C] {
+    let mut o = [0.0f32; MAX_C];
+    for c in 0..count.min(MAX_C) {
+        o[c] = v[c][l];
+    }
+    o
+}
+
+#[inline(always)]
+fn lane_w<A: Algebra>(w: &[&Lanes; MAX_W], l: usize) -> Wv {
+    let mut o = [0.0f32; MAX_W];
+    for p in 0..A::W {
+        o[p] = w[p][l];
+    }
+    o
+}
+
+/// Adds the per-lane sums `acc` (then cleared) lane by lane into `sums`.
+#[inline(always)]
+fn fold_lanes<A: Algebra>(acc: &mut [Lanes; MAX_G], sums: &mut Gv) {
+    for g in 0..A::G {
+        sums[g] += acc[g].iter().sum::<f32>();
+        acc[g] = [0.0; LANES];
+    }
+}
+
+/// Writes row `r` of `out` from the raw outputs in `scratch` (`C * n`), each divided by its
+/// grade's RMS when `ss` (the row's per-grade sums of squares) is given, narrowed in blocks.
+#[inline(always)]
+fn write_row<A: Algebra, T: Element, V: Widen<T>>(
+    conv: V,
+    scratch: &[f32],
+    out: &mut [&mut [T]],
+    r: usize,
+    n: usize,
+    ss: Option<&Gv>,
+) {
+    let mut inv = [1.0f32; MAX_G];
+    if let Some(ss) = ss {
+        for g in 0..A::G {
+            inv[g] = inv_rms(ss[g], n);
+        }
+    }
+    let mut tmp = [0.0f32; LANES];
+    for c in 0..A::C {
+        let s = inv[A::T.grade[c]];
+        let row = &mut out[c][r * n..(r + 1) * n];
+        for (o, src) in row.chunks_mut(LANES).zip(scratch[c * n..(c + 1) * n].chunks(LANES)) {
+            for (t, v) in tmp.iter_mut().zip(src) {
+                *t = v * s;
+            }
+            store_lanes(conv, &tmp, o);
+        }
+    }
 }
 
 /// CPU path of the forward for whole rows: `x[c]`, `y[c]`, `out[c]` hold component `c` of the
-/// same rows (`rows * n` elements each), `w` is `(n, W)`. `scratch` holds `C * n` floats.
-pub fn fwd_rows<A: Algebra, T: Element>(
+/// same rows (`rows * n` elements each), `wt` is [`weights_by_path`]. `scratch` holds `C * n`
+/// floats.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn fwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
+    f: F,
+    conv: V,
     x: &[&[T]],
     y: &[&[T]],
-    w: &[T],
+    wt: &[f32],
     out: &mut [&mut [T]],
     n: usize,
     normalize: bool,
     scratch: &mut [f32],
 ) {
     let rows = x[0].len().checked_div(n).unwrap_or(0);
+    let np = padded(n);
+    let (mut xs, mut ys) = ([[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C]);
+    let mut acc = [[0.0f32; LANES]; MAX_G];
+    // Every lane of the algebra's components is written in each block: no clearing per block.
+    let mut ob = [[0.0f32; LANES]; MAX_C];
     for r in 0..rows {
-        let (ss, _) = blocked_sums(n, |f, ss, _| {
-            let idx = r * n + f;
-            let (mut xg, mut yg) = (load::<T, A>(x, idx), load::<T, A>(y, idx));
-            gate::<A>(&mut xg);
-            gate::<A>(&mut yg);
-            let o = product::<A>(&xg, &yg, &load_w::<T, A>(w, f));
-            accumulate_grades::<A>(&o, ss);
-            for c in 0..A::C {
-                scratch[c * n + f] = o[c];
+        let mut ss = [0.0f32; MAX_G];
+        for (b, f0) in (0..n).step_by(LANES).enumerate() {
+            let m = LANES.min(n - f0);
+            widen_block(conv, x, A::C, r * n + f0, m, &mut xs);
+            widen_block(conv, y, A::C, r * n + f0, m, &mut ys);
+            let wb = weight_block::<A>(wt, np, f0);
+            for l in 0..LANES {
+                let (mut xg, mut yg) = (lane(&xs, A::C, l), lane(&ys, A::C, l));
+                gate::<A>(&mut xg);
+                gate::<A>(&mut yg);
+                let o = product_with::<A, F>(f, &xg, &yg, &lane_w::<A>(&wb, l));
+                let mut sq = [0.0f32; MAX_G];
+                accumulate_grades::<A>(&o, &mut sq);
+                for g in 0..A::G {
+                    acc[g][l] += sq[g];
+                }
+                for c in 0..A::C {
+                    ob[c][l] = o[c];
+                }
             }
-        });
-        write_row::<A, T>(scratch, out, r, n, normalize.then_some(&ss));
+            for c in 0..A::C {
+                store_lanes(PortableWiden, &ob[c], &mut scratch[c * n + f0..c * n + f0 + m]);
+            }
+            if (b + 1) % BLOCKS_PER_SUM == 0 || f0 + LANES >= n {
+                fold_lanes::<A>(&mut acc, &mut ss);
+            }
+        }
+        write_row::<A, T, V>(conv, scratch, out, r, n, normalize.then_some(&ss));
+    }
+}
+
+/// The backward's lanes of one block: `(dx, dy)` into `da`, `db`, the weight gradient added to
+/// the lanes of `dw` (`coefs`: the norm's `(inv, k)`, None without norm).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn bwd_block<A: Algebra, F: MulAdd>(
+    f: F,
+    xs: &[Lanes; MAX_C],
+    ys: &[Lanes; MAX_C],
+    gs: &[Lanes; MAX_C],
+    wb: &[&Lanes; MAX_W],
+    coefs: Option<(&Gv, &Gv)>,
+    da: &mut [Lanes; MAX_C],
+    db: &mut [Lanes; MAX_C],
+    dw: &mut [Lanes; MAX_W],
+) {
+    for l in 0..LANES {
+        let (xv, yv, gv) = (lane(xs, A::C, l), lane(ys, A::C, l), lane(gs, A::C, l));
+        let mut dwf = [0.0f32; MAX_W];
+        let (a, b) = bwd_feature_with::<A, F>(f, &xv, &yv, &gv, &lane_w::<A>(wb, l), coefs, &mut dwf);
+        for c in 0..A::C {
+            da[c][l] = a[c];
+            db[c][l] = b[c];
+        }
+        for p in 0..A::W {
+            dw[p][l] += dwf[p];
+        }
+    }
+}
+
+/// Lane arrays of the backward's statistics pass kept for its gradient pass: the raw product
+/// (components `0..C`), then the gate values `Phi(x0)` and `Phi(y0)` at `C` and `C + 1`.
+const SAVED: usize = MAX_C + 2;
+
+/// [`bwd_block`] with the norm, from what the statistics pass saved (`sv`: the raw product and
+/// the gates): the steps of `bwd_feature_with` after its gates and product, so the pass does
+/// not compute them twice. The gated inputs are `x Phi(x0)`, as `gate` makes them.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn bwd_block_saved<A: Algebra, F: MulAdd>(
+    f: F,
+    [xs, ys, gs]: [&[Lanes; MAX_C]; 3],
+    sv: &[Lanes; SAVED],
+    wb: &[&Lanes; MAX_W],
+    (inv, k): (&Gv, &Gv),
+    da: &mut [Lanes; MAX_C],
+    db: &mut [Lanes; MAX_C],
+    dw: &mut [Lanes; MAX_W],
+) {
+    for l in 0..LANES {
+        let (xv, yv, gv) = (lane(xs, A::C, l), lane(ys, A::C, l), lane(gs, A::C, l));
+        let (sx, sy) = (sv[A::C][l], sv[A::C + 1][l]);
+        let (mut xg, mut yg) = (xv, yv);
+        for c in 0..A::C {
+            xg[c] *= sx;
+            yg[c] *= sy;
+        }
+        let g = through_norm::<A>(&gv, &lane(sv, A::C, l), inv, k);
+        let (mut dxg, mut dyg, mut dwf) = ([0.0f32; MAX_C], [0.0f32; MAX_C], [0.0f32; MAX_W]);
+        product_vjp_with::<A, F>(f, &xg, &yg, &lane_w::<A>(wb, l), &g, &mut dxg, &mut dyg, &mut dwf);
+        let (a, b) = (gate_vjp::<A>(&xv, sx, &dxg), gate_vjp::<A>(&yv, sy, &dyg));
+        for c in 0..A::C {
+            da[c][l] = a[c];
+            db[c][l] = b[c];
+        }
+        for p in 0..A::W {
+            dw[p][l] += dwf[p];
+        }
     }
 }
 
 /// CPU path of the backward for whole rows (layout as [`fwd_rows`]): writes `dx`, `dy` and adds
-/// this chunk's weight gradient to `dw` (`(n, W)`, f32).
+/// this chunk's weight gradient to `dwt` (`(W, padded(n))` f32, as [`weights_by_path`]).
+/// `saved` holds `(C + 2) padded(n)` floats (one row's raw products and gates).
 #[allow(clippy::too_many_arguments)]
-pub fn bwd_rows<A: Algebra, T: Element>(
+#[inline(always)]
+pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
+    f: F,
+    conv: V,
     x: &[&[T]],
     y: &[&[T]],
     go: &[&[T]],
-    w: &[T],
+    wt: &[f32],
     dx: &mut [&mut [T]],
     dy: &mut [&mut [T]],
-    dw: &mut [f32],
+    dwt: &mut [f32],
     n: usize,
     normalize: bool,
+    saved: &mut [f32],
 ) {
     let rows = x[0].len().checked_div(n).unwrap_or(0);
+    let np = padded(n);
+    let mut sv = [[0.0f32; LANES]; SAVED];
+    let (mut xs, mut ys, mut gs) = ([[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C]);
+    let (mut acc_s, mut acc_d) = ([[0.0f32; LANES]; MAX_G], [[0.0f32; LANES]; MAX_G]);
+    // Overwritten (da, db) or loaded (dw) in full for the algebra's components each block.
+    let (mut da, mut db) = ([[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C]);
+    let mut dw = [[0.0f32; LANES]; MAX_W];
     for r in 0..rows {
         let coefs = normalize.then(|| {
-            let (ss, dot) = blocked_sums(n, |f, ss, dot| {
-                let idx = r * n + f;
-                let (xv, yv, gv) = (load::<T, A>(x, idx), load::<T, A>(y, idx), load::<T, A>(go, idx));
-                bwd_stats_feature::<A>(&xv, &yv, &gv, &load_w::<T, A>(w, f), ss, dot);
-            });
+            let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
+            for (b, f0) in (0..n).step_by(LANES).enumerate() {
+                let m = LANES.min(n - f0);
+                widen_block(conv, x, A::C, r * n + f0, m, &mut xs);
+                widen_block(conv, y, A::C, r * n + f0, m, &mut ys);
+                widen_block(conv, go, A::C, r * n + f0, m, &mut gs);
+                let wb = weight_block::<A>(wt, np, f0);
+                for l in 0..LANES {
+                    let (mut xg, mut yg) = (lane(&xs, A::C, l), lane(&ys, A::C, l));
+                    sv[A::C][l] = gate::<A>(&mut xg);
+                    sv[A::C + 1][l] = gate::<A>(&mut yg);
+                    let o = product_with::<A, F>(f, &xg, &yg, &lane_w::<A>(&wb, l));
+                    let (mut s, mut d) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
+                    norm_stats::<A>(&o, &lane(&gs, A::C, l), &mut s, &mut d);
+                    for g in 0..A::G {
+                        acc_s[g][l] += s[g];
+                        acc_d[g][l] += d[g];
+                    }
+                    for c in 0..A::C {
+                        sv[c][l] = o[c];
+                    }
+                }
+                for (q, v) in sv.iter().enumerate().take(A::C + 2) {
+                    let at = q * np + f0;
+                    saved[at..at + LANES].copy_from_slice(v);
+                }
+                if (b + 1) % BLOCKS_PER_SUM == 0 || f0 + LANES >= n {
+                    fold_lanes::<A>(&mut acc_s, &mut ss);
+                    fold_lanes::<A>(&mut acc_d, &mut dot);
+                }
+            }
             norm_backward_coefs::<A>(&ss, &dot, n)
         });
-        for f in 0..n {
-            let idx = r * n + f;
-            let (xv, yv, gv) = (load::<T, A>(x, idx), load::<T, A>(y, idx), load::<T, A>(go, idx));
-            let mut dwf = [0.0f32; MAX_W];
-            let (a, b) =
-                bwd_feature::<A>(&xv, &yv, &gv, &load_w::<T, A>(w, f), coefs.as_ref().map(|(i, k)| (i, k)), &mut dwf);
-            for c in 0..A::C {
-                dx[c][idx] = T::from_f32(a[c]);
-                dy[c][idx] = T::from_f32(b[c]);
+        for f0 in (0..n).step_by(LANES) {
+            let m = LANES.min(n - f0);
+            widen_block(conv, x, A::C, r * n + f0, m, &mut xs);
+            widen_block(conv, y, A::C, r * n + f0, m, &mut ys);
+            widen_block(conv, go, A::C, r * n + f0, m, &mut gs);
+            let wb = weight_block::<A>(wt, np, f0);
+            for p in 0..A::W {
+                dw[p].copy_from_slice(&dwt[p * np + f0..p * np + f0 + LANES]);
+            }
+            match &coefs {
+                Some((inv, k)) => {
+                    for (q, v) in sv.iter_mut().enumerate().take(A::C + 2) {
+                        let at = q * np + f0;
+                        v.copy_from_slice(&saved[at..at + LANES]);
+                    }
+                    bwd_block_saved::<A, F>(f, [&xs, &ys, &gs], &sv, &wb, (inv, k), &mut da, &mut db, &mut dw)
+                }
+                None => bwd_block::<A, F>(f, &xs, &ys, &gs, &wb, None, &mut da, &mut db, &mut dw),
             }
             for p in 0..A::W {
-                dw[f * A::W + p] += dwf[p];
+                dwt[p * np + f0..p * np + f0 + LANES].copy_from_slice(&dw[p]);
+            }
+            for c in 0..A::C {
+                let at = r * n + f0;
+                store_lanes(conv, &da[c], &mut dx[c][at..at + m]);
+                store_lanes(conv, &db[c], &mut dy[c][at..at + m]);
             }
         }
     }
@@ -143,22 +411,35 @@ pub fn bwd_rows<A: Algebra, T: Element>(
 
 /// CPU path of the FCGP products for whole rows: `prod[s]` is the rows of product `s`
 /// (`offset[p] + slot[c]`), same row layout as `x`.
-pub fn fcgp_products_rows<A: Algebra, T: Element, P: Element>(x: &[&[T]], y: &[&[T]], prod: &mut [&mut [P]]) {
+#[inline(always)]
+pub fn fcgp_products_rows<A: Algebra, T: Element, V: Widen<T>>(conv: V, x: &[&[T]], y: &[&[T]], prod: &mut [&mut [T]]) {
     let len = x[0].len();
-    for idx in 0..len {
-        let (mut xg, mut yg) = (load::<T, A>(x, idx), load::<T, A>(y, idx));
-        gate::<A>(&mut xg);
-        gate::<A>(&mut yg);
-        let pr = path_products::<A>(&xg, &yg);
+    let (mut xs, mut ys) = ([[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C]);
+    let mut pb = [[0.0f32; LANES]; 44];
+    for i0 in (0..len).step_by(LANES) {
+        let m = LANES.min(len - i0);
+        widen_block(conv, x, A::C, i0, m, &mut xs);
+        widen_block(conv, y, A::C, i0, m, &mut ys);
+        for l in 0..LANES {
+            let (mut xg, mut yg) = (lane(&xs, A::C, l), lane(&ys, A::C, l));
+            gate::<A>(&mut xg);
+            gate::<A>(&mut yg);
+            let pr = path_products::<A>(&xg, &yg);
+            for s in 0..A::TOTAL {
+                pb[s][l] = pr[s];
+            }
+        }
         for s in 0..A::TOTAL {
-            prod[s][idx] = P::from_f32(pr[s]);
+            store_lanes(conv, &pb[s], &mut prod[s][i0..i0 + m]);
         }
     }
 }
 
 /// CPU path of the FCGP assembly and norm for whole rows: `d[s]` are the GEMM results' rows of
 /// product `s` (f32).
-pub fn fcgp_assemble_rows<A: Algebra, T: Element>(
+#[inline(always)]
+pub fn fcgp_assemble_rows<A: Algebra, T: Element, V: Widen<T>>(
+    conv: V,
     d: &[&[f32]],
     out: &mut [&mut [T]],
     n: usize,
@@ -166,14 +447,34 @@ pub fn fcgp_assemble_rows<A: Algebra, T: Element>(
     scratch: &mut [f32],
 ) {
     let rows = d[0].len().checked_div(n).unwrap_or(0);
+    let mut ds = [[0.0f32; LANES]; 44];
+    let mut acc = [[0.0f32; LANES]; MAX_G];
+    let mut ob = [[0.0f32; LANES]; MAX_C];
     for r in 0..rows {
-        let (ss, _) = blocked_sums(n, |f, ss, _| {
-            let o = assemble::<A>(|s| d[s][r * n + f]);
-            accumulate_grades::<A>(&o, ss);
-            for c in 0..A::C {
-                scratch[c * n + f] = o[c];
+        let mut ss = [0.0f32; MAX_G];
+        for (b, f0) in (0..n).step_by(LANES).enumerate() {
+            let m = LANES.min(n - f0);
+            for s in 0..A::TOTAL {
+                load_lanes(PortableWiden, &d[s][r * n + f0..r * n + f0 + m], &mut ds[s]);
             }
-        });
-        write_row::<A, T>(scratch, out, r, n, normalize.then_some(&ss));
+            for l in 0..LANES {
+                let o = assemble::<A>(|s| ds[s][l]);
+                let mut sq = [0.0f32; MAX_G];
+                accumulate_grades::<A>(&o, &mut sq);
+                for g in 0..A::G {
+                    acc[g][l] += sq[g];
+                }
+                for c in 0..A::C {
+                    ob[c][l] = o[c];
+                }
+            }
+            for c in 0..A::C {
+                store_lanes(PortableWiden, &ob[c], &mut scratch[c * n + f0..c * n + f0 + m]);
+            }
+            if (b + 1) % BLOCKS_PER_SUM == 0 || f0 + LANES >= n {
+                fold_lanes::<A>(&mut acc, &mut ss);
+            }
+        }
+        write_row::<A, T, V>(conv, scratch, out, r, n, normalize.then_some(&ss));
     }
 }

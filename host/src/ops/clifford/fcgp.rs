@@ -1,7 +1,7 @@
 //! The FCGP forward (`fused_gelu_fcgp_norm`): per-path products, our GEMM, assembly and norm.
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
-use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3, CliffordKernel};
+use ferrotune_kernels::clifford::{Algebra, Cl2, Cl3, CliffordKernel};
 use rayon::prelude::*;
 
 use super::{
@@ -211,7 +211,7 @@ fn cpu_products<A: Algebra, T: Scalar>(
     let ps = planes_mut(&mut prod[..A::TOTAL * plane], A::TOTAL, plane, chunk);
     cpu.install(|| {
         ps.into_par_iter().zip(xs.par_iter().zip(ys.par_iter())).for_each(|(mut pc, (xc, yc))| {
-            kc::fcgp_products_rows::<A, T, T>(xc, yc, &mut pc);
+            super::cpu_loops::products_rows::<A, T>(xc, yc, &mut pc);
         })
     });
 }
@@ -223,7 +223,7 @@ fn cpu_assemble<A: Algebra, T: Scalar>(cpu: &Cpu, p: &Clifford, cfg: &CliffordCo
     cpu.install(|| {
         os.into_par_iter().zip(ds.par_iter()).for_each(|(mut o, dc)| {
             let mut scratch = vec![0.0f32; A::C * p.n];
-            kc::fcgp_assemble_rows::<A, T>(dc, &mut o, p.n, p.normalize, &mut scratch);
+            super::cpu_loops::assemble_rows::<A, T>(dc, &mut o, p.n, p.normalize, &mut scratch);
         })
     });
 }

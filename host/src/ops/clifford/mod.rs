@@ -16,6 +16,7 @@ pub use ferrotune_kernels::clifford::ROW_VARIANTS as ROW_VARIANT_LIST;
 pub use ferrotune_kernels::clifford::RowVariant as CliffordVariant;
 
 mod config;
+mod cpu_loops;
 mod fcgp;
 mod fcgp_bwd;
 mod sgp_bwd;

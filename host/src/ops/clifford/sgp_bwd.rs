@@ -127,6 +127,10 @@ pub fn run_sgp_backward<T: Scalar>(
     }
 }
 
+/// Most tasks of the CPU backward (see `cpu_backward`); a constant, so the weight gradient's
+/// summation order does not depend on the thread count.
+const BWD_TASKS: usize = 16;
+
 #[allow(clippy::too_many_arguments)]
 fn cpu_backward<A: Algebra, T: Scalar>(
     cpu: &Cpu,
@@ -138,7 +142,10 @@ fn cpu_backward<A: Algebra, T: Scalar>(
     dy: &mut [T],
     dw: &mut [T],
 ) {
-    let (plane, chunk) = (p.b * p.n, cfg.cpu_rows * p.n);
+    // At most BWD_TASKS tasks (each at least `cpu_rows` rows): every task keeps a weight
+    // gradient of N x W floats, and summing a few hundred of them cost more than the rows.
+    let rows = cfg.cpu_rows.max(p.b.div_ceil(BWD_TASKS));
+    let (plane, chunk) = (p.b * p.n, rows * p.n);
     if plane == 0 {
         // No rows: the weight gradient is a sum of nothing.
         dw.iter_mut().for_each(|d| *d = T::from_f32(0.0));
@@ -149,7 +156,11 @@ fn cpu_backward<A: Algebra, T: Scalar>(
     let gs = planes(go, A::C, plane, chunk);
     let dxs = planes_mut(dx, A::C, plane, chunk);
     let dys = planes_mut(dy, A::C, plane, chunk);
-    let nw = p.n * A::W;
+    // Weights and weight gradients as f32 planes by path (`kc::weights_by_path`).
+    let np = kc::padded(p.n);
+    let nw = np * A::W;
+    let mut wt = vec![0.0f32; nw];
+    kc::weights_by_path::<A, T>(w, p.n, &mut wt);
     // One f32 weight gradient per task, summed in task order (deterministic).
     let parts: Vec<Vec<f32>> = cpu.install(|| {
         dxs.into_par_iter()
@@ -157,13 +168,22 @@ fn cpu_backward<A: Algebra, T: Scalar>(
             .zip(xs.par_iter().zip(ys.par_iter()).zip(gs.par_iter()))
             .map(|((mut dxc, mut dyc), ((xc, yc), gc))| {
                 let mut part = vec![0.0f32; nw];
-                kc::bwd_rows::<A, T>(xc, yc, gc, w, &mut dxc, &mut dyc, &mut part, p.n, p.normalize);
+                // One row's raw products and gates, from the norm statistics to the gradients.
+                let mut saved = vec![0.0f32; (A::C + 2) * np];
+                let (dx_dy, n) = ((&mut dxc[..], &mut dyc[..]), p.n);
+                super::cpu_loops::bwd_rows::<A, T>([xc, yc, gc], &wt, dx_dy, &mut part, n, p.normalize, &mut saved);
                 part
             })
             .collect()
     });
-    for (i, d) in dw.iter_mut().enumerate() {
-        *d = T::from_f32(parts.iter().map(|v| v[i]).sum());
+    let mut sum = vec![0.0f32; nw];
+    for part in &parts {
+        sum.iter_mut().zip(part).for_each(|(s, v)| *s += v);
+    }
+    for (f, dwf) in dw.chunks_mut(A::W).enumerate() {
+        for (q, d) in dwf.iter_mut().enumerate() {
+            *d = T::from_f32(sum[q * np + f]);
+        }
     }
 }
 
