@@ -11,7 +11,8 @@
 #   suite    `bench --ops gemm --shape-suite irregular` (bf16 and f16) against cuBLAS, joined with
 #            torch by bench/gemm_join.py (best peer per row, each side's better of single-call and
 #            queued time)
-#   explore  A/B rows of the plan's choices (bf16) and shapes the suite does not hold
+#   ksplit   the small-M K split: the heuristic against forced 1, 2, 4, 8 slices (bf16)
+#   explore  ksplit, then A/B rows of the plan's choices (bf16) and shapes the suite does not hold
 # Every step is bounded by what is left of BUDGET seconds. Results in $OUT (at most 8 files):
 # device.json, the suite JSONs, torch JSON, the joined markdown, tests, memcheck, explore.
 set -uo pipefail
@@ -77,12 +78,15 @@ explore() { # label, shapes, then env assignments
   echo "--- $label ($*): exit $?"; grep -E "^ *bf16" /tmp/explore-$label.txt | cut -c1-175
   { echo "### $label ($*)"; cat /tmp/explore-$label.txt; } >> $OUT/irregular-explore.txt
 }
+if [[ $PARTS == *explore* || $PARTS == *ksplit* ]]; then
+  KS=33x1023x777,40x1023x777,1x1x4099,17x33x9000,5x2000x3001,24x999x1500,1x1024x4096,8x512x2048,3x700x30000
+  explore ksplit-heur $KS
+  for s in 1 2 4 8; do explore ksplit-$s $KS FERROTUNE_SMALL_M_KSPLIT=$s; done
+fi
 if [[ $PARTS == *explore* ]]; then
   # K split of the small-M family on few slabs (heuristic vs forced), the 64-row Hopper tile
   # against the 128-row split tile (FERROTUNE_SM90_TILE=1), small-M vs Hopper at 33-64 rows,
   # and shapes the suite does not hold.
-  explore ksplit-heur 33x1023x777,40x1023x777,1x1x4099,17x33x9000,5x2000x3001,24x999x1500
-  for s in 1 2 4; do explore ksplit-$s 33x1023x777,40x1023x777,1x1x4099,17x33x9000,5x2000x3001,24x999x1500 FERROTUNE_SMALL_M_KSPLIT=$s; done
   M64=64x4096x4096,33x8191x4099,48x4096x4096,64x11008x4096,40x8192x8192,64x16384x4096,50x3000x2999
   explore tile64 $M64
   explore tile128 $M64 FERROTUNE_SM90_TILE=1

@@ -82,15 +82,17 @@ impl SmallMPlan {
     }
 
     /// The built-in split: none when the slabs alone give every SM at least one block;
-    /// otherwise enough slices for about two blocks per SM, each at least 16 chunks long
-    /// (two per warp) so the fix-up stays small next to the streaming.
+    /// otherwise as many slices as fit about two blocks per SM without a second wave (rounded
+    /// down: on the H100, 63 slabs of 24x999x1500 ran 0.024 ms in 4 slices and 0.032 in 5),
+    /// each at least one chunk per warp (33x1023x777: 4 slices of 7 chunks 0.031 ms, unsplit
+    /// 0.055; bench/results/irregular/run5-*/README.md).
     pub const fn heuristic_ksplit(n: usize, k: usize, sms: usize) -> usize {
         let slabs = n.div_ceil(SLAB);
         if slabs >= sms {
             return 1;
         }
-        let want = (2 * sms).div_ceil(slabs);
-        let most = k.div_ceil(CHUNK) / (2 * WARPS);
+        let want = (2 * sms) / slabs;
+        let most = k.div_ceil(CHUNK).div_ceil(WARPS);
         let s = if want < most { want } else { most };
         if s < 1 {
             1
@@ -333,7 +335,9 @@ mod tests {
     fn heuristic_splits_only_when_slabs_are_few() {
         assert_eq!(SmallMPlan::heuristic_ksplit(4096, 4096, 132), 1);
         let s = SmallMPlan::heuristic_ksplit(1024, 4096, 132);
-        assert!(s > 1 && 64 * s >= 2 * 132, "{s}");
+        assert!(s > 1 && 64 * s <= 2 * 132 && 64 * (s + 1) > 2 * 132, "{s}");
+        assert_eq!(SmallMPlan::heuristic_ksplit(1023, 777, 132), 4, "25 chunks: 4 slices of 7");
+        assert_eq!(SmallMPlan::heuristic_ksplit(2000, 3001, 132), 2, "125 slabs: 2 slices");
         assert_eq!(SmallMPlan::heuristic_ksplit(16, 64, 132), 1, "K too short to split");
     }
 

@@ -49,11 +49,16 @@ pub fn vector_loads(g: &Gemm, _ptrs: [u64; 2]) -> bool {
 }
 
 /// The entry name and plan a call would launch with on a device of `sms` SMs (for `explain`
-/// and the bench).
+/// and the bench): the built-in K split, or `FERROTUNE_SMALL_M_KSPLIT=s` slices (clamped to
+/// what K allows; for A/B runs).
 pub fn describe(g: &Gemm, dtype: DType, out: DType, ptrs: [u64; 2], sms: usize) -> Option<(&'static str, SmallMPlan)> {
     let groups = kv::m_groups_for(g.m)?;
     let name = kv::entry_name(dtype, out, groups, vector_loads(g, ptrs));
-    Some((name, SmallMPlan::new(g.n, g.k, SmallMPlan::heuristic_ksplit(g.n, g.k, sms))))
+    let ksplit = std::env::var("FERROTUNE_SMALL_M_KSPLIT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| SmallMPlan::heuristic_ksplit(g.n, g.k, sms));
+    Some((name, SmallMPlan::new(g.n, g.k, ksplit)))
 }
 
 /// Runs the resolved, checked GEMM `g` (for which `small_m_applies` said yes) on the stream.
