@@ -140,6 +140,18 @@ pub enum Activation {
 impl Activation {
     pub const ALL: [Activation; 4] = [Activation::None, Activation::Relu, Activation::GeluErf, Activation::GeluTanh];
 
+    /// The activation of a 2-bit code (0 none, 1 relu, 2 GELU erf, 3 GELU tanh; higher bits
+    /// ignored): the GEMM epilogue flags' bits 1-2.
+    #[inline(always)]
+    pub const fn from_code(code: u32) -> Activation {
+        match code & 3 {
+            0 => Activation::None,
+            1 => Activation::Relu,
+            2 => Activation::GeluErf,
+            _ => Activation::GeluTanh,
+        }
+    }
+
     #[inline(always)]
     pub fn apply(self, x: f32) -> f32 {
         self.apply_with(Portable, DType::F32, x)

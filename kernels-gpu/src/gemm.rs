@@ -65,13 +65,7 @@ impl Epilogue {
         if flags & 1 != 0 {
             v += bias;
         }
-        let act = match (flags >> 1) & 3 {
-            0 => Activation::None,
-            1 => Activation::Relu,
-            2 => Activation::GeluErf,
-            _ => Activation::GeluTanh,
-        };
-        act.apply_for(out, v)
+        Activation::from_code(flags >> 1).apply_for(out, v)
     }
 }
 

@@ -114,4 +114,5 @@ mod ffma;
 mod tc;
 mod tc_entries;
 mod tc_epilogue;
+pub(crate) use tc_epilogue::store_quad;
 mod tc_load;

@@ -161,7 +161,7 @@ unsafe fn drain_rows<O: Element, const ACT: u32>(
 /// # Safety
 /// The 4 elements at `p` are writable and `p` is aligned to 4 times the element size.
 #[inline(always)]
-unsafe fn store_quad<O: Element>(p: *mut O, o: [O; 4]) {
+pub(crate) unsafe fn store_quad<O: Element>(p: *mut O, o: [O; 4]) {
     // SAFETY: the caller guarantees alignment and bounds; the element types are plain 2- or
     // 4-byte values.
     unsafe {

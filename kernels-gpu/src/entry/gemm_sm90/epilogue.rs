@@ -9,6 +9,7 @@ use crate::arch::fmaf;
 use crate::arch::nvptx::{ld_shared_v4_f32, st_shared_v2_f32, sync_warp};
 use crate::element::Element;
 use crate::elementwise::Activation;
+use crate::entry::gemm::store_quad;
 use crate::gemm_sm90::STAGE_COLS;
 
 /// What the epilogue needs.
@@ -114,17 +115,6 @@ pub(super) unsafe fn drain<O: Element>(
     }
 }
 
-/// The activation of flag value `act` (the epilogue flags' bits 1-2).
-#[inline(always)]
-const fn activation(act: u32) -> Activation {
-    match act {
-        0 => Activation::None,
-        1 => Activation::Relu,
-        2 => Activation::GeluErf,
-        _ => Activation::GeluTanh,
-    }
-}
-
 /// [`drain`] with activation `ACT` and the C read (`READ_C`) fixed.
 ///
 /// # Safety
@@ -157,7 +147,7 @@ unsafe fn drain_as<O: Element, const ACT: u32, const READ_C: bool>(
             }
         }
     }
-    let act = activation(ACT);
+    let act = Activation::from_code(ACT);
     // One element: the bias add is a select (no branch), so -0.0 stays -0.0 without a bias.
     let epi = |x: f32, cv: f32, b: f32| {
         let mut v = out.alpha * x;
@@ -183,7 +173,7 @@ unsafe fn drain_as<O: Element, const ACT: u32, const READ_C: bool>(
             let o =
                 [epi(v[0], cv[0], bv[0]), epi(v[1], cv[1], bv[1]), epi(v[2], cv[2], bv[2]), epi(v[3], cv[3], bv[3])];
             // SAFETY: the 4 elements are inside the output, aligned to their total size.
-            unsafe { store4(d.add(idx), o) };
+            unsafe { store_quad(d.add(idx), o) };
         } else {
             for (j, &x) in v.iter().enumerate() {
                 if gn + j < out.n {
@@ -195,23 +185,5 @@ unsafe fn drain_as<O: Element, const ACT: u32, const READ_C: bool>(
             }
         }
         r += rows_per_pass;
-    }
-}
-
-/// Stores 4 adjacent elements with one 8- (16-bit) or 16-byte (f32) access.
-///
-/// # Safety
-/// `p` is writable for 4 elements and aligned to their total size.
-#[inline(always)]
-unsafe fn store4<O: Element>(p: *mut O, o: [O; 4]) {
-    // SAFETY: as the caller guarantees; the element types are plain 2- or 4-byte values.
-    unsafe {
-        if core::mem::size_of::<O>() == 2 {
-            let b: [u16; 4] = core::mem::transmute_copy(&o);
-            *(p as *mut u64) = b[0] as u64 | (b[1] as u64) << 16 | (b[2] as u64) << 32 | (b[3] as u64) << 48;
-        } else {
-            let b: [u32; 4] = core::mem::transmute_copy(&o);
-            crate::arch::nvptx::st_global_v4(p as *mut u32, b);
-        }
     }
 }
