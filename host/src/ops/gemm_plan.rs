@@ -84,7 +84,9 @@ pub fn plan(
     cfg: GemmConfig,
     [pa, pb]: [u64; 2],
 ) -> Result<GemmPlan> {
-    if let Some(why) = crate::ops::pack::pack_applies(g, dtype, [pa, pb]) {
+    if let Some(why) = crate::ops::pack::pack_applies(g, dtype, [pa, pb])
+        .filter(|_| !crate::ops::gemv::reads_unaligned_in_place(g, dtype, [pa, pb]))
+    {
         // What the packed copy then runs (the workspace is 16-byte aligned).
         let packed = crate::ops::pack::packed_gemm(g, [pa, pb]);
         let then = plan(&packed, dtype, out, arch, sm_count, cfg, [256, 256])?;
@@ -103,7 +105,14 @@ pub fn plan(
         && gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, [pa, pb]).is_ok();
     if let Some(why) = crate::ops::gemv::small_m_applies(g, dtype).filter(|_| !hopper_first) {
         let detail = crate::ops::gemv::describe(g, dtype, out, [pa, pb], sm_count.max(1) as usize)
-            .map(|(name, p)| format!("; {name}, {} slabs x {} K slices", p.slabs, p.ksplit))
+            .map(|(name, p)| {
+                let frame = if crate::ops::gemv::interleaved(g, [pa, pb]) {
+                    " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame)"
+                } else {
+                    ""
+                };
+                format!("; {name}, {} slabs{frame} x {} K slices", p.slabs, p.ksplit)
+            })
             .unwrap_or_default();
         return Ok(GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{detail}") });
     }
@@ -262,5 +271,32 @@ mod tests {
         assert!(matches!(fam("sm_80", Gemm::new(256, 256, 65_536)), Family::Launch(Launch::SplitK(_))));
         assert!(matches!(fam(a, Gemm::new(256, 256, 65_536).split_k(4)), Family::Launch(Launch::SplitK(_))));
         assert_eq!(hopper_slices(fam(a, Gemm::new(256, 256, 65_536).split_k(1))), Some(1));
+    }
+
+    /// Unaligned weights of small-M calls are read in place (interleaved slabs), not packed:
+    /// the pack would copy the whole weight first. Larger M still packs for the Hopper tiles.
+    #[test]
+    fn small_m_reads_unaligned_weights_in_place() {
+        if ["FERROTUNE_SMALL_M", "FERROTUNE_SMALL_M_UNALIGNED", "FERROTUNE_PACK", "FERROTUNE_SMALL_M_BESIDE_HOPPER"]
+            .iter()
+            .any(|v| std::env::var(v).is_ok())
+        {
+            return; // the variables override the rules under test
+        }
+        let a = "sm_90a";
+        for (m, n, k) in [(1, 8193, 4099), (8, 12288, 4099), (33, 8191, 4099), (64, 3001, 4097), (1, 4097, 777)] {
+            assert_eq!(fam(a, Gemm::new(m, n, k)), Family::SmallM, "{m}x{n}x{k}");
+        }
+        assert_eq!(fam(a, Gemm::new(65, 8191, 4099)), Family::Pack);
+        assert_eq!(fam(a, Gemm::new(4097, 1023, 777)), Family::Pack);
+        // x alone unaligned (B's rows aligned: K = 4096 with A at an odd element offset) above
+        // 32 rows: packed for the Hopper path.
+        let g = Gemm::new(64, 4096, 4096).layouts(Layout::Row, Layout::Col).resolved();
+        let cfg = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
+        let f = plan(&g, DType::Bf16, DType::Bf16, a, 132, cfg, [258, 256]).unwrap().family;
+        assert_eq!(f, Family::Pack);
+        let g = Gemm::new(8, 4096, 4096).layouts(Layout::Row, Layout::Col).resolved();
+        let f = plan(&g, DType::Bf16, DType::Bf16, a, 132, cfg, [258, 256]).unwrap().family;
+        assert_eq!(f, Family::SmallM);
     }
 }
