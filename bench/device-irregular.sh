@@ -126,5 +126,15 @@ if [[ $PARTS == *longk* ]]; then
   M64=64x4096x4096,48x4096x4096,64x8192x2048,40x6144x4096
   for sp in 6 8; do explore m64-s$sp $M64 FERROTUNE_SM90_SPLIT=$sp; done
   explore m64-smallm $M64 FERROTUNE_SMALL_M_BESIDE_HOPPER=64
+  if command -v ncu > /dev/null && [ $(left) -gt 40 ]; then
+    timeout $(cap 40) ncu --kernel-name regex:ft_gemm90 --launch-count 1 --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis $X bench --ops gemm --shape-suite irregular \
+      --shapes 256x256x65536 --dtypes bf16 --warmup 0 --iters 1 > /tmp/ncu-longk.txt 2>&1
+    timeout $(cap 40) ncu --kernel-name regex:ft_gemm90 --launch-count 1 --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis $X bench --ops gemm --shape-suite irregular \
+      --shapes 64x4096x4096 --dtypes bf16 --warmup 0 --iters 1 >> /tmp/ncu-longk.txt 2>&1
+    { echo "### ncu long K, 64 rows"; grep -vE "^==PROF==|^ *$" /tmp/ncu-longk.txt | grep -E "ft_gemm90|Duration|Throughput|Bandwidth|Hit Rate|Busy|Elapsed" ; } >> $OUT/irregular-explore.txt
+    stamp "ncu long K done"; grep -A14 "### ncu long K" $OUT/irregular-explore.txt | head -30
+  fi
 fi
 stamp "done"
