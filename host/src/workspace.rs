@@ -22,6 +22,8 @@ pub(crate) enum Slot {
     SmallMSplit,
     /// Packed copies of unaligned GEMM operands.
     Pack,
+    /// The shifted copies of x beside a weight read in interleaved slabs (small-M).
+    SmallMShift,
     /// Counters and f32 partials of the Hopper split-K (counters kept at zero).
     Sm90Split,
 }

@@ -262,7 +262,9 @@ pub const A_COL: u32 = 1;
 /// Bit of the kernel's `layout` argument: B (the weight) is row-major (N contiguous).
 pub const B_ROW: u32 = 2;
 /// Bit of the kernel's `layout` argument: slabs of interleaved rows in their aligned K frame
-/// ([`slab_row`], [`row_shift`]; the plan from [`SmallMPlan::with_rows`]).
+/// ([`slab_row`], [`row_shift`]; the plan from [`SmallMPlan::with_rows`]); A is then x's
+/// `pack::SHIFTS` shifted copies (`pack::shifted_ld(k)` leading dimension, `stride_a` apart),
+/// of which a slab reads the one of its shift.
 pub const ROWS_INTERLEAVED: u32 = 4;
 
 #[cfg(test)]

@@ -15,6 +15,23 @@ pub const fn packed_ld(k: usize) -> usize {
     (if g == 0 { 1 } else { g }) * K_ALIGN
 }
 
+/// Copies of x the small-M family reads beside a weight in interleaved slabs (`gemv::slab_row`),
+/// one per misalignment a slab can have: copy `s` holds x shifted right by `s` elements.
+pub const SHIFTS: usize = 8;
+
+/// Leading dimension of the shifted copies of K = `k`: room for the longest frame (`k + 7`),
+/// a multiple of [`K_ALIGN`].
+pub const fn shifted_ld(k: usize) -> usize {
+    packed_ld(k + SHIFTS - 1)
+}
+
+/// Element `f` of row `row` of shifted copy `s`: x's element `f - s` of that row, or `None`
+/// (zero) before the row's start or past K.
+#[inline(always)]
+pub const fn shifted_k(f: usize, s: usize, k: usize) -> Option<usize> {
+    if f >= s && f - s < k { Some(f - s) } else { None }
+}
+
 /// Elements between the packed A and the packed B in one workspace (A's size rounded up to 256
 /// bytes of 16-bit data, so B starts 16-byte aligned).
 pub const fn b_offset(m: usize, k: usize) -> usize {
@@ -44,6 +61,19 @@ mod tests {
     extern crate std;
     use super::*;
     use std::vec;
+
+    #[test]
+    fn shifted_copies_hold_every_element_once_at_its_shift() {
+        for k in [0usize, 1, 7, 777, 4099] {
+            let ld = shifted_ld(k);
+            assert!(ld.is_multiple_of(K_ALIGN) && ld >= k + SHIFTS - 1);
+            for s in 0..SHIFTS {
+                let got: vec::Vec<usize> = (0..ld).filter_map(|f| shifted_k(f, s, k)).collect();
+                assert_eq!(got, (0..k).collect::<vec::Vec<_>>(), "k {k} shift {s}");
+                assert!((0..s).all(|f| shifted_k(f, s, k).is_none()));
+            }
+        }
+    }
 
     #[test]
     fn packed_rows_are_16_byte_multiples_and_cover_k() {

@@ -273,8 +273,9 @@ mod tests {
         assert_eq!(hopper_slices(fam(a, Gemm::new(256, 256, 65_536).split_k(1))), Some(1));
     }
 
-    /// Unaligned weights of small-M calls are read in place (interleaved slabs), not packed:
-    /// the pack would copy the whole weight first. Larger M still packs for the Hopper tiles.
+    /// Unaligned weights of small-M calls up to 32 rows are read in place (interleaved slabs),
+    /// not packed: the pack would copy the whole weight first. Larger M still packs for the
+    /// Hopper tiles.
     #[test]
     fn small_m_reads_unaligned_weights_in_place() {
         if ["FERROTUNE_SMALL_M", "FERROTUNE_SMALL_M_UNALIGNED", "FERROTUNE_PACK", "FERROTUNE_SMALL_M_BESIDE_HOPPER"]
@@ -284,10 +285,12 @@ mod tests {
             return; // the variables override the rules under test
         }
         let a = "sm_90a";
-        for (m, n, k) in [(1, 8193, 4099), (8, 12288, 4099), (33, 8191, 4099), (64, 3001, 4097), (1, 4097, 777)] {
+        for (m, n, k) in [(1, 8193, 4099), (8, 12288, 4099), (32, 5000, 3001), (1, 4097, 777)] {
             assert_eq!(fam(a, Gemm::new(m, n, k)), Family::SmallM, "{m}x{n}x{k}");
         }
-        assert_eq!(fam(a, Gemm::new(65, 8191, 4099)), Family::Pack);
+        for (m, n, k) in [(33, 8191, 4099), (64, 3001, 4097), (65, 8191, 4099)] {
+            assert_eq!(fam(a, Gemm::new(m, n, k)), Family::Pack, "{m}x{n}x{k}");
+        }
         assert_eq!(fam(a, Gemm::new(4097, 1023, 777)), Family::Pack);
         // x alone unaligned (B's rows aligned: K = 4096 with A at an odd element offset) above
         // 32 rows: packed for the Hopper path.

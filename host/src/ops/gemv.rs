@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use ferrotune_kernels::gemv::{self as kv, SmallMPlan};
+use ferrotune_kernels::pack as kp;
 
 use super::gemm::{Gemm, Layout, operand_ptrs};
 use crate::DType;
@@ -53,8 +54,9 @@ pub fn vector_loads(g: &Gemm, _ptrs: [u64; 2]) -> bool {
 /// variant with rows that are not all 16-byte aligned (odd K, odd leading dimension, a view at
 /// an odd offset). Each slab then takes rows 8 apart, which share one misalignment, and walks
 /// K in that misalignment's frame: every load of the weight is one aligned 16-byte vector, and
-/// only x (read from L2) needs the funnel shift. `FERROTUNE_SMALL_M_UNALIGNED=0` turns it off
-/// (consecutive rows, two loads and a funnel shift per weight vector; unaligned calls are then
+/// x is read from its 8 shifted copies (`pack::SHIFTS`, made first: m x (k + 7) elements
+/// each), the one of the slab's shift, aligned too. `FERROTUNE_SMALL_M_UNALIGNED=0` turns it
+/// off (consecutive rows, two loads and a funnel shift per vector; unaligned calls are then
 /// packed first above `pack::MIN_MACS`), for A/B runs.
 pub fn interleaved(g: &Gemm, [pa, pb]: [u64; 2]) -> bool {
     vector_loads(g, [pa, pb])
@@ -63,14 +65,16 @@ pub fn interleaved(g: &Gemm, [pa, pb]: [u64; 2]) -> bool {
 }
 
 /// Whether a call the small-M family takes should skip the pack of its unaligned operands:
-/// the weight is read in place (`interleaved`), which streams it once where the pack would
-/// copy it first; x alone unaligned is packed only when the Hopper path may then take the
-/// call (more than `small_m_beside_hopper` rows).
+/// up to `small_m_beside_hopper` rows (where the small-M family serves aligned calls too) the
+/// weight is read in place (`interleaved`), which streams it once where the pack would copy
+/// it first. Above, the packed copies go to the Hopper tiles (on the H100, 33x8191x4099 ran
+/// 0.092 ms packed and 0.34 ms in place on the 64-row small-M kernel;
+/// bench/results/irregular/run8-*/irregular-explore.txt).
 pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool {
     small_m_applies(g, dtype).is_some()
         && vector_loads(g, ptrs)
         && !std::env::var("FERROTUNE_SMALL_M_UNALIGNED").is_ok_and(|v| v == "0")
-        && (interleaved(g, ptrs) || g.m <= super::gemm_plan::small_m_beside_hopper())
+        && g.m <= super::gemm_plan::small_m_beside_hopper()
 }
 
 /// The entry name and plan a call would launch with on a device of `sms` SMs (for `explain`
@@ -99,11 +103,38 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
     d: &mut ViewMut<'_, O>,
 ) -> Result<()> {
     let op = operand_ptrs(cs, a, b, c, bias, d)?;
-    // SAFETY: `check` (ops/gemm.rs) proved every operand covers its batch of matrices at the
-    // call's strides and leading dimensions; the guards keep them alive for the launch.
-    unsafe { launch(cs, gpu, g, T::DTYPE, O::DTYPE, op.ptrs) }?;
+    let [pa, pb, pc, pd, pbias] = op.ptrs;
+    if !interleaved(g, [pa, pb]) {
+        // SAFETY: `check` (ops/gemm.rs) proved every operand covers its batch of matrices at
+        // the call's strides and leading dimensions; the guards keep them alive for the launch.
+        unsafe { launch(cs, gpu, g, T::DTYPE, O::DTYPE, op.ptrs) }?;
+        drop(op);
+        return Ok(());
+    }
+    // Interleaved slabs read x from its shifted copies (one per misalignment a slab can have),
+    // made first in the stream's workspace: `SHIFTS` matrices of m x shifted_ld(k).
+    let ldx = kp::shifted_ld(g.k);
+    let elems = kp::SHIFTS * g.m * ldx;
+    let bytes = elems * T::DTYPE.size_bytes();
+    let r = crate::workspace::with_stream_workspace(gpu, cs, crate::workspace::Slot::SmallMShift, bytes, |ws| {
+        // SAFETY: the workspace holds `bytes` = `elems` 16-bit elements (asked for above) and
+        // any bit pattern is a valid T.
+        let copies = unsafe { ws.transmute::<T>(elems) }.ok_or_else(|| Error::InvalidConfig {
+            op: OP,
+            why: "the small-M shift workspace is smaller than asked".into(),
+        })?;
+        let copies = View::Cuda(copies);
+        let (px, _gx) = crate::ops::gemm::device_ptr(&copies, cs)?;
+        // SAFETY: A is m x k row-major at lda (`check`; `vector_loads` holds); the workspace
+        // holds `bytes` (asked for above) and starts 256-byte aligned.
+        unsafe { crate::ops::pack::launch_shifted_copies(cs, gpu, T::DTYPE, pa, px, g.m, g.k, g.lda) }?;
+        let g2 = Gemm { lda: ldx, stride_a: g.m * ldx, ..*g };
+        // SAFETY: as above for B, C, D and bias; A is now the copies, `SHIFTS` matrices of
+        // m x ldx at stride_a, which the interleaved kernel reads at copy `row_shift` < SHIFTS.
+        unsafe { launch(cs, gpu, &g2, T::DTYPE, O::DTYPE, [px, pb, pc, pd, pbias]) }
+    });
     drop(op);
-    Ok(())
+    r
 }
 
 /// Launches the small-M kernel on `ptrs` = (a, b, c, d, bias).

@@ -115,6 +115,61 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
     r
 }
 
+/// The `pack::SHIFTS` shifted copies of x (`rows x k`, row-major at `ld`, at `src`) into
+/// `dst` at `pack::shifted_ld(k)`, for the small-M family's interleaved slabs.
+///
+/// # Safety
+/// `src` covers `rows x k` at `ld`; `dst` is 16-byte aligned with room for
+/// `SHIFTS * rows * shifted_ld(k)` elements; both stay alive until the launch completes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn launch_shifted_copies(
+    cs: &Arc<CudaStream>,
+    gpu: &Gpu,
+    dtype: DType,
+    src: u64,
+    dst: u64,
+    rows: usize,
+    k: usize,
+    ld: usize,
+) -> Result<()> {
+    let name = match dtype {
+        DType::Bf16 => "ft_pack_shift_bf16",
+        DType::F16 => "ft_pack_shift_f16",
+        DType::F32 => return Err(Error::UnsupportedDtype { op: OP, dtype: dtype.name() }),
+    };
+    let groups = kp::SHIFTS * rows * kp::shifted_ld(k) / kp::K_ALIGN;
+    let dims = [rows as u32, k as u32, ld as u32];
+    // SAFETY: `shift_entry!` in kernels-gpu/src/entry/pack.rs takes (2 pointers, 3 u32); the
+    // caller vouches for the source and destination.
+    unsafe { launch_groups(cs, gpu, name, groups, src, dst, &dims) }
+}
+
+/// Launches pack entry `name` over `groups` groups of 8 elements with (src, dst, dims...).
+///
+/// # Safety
+/// The arguments match the entry's ABI and the caller vouches for the pointers.
+unsafe fn launch_groups(
+    cs: &Arc<CudaStream>,
+    gpu: &Gpu,
+    name: &str,
+    groups: usize,
+    src: u64,
+    dst: u64,
+    dims: &[u32],
+) -> Result<()> {
+    let kernel = gpu.kernels()?.function(name)?;
+    let blocks = groups.div_ceil(kp::THREADS as usize).clamp(1, 32 * gpu.info.sm_count.max(1) as usize) as u32;
+    let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (kp::THREADS, 1, 1), shared_mem_bytes: 0 };
+    let mut lb = cs.launch_builder(&kernel.func);
+    lb.arg(&src).arg(&dst);
+    for x in dims {
+        lb.arg(x);
+    }
+    // SAFETY: forwarded to the caller.
+    unsafe { lb.launch(cfg) }.ctx(|| format!("launching {name} ({groups} groups of 8)"))?;
+    Ok(())
+}
+
 /// One pack launch: `rows x k` of the operand at `src` (`kcol`: element (row, kk) at
 /// `kk * ld + row`) into `rows x packed_ld(k)` at `dst`.
 ///
@@ -138,18 +193,9 @@ unsafe fn launch_pack(
         DType::F16 => "ft_pack_k_f16",
         DType::F32 => return Err(Error::UnsupportedDtype { op: OP, dtype: dtype.name() }),
     };
-    let kernel = gpu.kernels()?.function(name)?;
     let groups = rows * packed_ld(k) / kp::K_ALIGN;
-    let blocks = groups.div_ceil(kp::THREADS as usize).clamp(1, 32 * gpu.info.sm_count.max(1) as usize) as u32;
-    let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (kp::THREADS, 1, 1), shared_mem_bytes: 0 };
     let dims = [rows as u32, k as u32, ld as u32, kcol as u32];
-    let mut lb = cs.launch_builder(&kernel.func);
-    lb.arg(&src).arg(&dst);
-    for x in &dims {
-        lb.arg(x);
-    }
     // SAFETY: matches `pack_entry!` in kernels-gpu/src/entry/pack.rs (2 pointers, 4 u32); the
     // caller vouches for the source and destination.
-    unsafe { lb.launch(cfg) }.ctx(|| format!("launching {name} ({rows} x {k})"))?;
-    Ok(())
+    unsafe { launch_groups(cs, gpu, name, groups, src, dst, &dims) }
 }

@@ -154,14 +154,20 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
     let (slab, ks, z) = (block_idx_x() as usize, block_idx_y() as usize, block_idx_z() as usize);
     let inter = q.layout & ROWS_INTERLEAVED != 0;
     let row_of = |nl: usize| slab_row(slab, nl, inter);
-    // SAFETY (pointer offsets): matrix z of each operand, inside it (host-checked strides).
-    let (a, b) = unsafe { (a.add(z * q.stride_a), b.add(z * q.stride_b)) };
+    // SAFETY (pointer offset): matrix z of B, inside it (host-checked strides).
+    let b = unsafe { b.add(z * q.stride_b) };
     // K is walked in a frame `s` elements before K = 0: the shift every row of an interleaved
     // slab starts past a 16-byte boundary (so its loads are aligned), else 0.
     let s = if inter { row_shift(b as usize, row_of(0), q.ldb) } else { 0 };
+    // Interleaved: A is x's `pack::SHIFTS` shifted copies (`stride_a` apart, one matrix), read
+    // at copy `s` in the same frame: aligned too. Else matrix z of A.
+    // SAFETY (pointer offset): inside A (host-sized copies, or host-checked strides).
+    let a = unsafe { a.add(if inter { s } else { z } * q.stride_a) };
+    // x's row length: the copies' (at least K + 7), else K (where s = 0 and the frames agree).
+    let xlen = if inter { q.lda } else { q.k };
     let kf = q.k + s;
     let kb0 = ks * q.kslice;
-    let kb1 = if kb0 + q.kslice < kf { kb0 + q.kslice } else { kf };
+    let kb1 = kb1_of(ks, q.kslice, kf);
     let chunks = if kb1 > kb0 { (kb1 - kb0).div_ceil(CHUNK) } else { 0 };
     // The slice's end in row coordinates (kb1 <= K + s).
     let kend = if kb1 > s { kb1 - s } else { 0 };
@@ -183,7 +189,7 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
                     wv[u][0] = load8::<E, VEC>(b, row_of(gid), q.n, f, s, kend, q.k, q.ldb, b_row);
                     wv[u][1] = load8::<E, VEC>(b, row_of(gid + 8), q.n, f, s, kend, q.k, q.ldb, b_row);
                     for (g, x) in xv[u].iter_mut().enumerate() {
-                        *x = load8::<E, VEC>(a, 8 * g + gid, q.m, f, s, kend, q.k, q.lda, a_col);
+                        *x = load8::<E, VEC>(a, 8 * g + gid, q.m, f, 0, kb1, xlen, q.lda, a_col);
                     }
                 }
             }
@@ -291,6 +297,13 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
         }
         i += WARPS * 32;
     }
+}
+
+/// End of K slice `ks` of `kslice` in a frame of `kf` elements.
+#[inline(always)]
+fn kb1_of(ks: usize, kslice: usize, kf: usize) -> usize {
+    let e = ks * kslice + kslice;
+    if e < kf { e } else { kf }
 }
 
 /// Blocks of the launch along x (`d` 0: slabs) or z (`d` 2: matrices).
