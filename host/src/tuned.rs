@@ -14,7 +14,7 @@ use ferrotune_kernels::gemm::tc::TILES;
 use ferrotune_profile::{Config, Device, Match, Param, ProfileSet, Query};
 
 use crate::backend::Backend;
-use crate::config::{ElemConfig, GemmConfig, GemmPath};
+use crate::config::{ElemConfig, GemmConfig, GemmPath, PackChoice};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{Gemm, Layout, Precision};
 use crate::stream::Stream;
@@ -50,7 +50,8 @@ pub fn tile_label(tile: usize) -> Option<String> {
 }
 
 /// A GEMM config as named parameters: `tile` (index into `tc::TILES`), `tile_shape` (its
-/// label, checked on reading), `cpu_rows` and `split_k`.
+/// label, checked on reading), `cpu_rows`, `split_k`, and where not automatic `path` (with
+/// `sm90_tile_shape`) and `pack`.
 pub fn gemm_to_params(c: &GemmConfig) -> Config {
     let mut m = Config::new();
     m.insert("tile".into(), Param::Int(c.tile as i64));
@@ -64,6 +65,9 @@ pub fn gemm_to_params(c: &GemmConfig) -> Config {
     }
     if let GemmPath::Sm90(t) = c.path {
         m.insert("sm90_tile_shape".into(), Param::Text(sm90_tile_label(t)));
+    }
+    if c.pack != PackChoice::Auto {
+        m.insert("pack".into(), Param::Bool(c.pack == PackChoice::On));
     }
     m
 }
@@ -99,7 +103,14 @@ pub fn gemm_from_params(m: &Config) -> Option<GemmConfig> {
     {
         return None;
     }
-    let c = GemmConfig { tile: int("tile")?, cpu_rows: int("cpu_rows")?, split_k, path };
+    // `pack` is missing in entries written before packing was tunable: the plan decides.
+    let pack = match m.get("pack") {
+        None => PackChoice::Auto,
+        Some(Param::Bool(true)) => PackChoice::On,
+        Some(Param::Bool(false)) => PackChoice::Off,
+        Some(_) => return None,
+    };
+    let c = GemmConfig { tile: int("tile")?, cpu_rows: int("cpu_rows")?, split_k, path, pack };
     match m.get("tile_shape") {
         Some(Param::Text(t)) if Some(t) != tile_label(c.tile).as_ref() => return None,
         Some(Param::Text(_)) | None => {}
