@@ -75,6 +75,19 @@ pub(crate) fn chosen_config(s: &crate::stream::Stream, g: &Gemm, dtype: DType) -
 }
 
 impl GemmPlan {
+    /// The kernel family in words (what `profile explain` prints).
+    pub fn family_name(&self) -> &'static str {
+        match &self.family {
+            Family::SmallM => "small-M (the weight streamed once, ops::gemv)",
+            Family::Pack => "pack, then the packed problem's family",
+            Family::Launch(Launch::Hopper(_, sp)) if sp.is_split() => "Hopper wgmma with an in-kernel K split",
+            Family::Launch(Launch::Hopper(..)) => "Hopper wgmma + TMA",
+            Family::Launch(Launch::Tiles(v)) if v.math == ferrotune_kernels::gemm::Math::Ffma => "FFMA tiles",
+            Family::Launch(Launch::Tiles(_)) => "mma.sync tiles",
+            Family::Launch(Launch::SplitK(_)) => "mma.sync split-K (partials, then a reduce)",
+        }
+    }
+
     /// The small-M family's K split the chosen config asks for (`path = "small-m"`), `None`
     /// for the built-in one.
     pub fn small_m_ksplit(&self) -> Option<usize> {
