@@ -12,7 +12,7 @@ use ferrotune::ops::gemm_plan::{Family, GemmPlan, Launch, plan};
 use ferrotune::profile::{Param, Profile, ProfileSet};
 use ferrotune::tuned::{Source, gemm_explain_in, gemm_from_params, gemm_to_params};
 use ferrotune::{DType, Error};
-use ferrotune_testkit::cpu_backend;
+use ferrotune_testkit::{cpu_backend, cuda_backend};
 use proptest::prelude::*;
 
 use crate::tune::{gemm_entry_for, temp_dir, write};
@@ -186,6 +186,50 @@ fn foreign_family_values_in_a_profile_make_the_entry_invalid_not_a_panic() {
     let (cfg, src) = gemm_explain_in(&set, &rc(16, 4096, 4096), DType::Bf16, &s);
     assert!(matches!(&src, Source::Heuristic { why } if why.contains("invalid config")), "{src}");
     assert_eq!(cfg.path, GemmPath::Auto);
+}
+
+/// The tuned points run on the GPU as their plan says and match the float64 reference
+/// (outputs poisoned first): small-M at several K splits (1, odd, the most K allows, beyond it),
+/// small-M after a tuned pack, a pack the plan alone would skip, and a tuned Hopper split
+/// (on sm_90a; elsewhere its fallback, the mma.sync split-K).
+#[test]
+fn gpu_tuned_family_points_match_f64_reference() {
+    let Some(gpu) = cuda_backend("gpu_tuned_family_points_match_f64_reference") else { return };
+    if overridden() {
+        println!("gpu_tuned_family_points_match_f64_reference: skipped: a FERROTUNE_ variable overrides the plan");
+        return;
+    }
+    let s = gpu.stream();
+    let small = |ks| GemmConfig { split_k: ks, ..SMALL_M };
+    let packed = |c: GemmConfig| GemmConfig { pack: PackChoice::On, ..c };
+    let cases: [(Gemm, GemmConfig); 10] = [
+        (rc(1, 16, 20000), small(1)),
+        (rc(1, 16, 20000), small(7)),
+        (rc(1, 16, 20000), small(64)),
+        (rc(33, 100, 4099), small(3)),
+        (rc(33, 100, 4099), packed(small(16))),
+        (rc(64, 17, 30000), small(64)),
+        (rc(8, 1023, 777), packed(small(4))),
+        (rc(300, 200, 777), packed(GemmConfig { path: GemmPath::Mma, tile: 4, ..GemmConfig::DEFAULT })),
+        (rc(128, 256, 16384), GemmConfig { split_k: 8, path: GemmPath::Sm90(9), ..GemmConfig::DEFAULT }),
+        (rc(200, 136, 8192), GemmConfig { split_k: 5, path: GemmPath::Sm90(1), ..GemmConfig::DEFAULT }),
+    ];
+    for (i, (g, cfg)) in cases.into_iter().enumerate() {
+        let g = g.epilogue(crate::gemm::epilogue(i)).with_config(cfg);
+        let dt = if i % 2 == 0 { DType::Bf16 } else { DType::F16 };
+        let p = ferrotune::ops::gemm_plan::explain(&s, &g, dt, dt).unwrap().expect("a CUDA stream");
+        match cfg.path {
+            GemmPath::SmallM if cfg.pack == PackChoice::On => assert_eq!(p.family, Family::Pack, "{p:?}"),
+            GemmPath::SmallM => assert_eq!(p.small_m_ksplit(), Some(cfg.split_k), "{p:?}"),
+            GemmPath::Sm90(_) if matches!(p.family, Family::Launch(Launch::Hopper(..))) => {
+                assert!(p.reason.contains("from the tuned config"), "{}", p.reason)
+            }
+            _ => {}
+        }
+        if let Err(e) = crate::gemm::dispatch(&gpu, dt, i % 3 == 0, g, 900 + i as u64) {
+            panic!("case {i} ({}): {e}", p.path());
+        }
+    }
 }
 
 proptest! {
