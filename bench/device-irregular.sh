@@ -13,6 +13,9 @@
 #            queued time)
 #   ksplit   the small-M K split: the heuristic against forced 1, 2, 4, 8 slices (bf16)
 #   explore  ksplit, then A/B rows of the plan's choices (bf16) and shapes the suite does not hold
+#   unaligned  odd-K small-M weights read in place (interleaved slabs) against the funnel/pack
+#            path (FERROTUNE_SMALL_M_UNALIGNED=0), suite and unseen shapes; ncu on two rows
+#   longk    long K on the Hopper split: slice counts and tiles (FERROTUNE_SM90_SPLIT/_TILE)
 # Every step is bounded by what is left of BUDGET seconds. Results in $OUT (at most 8 files):
 # device.json, the suite JSONs, torch JSON, the joined markdown, tests, memcheck, explore.
 set -uo pipefail
@@ -93,5 +96,35 @@ if [[ $PARTS == *explore* ]]; then
   explore tile64-unsplit 64x16384x4096,64x32768x2048,60x24576x1536 FERROTUNE_SM90_TILE=9
   explore smallm-to64 $M64 FERROTUNE_SMALL_M_BESIDE_HOPPER=64
   explore unseen 1x11008x4097,7x5000x1001,24x2048x3333,1x3001x12289,5x12289x2049,40x1000x999,2x7777x5555,31x4099x4097
+fi
+if [[ $PARTS == *unaligned* ]]; then
+  # Weights with rows that are not 16-byte aligned on the small-M family: read in place by
+  # interleaved slabs (default) against FERROTUNE_SMALL_M_UNALIGNED=0 (consecutive rows, two
+  # loads and a funnel shift each, packed first above pack::MIN_MACS), on the suite's odd-K
+  # small-M rows and shapes it does not hold; then Nsight Compute on two of them.
+  UA=1x8193x4099,1x4097x777,8x12288x4099,33x8191x4099,33x1023x777,1x11008x4097,4x5000x3001,16x4095x2049,24x14337x4095,48x8193x1025,64x3001x4097,1x2049x16385
+  explore inplace $UA
+  explore packed $UA FERROTUNE_SMALL_M_UNALIGNED=0
+  if command -v ncu > /dev/null && [ $(left) -gt 40 ]; then
+    for mode in 1 0; do
+      FERROTUNE_SMALL_M_UNALIGNED=$mode timeout $(cap 30) ncu --kernel-name regex:ft_gemv --launch-count 2 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis $X bench --ops gemm --shape-suite irregular \
+        --shapes 1x4097x777,1x8193x4099 --dtypes bf16 --warmup 0 --iters 1 > /tmp/ncu-$mode.txt 2>&1
+      { echo "### ncu FERROTUNE_SMALL_M_UNALIGNED=$mode"; grep -vE "^==PROF==|^ *$" /tmp/ncu-$mode.txt | grep -E "ft_gemv|Duration|Throughput|Bandwidth|Hit Rate|Busy|Elapsed" ; } >> $OUT/irregular-explore.txt
+    done
+    stamp "ncu done"; grep -A12 "### ncu" $OUT/irregular-explore.txt | head -40
+  fi
+fi
+if [[ $PARTS == *longk* ]]; then
+  # Long K with few output tiles on the Hopper split: the built-in split against other slice
+  # counts and the 64 x 128 tile (9) against the 128 x 128 (1); 64-row rows beside them.
+  LK=256x256x65536,512x512x32768,384x384x40000,256x1024x32768,128x128x131072
+  explore longk-heur $LK
+  for sp in 16 64; do explore longk-s$sp $LK FERROTUNE_SM90_SPLIT=$sp; done
+  explore longk-t9 $LK FERROTUNE_SM90_TILE=9
+  explore longk-t9-s64 $LK FERROTUNE_SM90_TILE=9 FERROTUNE_SM90_SPLIT=64
+  M64=64x4096x4096,48x4096x4096,64x8192x2048,40x6144x4096
+  for sp in 6 8; do explore m64-s$sp $M64 FERROTUNE_SM90_SPLIT=$sp; done
+  explore m64-smallm $M64 FERROTUNE_SMALL_M_BESIDE_HOPPER=64
 fi
 stamp "done"

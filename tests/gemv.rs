@@ -135,6 +135,65 @@ fn gpu_small_m_odd_view_offsets() {
     }
 }
 
+/// Weights whose rows are not 16-byte aligned (odd K, odd leading dimensions, a view at an odd
+/// offset) read in place by interleaved slabs (rows 8 apart, in their aligned K frame): many
+/// slab groups with a ragged last one, few slabs with the K split, every M class, outputs
+/// poisoned and checked against the float64 reference. Shapes large enough that they used to
+/// be packed first.
+#[test]
+fn gpu_small_m_unaligned_rows() {
+    let Some(gpu) = cuda_backend("gpu_small_m_unaligned_rows") else { return };
+    let s = gpu.stream();
+    let shapes = [
+        (1usize, 4097usize, 777usize, 0usize),
+        (8, 1000, 4099, 0),
+        (33, 129, 3001, 1),
+        (64, 300, 1025, 0),
+        (5, 17, 20001, 1),
+        (1, 8193, 4099, 1),
+        (17, 2049, 513, 0),
+    ];
+    for (i, (m, n, k, offset)) in shapes.into_iter().enumerate() {
+        let g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i));
+        let (_, plan) =
+            describe(&g.resolved(), DType::Bf16, DType::Bf16, [256, 256 + 2 * offset as u64], 132, None).unwrap();
+        assert_eq!(plan.slabs, n.div_ceil(128) * 8, "{m}x{n}x{k}: interleaved slabs");
+        for dt in DTYPES {
+            let mut rng = Rng::new(31 * i as u64);
+            let case: Case<bf16, bf16> = make_case(&mut rng, g);
+            let pad = |v: &[bf16]| {
+                std::iter::repeat_n(bf16::from_f32(0.0), offset).chain(v.iter().copied()).collect::<Vec<_>>()
+            };
+            let a = Buffer::from_slice(&s, &pad(&case.a)).unwrap();
+            let b = Buffer::from_slice(&s, &pad(&case.b)).unwrap();
+            let bias = Buffer::from_slice(&s, &case.bias).unwrap();
+            let c = Buffer::from_slice(&s, &case.c).unwrap();
+            let mut d = Buffer::from_slice(&s, &vec![poison::<bf16>(); case.c.len()]).unwrap();
+            let (av, bv) = (a.view(offset..).unwrap(), b.view(offset..).unwrap());
+            let (cv, biasv) = (c.all(), bias.all());
+            let r = g.resolved();
+            if dt == DType::Bf16 {
+                gemm::<bf16, bf16>(
+                    &s,
+                    &g,
+                    &av,
+                    &bv,
+                    (r.epilogue.beta != 0.0).then_some(&cv),
+                    r.epilogue.bias.then_some(&biasv),
+                    &mut d.all_mut(),
+                )
+                .unwrap();
+                let got = d.to_vec(&s).unwrap();
+                if let Err(e) = check(&case, &got) {
+                    panic!("unaligned rows {m}x{n}x{k} offset {offset}: {e}");
+                }
+            } else if let Err(e) = dispatch(&gpu, dt, i % 2 == 1, g, 100 + i as u64) {
+                panic!("f16 {m}x{n}x{k}: {e}");
+            }
+        }
+    }
+}
+
 #[test]
 fn small_m_takes_16_bit_calls_up_to_64_rows_without_a_forced_kernel() {
     let rc = |m| Gemm::new(m, 4096, 4096).layouts(Layout::Row, Layout::Col).resolved();
@@ -154,4 +213,9 @@ fn small_m_takes_16_bit_calls_up_to_64_rows_without_a_forced_kernel() {
     let (name, plan) = describe(&rc(33), DType::F16, DType::F32, [0, 2], 132, None).unwrap();
     assert_eq!(name, "ft_gemv_f16_f32_g8_v");
     assert_eq!(plan.slabs, 256);
+    // Odd K: slabs of rows 8 apart, whole groups of 128 rows, K cut in a frame up to 7 longer.
+    let odd = Gemm::new(1, 4097, 777).layouts(Layout::Row, Layout::Col).resolved();
+    let (_, plan) = describe(&odd, DType::Bf16, DType::Bf16, [256, 256], 132, None).unwrap();
+    assert_eq!(plan.slabs, 33 * 8);
+    assert!(plan.ksplit * plan.kslice >= 777 + 7);
 }

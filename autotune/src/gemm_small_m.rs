@@ -6,7 +6,7 @@
 
 use ferrotune::config::{GemmConfig, GemmPath};
 use ferrotune::ops::gemm::Gemm;
-use ferrotune::ops::gemv::{small_m_applies, vector_loads};
+use ferrotune::ops::gemv::{interleaved, small_m_applies, vector_loads};
 use ferrotune_kernels::gemv::{self as kv, SmallMPlan};
 
 use crate::protocol::{Description, GemmShape};
@@ -38,7 +38,8 @@ pub fn pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConf
         ));
     }
     let s = cfg.split_k;
-    let plan = SmallMPlan::new(g.n, g.k, s);
+    // (Weights with unaligned rows are read in interleaved slabs, K in their aligned frame.)
+    let plan = SmallMPlan::with_rows(g.n, g.k, s, interleaved(g, [256, 256]));
     if s > 1 {
         if plan.ksplit != s {
             return Some(format!(
@@ -101,7 +102,7 @@ const FIXUP_US: f64 = 1.5;
 /// back, and the launch. Only the ranking matters.
 pub fn predict_ms(d: &Description, l: &Limits, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
     let elem = shape.dtype.dtype().size_bytes() as f64;
-    let plan = SmallMPlan::new(shape.n, shape.k, cfg.split_k);
+    let plan = SmallMPlan::with_rows(shape.n, shape.k, cfg.split_k, interleaved(&shape.gemm(), [256, 256]));
     let (m, n, k) = (shape.m as f64, shape.n as f64, shape.k as f64);
     let sms = f64::from(l.sm_count.max(1));
     let blocks = (plan.slabs * plan.ksplit) as f64;
@@ -215,7 +216,8 @@ pub(crate) mod tests {
                 prop_assert_eq!(packed, c.pack == ferrotune::config::PackChoice::On);
                 prop_assert!(p.reason.contains(&format!("K split {} from the tuned config", c.split_k)), "{}", p.reason);
                 prop_assert!(m <= 64 && s.dtype != GemmDtype::Tf32);
-                prop_assert_eq!(SmallMPlan::new(n, k, c.split_k).ksplit, c.split_k);
+                let g = crate::gemm_pack::planned_gemm(&s, c);
+                prop_assert_eq!(SmallMPlan::with_rows(g.n, g.k, c.split_k, interleaved(&g, [256, 256])).ksplit, c.split_k);
                 prop_assert!(predict(&d, &s, c).is_finite());
             }
         }

@@ -66,7 +66,18 @@ impl SmallMPlan {
     /// The plan for `requested` K slices (clamped to 1..=[`MAX_KSPLIT`]; fewer when K is too
     /// short for that many whole chunks).
     pub const fn new(n: usize, k: usize, requested: usize) -> SmallMPlan {
-        let slabs = n.div_ceil(SLAB);
+        SmallMPlan::with_rows(n, k, requested, false)
+    }
+
+    /// As [`SmallMPlan::new`]; `interleaved`: the weight's rows are not 16-byte aligned, so
+    /// slabs hold rows [`INTERLEAVE`] apart ([`slab_row`]: whole groups of `SLAB * INTERLEAVE`
+    /// rows) and K is cut in the aligned frame of their shift (up to 7 elements longer).
+    pub const fn with_rows(n: usize, k: usize, requested: usize, interleaved: bool) -> SmallMPlan {
+        let (slabs, k) = if interleaved {
+            (n.div_ceil(SLAB * INTERLEAVE) * INTERLEAVE, k + INTERLEAVE - 1)
+        } else {
+            (n.div_ceil(SLAB), k)
+        };
         let req = if requested < 1 {
             1
         } else if requested > MAX_KSPLIT {
@@ -121,6 +132,28 @@ impl SmallMPlan {
         let Some(x) = x.checked_mul(4) else { return None };
         x.checked_add(self.counter_bytes(batch))
     }
+}
+
+/// Rows apart inside an interleaved slab: 8 rows of 2-byte elements are `16 * ld` bytes apart,
+/// so rows `r`, `r + 8`, ... share their misalignment whatever `ld` is.
+pub const INTERLEAVE: usize = 8;
+
+/// The weight row (an output column) of column `nl` (0..[`SLAB`]) of slab `slab`: consecutive
+/// rows, or with `interleaved` rows [`INTERLEAVE`] apart (slab `s` of a group of
+/// `SLAB * INTERLEAVE` rows takes the rows congruent to `s % INTERLEAVE`).
+pub const fn slab_row(slab: usize, nl: usize, interleaved: bool) -> usize {
+    if interleaved {
+        (slab / INTERLEAVE) * SLAB * INTERLEAVE + slab % INTERLEAVE + INTERLEAVE * nl
+    } else {
+        slab * SLAB + nl
+    }
+}
+
+/// How many 2-byte elements past a 16-byte boundary row `row` of an operand at byte address
+/// `base` with leading dimension `ld` starts (0..8). An interleaved slab reads its rows in the
+/// frame that starts this many elements before K = 0: there every 16-byte load is aligned.
+pub const fn row_shift(base: usize, row: usize, ld: usize) -> usize {
+    (base.wrapping_add(row.wrapping_mul(ld).wrapping_mul(2)) % 16) / 2
 }
 
 /// The k (offset inside a 32-k chunk) that thread `t = lane % 4` feeds to `mma` `j` (0 or 1)
@@ -228,6 +261,9 @@ pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
 pub const A_COL: u32 = 1;
 /// Bit of the kernel's `layout` argument: B (the weight) is row-major (N contiguous).
 pub const B_ROW: u32 = 2;
+/// Bit of the kernel's `layout` argument: slabs of interleaved rows in their aligned K frame
+/// ([`slab_row`], [`row_shift`]; the plan from [`SmallMPlan::with_rows`]).
+pub const ROWS_INTERLEAVED: u32 = 4;
 
 #[cfg(test)]
 mod tests {
@@ -339,6 +375,49 @@ mod tests {
         assert_eq!(SmallMPlan::heuristic_ksplit(1023, 777, 132), 4, "25 chunks: 4 slices of 7");
         assert_eq!(SmallMPlan::heuristic_ksplit(2000, 3001, 132), 2, "125 slabs: 2 slices");
         assert_eq!(SmallMPlan::heuristic_ksplit(16, 64, 132), 1, "K too short to split");
+    }
+
+    /// Interleaved slabs: every row of a slab starts at the same 16-byte offset (whatever the
+    /// base and leading dimension), every row belongs to exactly one slab column, and walking
+    /// each slice's chunks in the slab's frame visits every k of the row exactly once.
+    #[test]
+    fn interleaved_slabs_share_one_shift_and_cover_every_row_and_k_once() {
+        for (n, k, ld, base) in
+            [(1usize, 4099usize, 4099usize, 256usize), (129, 777, 777, 258), (300, 33, 40, 2), (17, 5, 9, 14)]
+        {
+            for req in [1, 3, 64] {
+                let p = SmallMPlan::with_rows(n, k, req, true);
+                assert!(p.slabs.is_multiple_of(INTERLEAVE));
+                let mut rows = std::vec![0u32; n];
+                let mut ks = std::vec![0u32; k * n];
+                for slab in 0..p.slabs {
+                    let s = row_shift(base, slab_row(slab, 0, true), ld);
+                    for nl in 0..SLAB {
+                        let r = slab_row(slab, nl, true);
+                        if r >= n {
+                            continue;
+                        }
+                        assert_eq!(row_shift(base, r, ld), s, "n {n} ld {ld} slab {slab} col {nl}");
+                        rows[r] += 1;
+                        for ksl in 0..p.ksplit {
+                            let kb0 = ksl * p.kslice;
+                            let kb1 = (kb0 + p.kslice).min(k + s);
+                            let mut f = kb0;
+                            while f < kb1 {
+                                for e in 0..8 {
+                                    if f + e >= s && f + e - s < kb1 - s && f + e - s < k {
+                                        ks[r * k + f + e - s] += 1;
+                                    }
+                                }
+                                f += 8;
+                            }
+                        }
+                    }
+                }
+                assert!(rows.iter().all(|&c| c == 1), "n {n}: {rows:?}");
+                assert!(ks.iter().all(|&c| c == 1), "n {n} k {k} req {req}");
+            }
+        }
     }
 
     #[test]

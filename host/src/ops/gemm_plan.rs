@@ -124,8 +124,17 @@ pub fn plan(
     cfg: GemmConfig,
     [pa, pb]: [u64; 2],
 ) -> Result<GemmPlan> {
+    // The family the call or the chosen config names (`Auto`: the rules below).
+    let asked = g.path.unwrap_or(cfg.path);
+    // A small-M call reads unaligned weights in place rather than packing them (`gemv`).
+    let in_place = || {
+        matches!(asked, GemmPath::Auto | GemmPath::SmallM)
+            && crate::ops::gemv::reads_unaligned_in_place(g, dtype, [pa, pb])
+    };
     let pack = match cfg.pack {
-        PackChoice::Auto => crate::ops::pack::pack_applies(g, dtype, [pa, pb]).map(str::to_string),
+        PackChoice::Auto => {
+            crate::ops::pack::pack_applies(g, dtype, [pa, pb]).filter(|_| !in_place()).map(str::to_string)
+        }
         PackChoice::Off => None,
         PackChoice::On => crate::ops::pack::pack_possible(g, dtype, [pa, pb])
             .then(|| "the tuned config packs the unaligned operands (pack = true)".to_string()),
@@ -140,8 +149,6 @@ pub fn plan(
             reason: format!("{why}; then {} ({})", then.path(), then.reason),
         });
     }
-    // The family the call or the chosen config names (`Auto`: the rules below).
-    let asked = g.path.unwrap_or(cfg.path);
     if asked == GemmPath::SmallM {
         match crate::ops::gemv::small_m_applies(g, dtype) {
             Some(why) => return Ok(small_m_plan(g, dtype, out, [pa, pb], sm_count, cfg, why)),
@@ -250,7 +257,14 @@ fn small_m_plan(
 ) -> GemmPlan {
     let tuned = (cfg.path == GemmPath::SmallM).then_some(cfg.split_k);
     let detail = crate::ops::gemv::describe(g, dtype, out, ptrs, sm_count.max(1) as usize, tuned)
-        .map(|(name, p)| format!("; {name}, {} slabs x {} K slices", p.slabs, p.ksplit))
+        .map(|(name, p)| {
+            let frame = if crate::ops::gemv::interleaved(g, ptrs) {
+                " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame)"
+            } else {
+                ""
+            };
+            format!("; {name}, {} slabs{frame} x {} K slices", p.slabs, p.ksplit)
+        })
         .unwrap_or_default();
     let from = match tuned {
         Some(s) => format!(" (K split {s} from the tuned config, path = \"small-m\")"),
@@ -377,5 +391,32 @@ mod tests {
         assert!(matches!(fam("sm_80", Gemm::new(256, 256, 65_536)), Family::Launch(Launch::SplitK(_))));
         assert!(matches!(fam(a, Gemm::new(256, 256, 65_536).split_k(4)), Family::Launch(Launch::SplitK(_))));
         assert_eq!(hopper_slices(fam(a, Gemm::new(256, 256, 65_536).split_k(1))), Some(1));
+    }
+
+    /// Unaligned weights of small-M calls are read in place (interleaved slabs), not packed:
+    /// the pack would copy the whole weight first. Larger M still packs for the Hopper tiles.
+    #[test]
+    fn small_m_reads_unaligned_weights_in_place() {
+        if ["FERROTUNE_SMALL_M", "FERROTUNE_SMALL_M_UNALIGNED", "FERROTUNE_PACK", "FERROTUNE_SMALL_M_BESIDE_HOPPER"]
+            .iter()
+            .any(|v| std::env::var(v).is_ok())
+        {
+            return; // the variables override the rules under test
+        }
+        let a = "sm_90a";
+        for (m, n, k) in [(1, 8193, 4099), (8, 12288, 4099), (33, 8191, 4099), (64, 3001, 4097), (1, 4097, 777)] {
+            assert_eq!(fam(a, Gemm::new(m, n, k)), Family::SmallM, "{m}x{n}x{k}");
+        }
+        assert_eq!(fam(a, Gemm::new(65, 8191, 4099)), Family::Pack);
+        assert_eq!(fam(a, Gemm::new(4097, 1023, 777)), Family::Pack);
+        // x alone unaligned (B's rows aligned: K = 4096 with A at an odd element offset) above
+        // 32 rows: packed for the Hopper path.
+        let g = Gemm::new(64, 4096, 4096).layouts(Layout::Row, Layout::Col).resolved();
+        let cfg = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
+        let f = plan(&g, DType::Bf16, DType::Bf16, a, 132, cfg, [258, 256]).unwrap().family;
+        assert_eq!(f, Family::Pack);
+        let g = Gemm::new(8, 4096, 4096).layouts(Layout::Row, Layout::Col).resolved();
+        let f = plan(&g, DType::Bf16, DType::Bf16, a, 132, cfg, [258, 256]).unwrap().family;
+        assert_eq!(f, Family::SmallM);
     }
 }

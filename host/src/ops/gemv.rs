@@ -42,10 +42,35 @@ pub fn small_m_applies(g: &Gemm, dtype: DType) -> Option<&'static str> {
 }
 
 /// Whether the 16-byte variant serves `g`: A row-major and B column-major (K contiguous). Rows
-/// that are not 16-byte aligned are read with two aligned loads and a funnel shift, so the
-/// addresses do not matter (kept in the signature for the callers that know them).
+/// that are not 16-byte aligned are read in an aligned frame (`interleaved`) or with two
+/// aligned loads and a funnel shift, so the addresses do not matter (kept in the signature
+/// for the callers that know them).
 pub fn vector_loads(g: &Gemm, _ptrs: [u64; 2]) -> bool {
     g.a_layout == Layout::Row && g.b_layout == Layout::Col
+}
+
+/// Whether the weight B at `pb` is read in interleaved slabs (`gemv::slab_row`): the 16-byte
+/// variant with rows that are not all 16-byte aligned (odd K, odd leading dimension, a view at
+/// an odd offset). Each slab then takes rows 8 apart, which share one misalignment, and walks
+/// K in that misalignment's frame: every load of the weight is one aligned 16-byte vector, and
+/// only x (read from L2) needs the funnel shift. `FERROTUNE_SMALL_M_UNALIGNED=0` turns it off
+/// (consecutive rows, two loads and a funnel shift per weight vector; unaligned calls are then
+/// packed first above `pack::MIN_MACS`), for A/B runs.
+pub fn interleaved(g: &Gemm, [pa, pb]: [u64; 2]) -> bool {
+    vector_loads(g, [pa, pb])
+        && !(pb.is_multiple_of(16) && g.ldb.is_multiple_of(8))
+        && !std::env::var("FERROTUNE_SMALL_M_UNALIGNED").is_ok_and(|v| v == "0")
+}
+
+/// Whether a call the small-M family takes should skip the pack of its unaligned operands:
+/// the weight is read in place (`interleaved`), which streams it once where the pack would
+/// copy it first; x alone unaligned is packed only when the Hopper path may then take the
+/// call (more than `small_m_beside_hopper` rows).
+pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool {
+    small_m_applies(g, dtype).is_some()
+        && vector_loads(g, ptrs)
+        && !std::env::var("FERROTUNE_SMALL_M_UNALIGNED").is_ok_and(|v| v == "0")
+        && (interleaved(g, ptrs) || g.m <= super::gemm_plan::small_m_beside_hopper())
 }
 
 /// The entry name and plan a call would launch with on a device of `sms` SMs (for `explain`
@@ -64,7 +89,7 @@ pub fn describe(
     let name = kv::entry_name(dtype, out, groups, vector_loads(g, ptrs));
     let env = || std::env::var("FERROTUNE_SMALL_M_KSPLIT").ok().and_then(|v| v.parse().ok());
     let ksplit = tuned.or_else(env).unwrap_or_else(|| SmallMPlan::heuristic_ksplit(g.n, g.k, sms));
-    Some((name, SmallMPlan::new(g.n, g.k, ksplit)))
+    Some((name, SmallMPlan::with_rows(g.n, g.k, ksplit, interleaved(g, ptrs))))
 }
 
 /// Runs the resolved, checked GEMM `g` (for which `small_m_applies` said yes) on the stream,
@@ -135,7 +160,8 @@ unsafe fn launch(
         let e = g.epilogue;
         let flags = e.flags();
         let layout = (if g.a_layout == Layout::Col { kv::A_COL } else { 0 })
-            | (if g.b_layout == Layout::Row { kv::B_ROW } else { 0 });
+            | (if g.b_layout == Layout::Row { kv::B_ROW } else { 0 })
+            | (if interleaved(g, [pa, pb]) { kv::ROWS_INTERLEAVED } else { 0 });
         let split = [plan.ksplit as u32, plan.kslice as u32];
         let mut lb = cs.launch_builder(&kernel.func);
         for p in [&pa, &pb, &pc, &pd, &pbias, &ws] {
@@ -153,7 +179,8 @@ unsafe fn launch(
         }
         // SAFETY: the arguments match `gemv_entry!` in kernels-gpu/src/entry/gemv.rs (6 pointers,
         // 6 u32, 3 u64, 2 f32, 4 u32); the caller vouches for the operands; `describe` picked the
-        // 16-byte variant only for K-contiguous A and B (`vector_loads`); the
+        // 16-byte variant only for K-contiguous A and B (`vector_loads`), and the plan's slabs
+        // and K slices for the same `interleaved` choice as the layout bit; the
         // workspace holds `plan.workspace_bytes` with its counters at zero (the kernel leaves them
         // so); the block size and shared memory are the ones the kernel is written for.
         unsafe { lb.launch(cfg) }.ctx(|| {

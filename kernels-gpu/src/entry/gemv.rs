@@ -11,7 +11,10 @@ use crate::arch::nvptx::{
 };
 use crate::element::Element;
 use crate::gemm::Epilogue;
-use crate::gemv::{A_COL, B_ROW, CHUNK, SLAB, SmallMPlan, WARPS, a_fragment, b_fragment, funnel, unroll};
+use crate::gemv::{
+    A_COL, B_ROW, CHUNK, ROWS_INTERLEAVED, SLAB, SmallMPlan, WARPS, a_fragment, b_fragment, funnel, row_shift,
+    slab_row, unroll,
+};
 use half::{bf16, f16};
 
 /// A 16-bit input type the kernel multiplies with tensor cores.
@@ -66,53 +69,59 @@ struct Args {
     kslice: usize,
 }
 
-/// 8 consecutive k of one row (`row` of `rows`) of an operand, from `kk` (a multiple of 8), as
-/// 16-bit pairs; zero past `kend` or past the last row. `VEC`: the row is K-contiguous; a group
-/// is one 16-byte load where the row is 16-byte aligned, else two aligned loads around it and a
-/// funnel shift (when both lie inside the row's `klen` elements), else element loads at the
-/// edges. Without `VEC` each element is loaded at `kcol ? k * ld + row : row * ld + k`.
+/// 8 consecutive k of one row (`row` of `rows`) of an operand, the elements `f - s .. f - s + 8`
+/// (`f` a multiple of 8 in a frame starting `s` elements before K = 0; with an interleaved
+/// slab's shift every weight load is one aligned vector), as 16-bit pairs; zero before the
+/// row's start, past `kend` or past the last row. `VEC`: the row is K-contiguous; a group is one
+/// 16-byte load where it is 16-byte aligned, else two aligned loads around it and a funnel shift
+/// (when both lie inside the row's `klen` elements), else element loads at the edges. Without
+/// `VEC` each element is loaded at `kcol ? k * ld + row : row * ld + k`.
 ///
 /// # Safety
-/// `p` covers the operand (`rows` rows of `klen` K) at leading dimension `ld`, 2-byte aligned.
+/// `p` covers the operand (`rows` rows of `klen` K) at leading dimension `ld`, 2-byte aligned;
+/// `kend <= klen`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn load8<E: MmaElem, const VEC: bool>(
     p: *const E,
     row: usize,
     rows: usize,
-    kk: usize,
+    f: usize,
+    s: usize,
     kend: usize,
     klen: usize,
     ld: usize,
     kcol: bool,
 ) -> [u32; 4] {
     let mut w = [0u32; 4];
-    if row >= rows || kk >= kend {
+    if row >= rows || f >= kend + s {
         return w;
     }
-    if VEC && kk + 8 <= kend {
+    if VEC && f >= s && f + 8 <= kend + s {
+        let kk = f - s;
         let at = p.wrapping_add(row * ld + kk) as usize;
-        // Misalignment in elements; the same for every group of this row (kk % 8 == 0).
-        let s = (at % 16) / 2;
-        if s == 0 {
+        // Misalignment in elements; the same for every group of this row and frame.
+        let m = (at % 16) / 2;
+        if m == 0 {
             // SAFETY: the 8 elements exist (kk + 8 <= kend), 16-byte aligned; operands are
             // never written by this kernel.
             return unsafe { ld_global_nc_v4(at as *const u32) };
         }
-        if kk >= s && kk + 16 - s <= klen {
-            let base = (at - 2 * s) as *const u32;
-            // SAFETY: the two aligned vectors hold elements kk - s .. kk + 16 - s of this row,
-            // all inside it (kk >= s, kk + 16 - s <= klen).
+        if kk >= m && kk + 16 - m <= klen {
+            let base = (at - 2 * m) as *const u32;
+            // SAFETY: the two aligned vectors hold elements kk - m .. kk + 16 - m of this row,
+            // all inside it (kk >= m, kk + 16 - m <= klen).
             let (lo, hi) = unsafe { (ld_global_nc_v4(base), ld_global_nc_v4(base.wrapping_add(4))) };
-            return funnel(lo, hi, s);
+            return funnel(lo, hi, m);
         }
     }
     for (e, wd) in w.iter_mut().enumerate() {
         for h in 0..2 {
-            let kx = kk + 2 * e + h;
-            if kx < kend {
+            let fe = f + 2 * e + h;
+            if fe >= s && fe < kend + s {
+                let kx = fe - s;
                 let idx = if kcol && !VEC { kx * ld + row } else { row * ld + kx };
-                // SAFETY: (row, kx) lies inside the operand.
+                // SAFETY: (row, kx) lies inside the operand (kx < kend <= klen).
                 let v = unsafe { *p.add(idx) }.bits() as u32;
                 *wd |= v << (16 * h);
             }
@@ -143,12 +152,19 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
     let (warp, lane) = (tid / 32, tid % 32);
     let (gid, t) = (lane / 4, lane % 4);
     let (slab, ks, z) = (block_idx_x() as usize, block_idx_y() as usize, block_idx_z() as usize);
-    let n0 = slab * SLAB;
+    let inter = q.layout & ROWS_INTERLEAVED != 0;
+    let row_of = |nl: usize| slab_row(slab, nl, inter);
     // SAFETY (pointer offsets): matrix z of each operand, inside it (host-checked strides).
     let (a, b) = unsafe { (a.add(z * q.stride_a), b.add(z * q.stride_b)) };
+    // K is walked in a frame `s` elements before K = 0: the shift every row of an interleaved
+    // slab starts past a 16-byte boundary (so its loads are aligned), else 0.
+    let s = if inter { row_shift(b as usize, row_of(0), q.ldb) } else { 0 };
+    let kf = q.k + s;
     let kb0 = ks * q.kslice;
-    let kb1 = if kb0 + q.kslice < q.k { kb0 + q.kslice } else { q.k };
-    let chunks = (kb1 - kb0).div_ceil(CHUNK);
+    let kb1 = if kb0 + q.kslice < kf { kb0 + q.kslice } else { kf };
+    let chunks = if kb1 > kb0 { (kb1 - kb0).div_ceil(CHUNK) } else { 0 };
+    // The slice's end in row coordinates (kb1 <= K + s).
+    let kend = if kb1 > s { kb1 - s } else { 0 };
     let (a_col, b_row) = (q.layout & A_COL != 0, q.layout & B_ROW != 0);
 
     // Accumulators: group g holds (slab rows gid, gid + 8) x (x rows 8g + 2t, + 1).
@@ -161,13 +177,13 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
         for u in 0..unroll(G) {
             let cc = c0 + u * WARPS;
             if cc < chunks {
-                let kk = kb0 + cc * CHUNK + 8 * t;
+                let f = kb0 + cc * CHUNK + 8 * t;
                 // SAFETY: rows and k are predicated inside the operands (load8).
                 unsafe {
-                    wv[u][0] = load8::<E, VEC>(b, n0 + gid, q.n, kk, kb1, q.k, q.ldb, b_row);
-                    wv[u][1] = load8::<E, VEC>(b, n0 + gid + 8, q.n, kk, kb1, q.k, q.ldb, b_row);
+                    wv[u][0] = load8::<E, VEC>(b, row_of(gid), q.n, f, s, kend, q.k, q.ldb, b_row);
+                    wv[u][1] = load8::<E, VEC>(b, row_of(gid + 8), q.n, f, s, kend, q.k, q.ldb, b_row);
                     for (g, x) in xv[u].iter_mut().enumerate() {
-                        *x = load8::<E, VEC>(a, 8 * g + gid, q.m, kk, kb1, q.k, q.lda, a_col);
+                        *x = load8::<E, VEC>(a, 8 * g + gid, q.m, f, s, kend, q.k, q.lda, a_col);
                     }
                 }
             }
@@ -207,15 +223,15 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
         // SAFETY: as above.
         unsafe { *d.add(idx) = O::from_f32(o) };
     };
-    let plan = SmallMPlan { slabs: q.n.div_ceil(SLAB), ksplit: q.ksplit, kslice: q.kslice };
+    let plan = SmallMPlan { slabs: grid_dim(0), ksplit: q.ksplit, kslice: q.kslice };
     let batch_z = z;
     // Partials of the split: [matrix][slice][m][n] after the counters.
-    let parts = ws.wrapping_add(plan.counter_bytes(block_idx_z_count())) as *mut f32;
+    let parts = ws.wrapping_add(plan.counter_bytes(grid_dim(2))) as *mut f32;
     let part = |s: usize, mi: usize, n: usize| parts.wrapping_add(((batch_z * q.ksplit + s) * q.m + mi) * q.n + n);
     let mut i = tid;
     while i < outs {
         let (mi, nl) = (i / SLAB, i % SLAB);
-        let n = n0 + nl;
+        let n = row_of(nl);
         if n < q.n {
             let mut v = 0.0f32;
             for w in 0..WARPS {
@@ -264,7 +280,7 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
     let mut i = tid;
     while i < outs {
         let (mi, nl) = (i / SLAB, i % SLAB);
-        let n = n0 + nl;
+        let n = row_of(nl);
         if n < q.n {
             let mut v = 0.0f32;
             for s in 0..q.ksplit {
@@ -277,12 +293,18 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
     }
 }
 
-/// Matrices in the launch (`gridDim.z`).
+/// Blocks of the launch along x (`d` 0: slabs) or z (`d` 2: matrices).
 #[inline(always)]
-fn block_idx_z_count() -> usize {
+fn grid_dim(d: u32) -> usize {
     let v: u32;
     // SAFETY: reads a special register.
-    unsafe { core::arch::asm!("mov.u32 {v}, %nctaid.z;", v = out(reg32) v) };
+    unsafe {
+        if d == 0 {
+            core::arch::asm!("mov.u32 {v}, %nctaid.x;", v = out(reg32) v)
+        } else {
+            core::arch::asm!("mov.u32 {v}, %nctaid.z;", v = out(reg32) v)
+        }
+    };
     v as usize
 }
 
