@@ -365,8 +365,7 @@ pub fn linear_bias_gelu<T: Scalar, O: Scalar>(
     gemm::<T, O>(s, &g, x, w, None, Some(bias), d)
 }
 
-/// `batch` independent row-major products stored back to back: `a` is `batch x m x k`, `b`
-/// is `batch x k x n`, `d` is `batch x m x n`. One launch.
+/// `batch` row-major products back to back (`batch x m x k` by `batch x k x n`), one launch.
 #[allow(clippy::too_many_arguments)]
 pub fn batched_matmul<T: Scalar, O: Scalar>(
     s: &Stream,
