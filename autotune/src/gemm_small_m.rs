@@ -79,13 +79,12 @@ pub fn entry(g: &Gemm, dtype: ferrotune::DType) -> Option<&'static str> {
 }
 
 /// Launch resources of a small-M point: registers from the worker's driver, the kernel's own
-/// block size and shared memory.
+/// block size and (dynamic) shared memory.
 pub fn resources(d: &Description, g: &Gemm, dtype: ferrotune::DType) -> Option<KernelResources> {
     let groups = kv::m_groups_for(g.m)?;
     let mut r = d.gemm_resources_of(entry(g, dtype)?)?;
     r.block_threads = kv::THREADS;
-    r.dynamic_shared = 0;
-    r.shared_bytes = r.shared_bytes.max(kv::smem_bytes(groups) as u32);
+    r.dynamic_shared = kv::smem_bytes(groups) as u32;
     Some(r)
 }
 

@@ -315,7 +315,7 @@ fn describe(
             move |groups| {
                 [true, false].map(|vec| {
                     let name = ferrotune_kernels::gemv::entry_name(dt, dt, groups, vec).to_string();
-                    (name, ferrotune_kernels::gemv::THREADS, 0)
+                    (name, ferrotune_kernels::gemv::THREADS, ferrotune_kernels::gemv::smem_bytes(groups))
                 })
             },
         );
