@@ -229,6 +229,10 @@ fn estimated_resources(t: &Tile) -> KernelResources {
 /// D written (and C read) at DRAM speed, and its launch.
 pub fn predict_ms(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
     let Some(l) = d.limits else { return predict_cpu_ms(d, shape, cfg) };
+    // `path` auto (the untuned plan): priced as the point it resolves to.
+    if let Some(c) = crate::gemm_auto::resolved(d, shape, cfg) {
+        return predict_ms(d, shape, &c);
+    }
     if cfg.pack == ferrotune::config::PackChoice::On && crate::gemm_pack::pack_domain(shape).is_some() {
         let rest = GemmConfig { pack: ferrotune::config::PackChoice::Off, ..*cfg };
         return crate::gemm_pack::pack_ms(d, shape) + predict_ms(d, &crate::gemm_pack::packed_shape(shape), &rest);
@@ -347,6 +351,9 @@ pub(crate) mod tests {
         d
     }
 
+    /// Tile 0 of the `mma.sync` kernels (`path` auto would price the plan's own family).
+    const MMA0: GemmConfig = GemmConfig { path: GemmPath::Mma, ..GemmConfig::DEFAULT };
+
     /// A point of the `mma.sync` tiles (not a Hopper one).
     pub(crate) fn mma(p: &Pruned) -> bool {
         p.point.get(Param::Path) == Some(0)
@@ -419,8 +426,8 @@ pub(crate) mod tests {
         assert!(pruned.iter().any(|p| p.reason.contains("single matrices")));
         // The model charges the workspace and the reduce: for a large grid splitting is slower.
         let big = shape(GemmDtype::Bf16, 4096, 4096, 4096);
-        let t1 = predict_ms(&d, &big, &GemmConfig::DEFAULT);
-        let t2 = predict_ms(&d, &big, &GemmConfig { split_k: 2, ..GemmConfig::DEFAULT });
+        let t1 = predict_ms(&d, &big, &MMA0);
+        let t2 = predict_ms(&d, &big, &GemmConfig { split_k: 2, ..MMA0 });
         assert!(t2 > t1, "{t1} vs {t2}");
     }
 
@@ -487,7 +494,7 @@ pub(crate) mod tests {
     #[test]
     fn the_model_sees_wave_quantisation() {
         let d = gemm_description();
-        let c = GemmConfig::DEFAULT;
+        let c = MMA0;
         // 132 blocks of 128 x 128 fill the H100 once; 133 need a second round on one SM...
         let full = predict_ms(&d, &shape(GemmDtype::F16, 128 * 12, 128 * 11, 4096), &c);
         let more = predict_ms(&d, &shape(GemmDtype::F16, 128 * 12 + 1, 128 * 11, 4096), &c);

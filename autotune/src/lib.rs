@@ -6,6 +6,7 @@
 pub mod elem;
 pub mod family;
 pub mod gemm;
+pub mod gemm_auto;
 pub mod gemm_pack;
 pub mod gemm_sm90;
 pub mod gemm_small_m;
