@@ -71,7 +71,7 @@ fn tuned_family_entries_round_trip_through_a_profile_and_reach_the_plan() {
     assert_eq!(cfg, SMALL_M);
     let pl = h100(&g, cfg).unwrap();
     assert_eq!(pl.family, Family::SmallM);
-    assert_eq!(pl.small_m_ksplit(), Some(8));
+    assert_eq!((pl.small_m_ksplit(), pl.path().as_str()), (Some(8), "small-m:splitk8"));
     assert!(pl.reason.contains("K split 8 from the tuned config") && pl.reason.contains("8 K slices"), "{}", pl.reason);
     // Without the entry the built-in K split (none: 688 slabs fill the SMs).
     let own = h100(&g, GemmConfig::heuristic(16, 11008, 4096, 1)).unwrap();
@@ -233,6 +233,30 @@ fn gpu_tuned_family_points_match_f64_reference() {
 }
 
 proptest! {
+    /// Every config survives the profile's named parameters exactly when it is valid; an
+    /// invalid one reads back as no config (the lookup then reports the entry and falls back).
+    #[test]
+    fn configs_round_trip_through_named_parameters_iff_valid(
+        path in 0usize..14, split_k in 0usize..80, pack in 0usize..3, tile in 0usize..10, cpu_rows in 0usize..70,
+    ) {
+        let path = match path {
+            0 => GemmPath::Auto,
+            1 => GemmPath::Mma,
+            2 => GemmPath::SmallM,
+            t => GemmPath::Sm90((t - 3) as u8),
+        };
+        let pack = [PackChoice::Auto, PackChoice::On, PackChoice::Off][pack];
+        let c = GemmConfig { tile, cpu_rows, split_k, path, pack };
+        let back = std::panic::catch_unwind(|| gemm_from_params(&gemm_to_params(&c)));
+        prop_assert!(back.is_ok(), "{:?} panicked", c);
+        let back = back.unwrap();
+        if c.validate().is_ok() {
+            prop_assert_eq!(back, Some(c));
+        } else {
+            prop_assert_eq!(back, None);
+        }
+    }
+
     /// Any config (valid or not) on any shape and architecture: the plan answers with a plan
     /// or a typed error, never a panic; a valid small-M config the call can take runs small-M
     /// with exactly its K split.

@@ -73,8 +73,11 @@ pub fn gemm_to_params(c: &GemmConfig) -> Config {
 }
 
 /// A Hopper tile's shape for people reading a profile: the entry-name suffix
-/// (`128x256x64s4`, `64x256x64s4pp`).
+/// (`128x256x64s4`, `64x256x64s4pp`; `not compiled (<t>)` past the list, never a panic).
 pub fn sm90_tile_label(t: u8) -> String {
+    if t as usize >= ferrotune_kernels::gemm_sm90::TILES.len() {
+        return format!("not compiled ({t})");
+    }
     let v = ferrotune_kernels::gemm_sm90::Sm90Variant { dtype: crate::DType::Bf16, out_f32: false, tile: t };
     let name = v.entry_name();
     name.as_str().rsplit('_').next().unwrap_or_default().to_string()

@@ -94,11 +94,14 @@ impl GemmPlan {
         (self.family == Family::SmallM && self.cfg.path == GemmPath::SmallM).then_some(self.cfg.split_k)
     }
 
-    /// A short name of the path: `sm90:<entry>`, `mma:<entry>`, `ffma:<entry>` or
-    /// `splitk:<slices>`.
+    /// A short name of the path: `sm90:<entry>[:splitk<s>]`, `mma:<entry>`, `ffma:<entry>`,
+    /// `splitk:<slices>`, `small-m[:splitk<s>]` (a tuned K split) or `pack`.
     pub fn path(&self) -> String {
         match &self.family {
-            Family::SmallM => "small-m".into(),
+            Family::SmallM => match self.small_m_ksplit() {
+                Some(s) => format!("small-m:splitk{s}"),
+                None => "small-m".into(),
+            },
             Family::Pack => "pack".into(),
             Family::Launch(Launch::Hopper(v, sp)) if sp.is_split() => {
                 format!("sm90:{}:splitk{}", v.entry_name().as_str(), sp.slices)
