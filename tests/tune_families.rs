@@ -104,6 +104,7 @@ fn tuned_family_entries_round_trip_through_a_profile_and_reach_the_plan() {
     assert_eq!(cfg, unpacked);
     let pl = h100(&g, cfg).unwrap();
     assert!(matches!(pl.family, Family::Launch(Launch::Tiles(_))), "{pl:?}");
+    assert!(pl.reason.starts_with("the tuned config does not pack"), "{}", pl.reason);
     assert_eq!(h100(&g, GemmConfig::heuristic(4097, 1023, 777, 1)).unwrap().family, Family::Pack);
 }
 

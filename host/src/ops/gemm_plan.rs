@@ -125,6 +125,23 @@ pub fn plan(
     arch: &str,
     sm_count: u32,
     cfg: GemmConfig,
+    ptrs: [u64; 2],
+) -> Result<GemmPlan> {
+    let mut p = plan_families(g, dtype, out, arch, sm_count, cfg, ptrs)?;
+    if cfg.pack == PackChoice::Off && crate::ops::pack::pack_possible(g, dtype, ptrs) {
+        p.reason = format!("the tuned config does not pack the unaligned operands (pack = false); {}", p.reason);
+    }
+    Ok(p)
+}
+
+/// [`plan`] without the note on a tuned `pack = false`.
+fn plan_families(
+    g: &Gemm,
+    dtype: DType,
+    out: DType,
+    arch: &str,
+    sm_count: u32,
+    cfg: GemmConfig,
     [pa, pb]: [u64; 2],
 ) -> Result<GemmPlan> {
     // The family the call or the chosen config names (`Auto`: the rules below).
@@ -175,7 +192,7 @@ pub fn plan(
                     pack: cfg.pack,
                     ..GemmConfig::heuristic(g.m, g.n, g.k, g.batch)
                 };
-                let mut p = plan(g, dtype, out, arch, sm_count, own, [pa, pb])?;
+                let mut p = plan_families(g, dtype, out, arch, sm_count, own, [pa, pb])?;
                 p.reason = format!(
                     "the tuned config asks for the small-M family, which this call cannot take \
                      (16-bit, 1..={} rows, one matrix); {}",
