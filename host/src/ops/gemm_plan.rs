@@ -156,8 +156,10 @@ fn plan_families(
             crate::ops::pack::pack_applies(g, dtype, [pa, pb]).filter(|_| !in_place()).map(str::to_string)
         }
         PackChoice::Off => None,
-        PackChoice::On => crate::ops::pack::pack_possible(g, dtype, [pa, pb])
-            .then(|| "the tuned config packs the unaligned operands (pack = true)".to_string()),
+        // `FERROTUNE_PACK=0` (A/B runs) wins over a tuned `pack = true`.
+        PackChoice::On => (crate::ops::pack::pack_possible(g, dtype, [pa, pb])
+            && !std::env::var("FERROTUNE_PACK").is_ok_and(|v| v == "0"))
+        .then(|| "the tuned config packs the unaligned operands (pack = true)".to_string()),
     };
     if let Some(why) = pack {
         // What the packed copy then runs (the workspace is 16-byte aligned).

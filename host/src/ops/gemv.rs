@@ -74,9 +74,8 @@ pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool 
 }
 
 /// The entry name and plan a call would launch with on a device of `sms` SMs (for `explain`
-/// and the bench): `tuned` K slices (the chosen config's, from the plan), else
-/// `FERROTUNE_SMALL_M_KSPLIT=s` slices (for A/B runs), else the built-in K split; clamped to
-/// what K allows.
+/// and the bench): `FERROTUNE_SMALL_M_KSPLIT=s` slices (forced, for A/B runs), else `tuned`
+/// (the chosen config's, from the plan), else the built-in K split; clamped to what K allows.
 pub fn describe(
     g: &Gemm,
     dtype: DType,
@@ -88,7 +87,7 @@ pub fn describe(
     let groups = kv::m_groups_for(g.m)?;
     let name = kv::entry_name(dtype, out, groups, vector_loads(g, ptrs));
     let env = || std::env::var("FERROTUNE_SMALL_M_KSPLIT").ok().and_then(|v| v.parse().ok());
-    let ksplit = tuned.or_else(env).unwrap_or_else(|| SmallMPlan::heuristic_ksplit(g.n, g.k, sms));
+    let ksplit = env().or(tuned).unwrap_or_else(|| SmallMPlan::heuristic_ksplit(g.n, g.k, sms));
     Some((name, SmallMPlan::with_rows(g.n, g.k, ksplit, interleaved(g, ptrs))))
 }
 
