@@ -153,6 +153,26 @@ fn forcing_a_family_the_call_cannot_take_is_a_typed_error() {
     assert!(e.to_string().contains("does not split K"), "{e}");
 }
 
+/// A config given to the call (`Gemm::with_config`, the tuner's points) is checked before
+/// anything runs: a bad one is a typed error of the call; a good one runs (on the CPU backend,
+/// which has one family, with its rows per band).
+#[test]
+fn a_call_with_a_bad_config_is_a_typed_error() {
+    let b = cpu_backend();
+    let g = Gemm::new(8, 16, 40).layouts(Layout::Row, Layout::Col);
+    for bad in [
+        GemmConfig { split_k: 0, ..SMALL_M },
+        GemmConfig { split_k: 65, ..SMALL_M },
+        GemmConfig { tile: 99, ..GemmConfig::DEFAULT },
+        GemmConfig { split_k: 2, path: GemmPath::Sm90(0), ..GemmConfig::DEFAULT },
+    ] {
+        let e = crate::gemm::dispatch(&b, DType::Bf16, false, g.with_config(bad), 1).unwrap_err();
+        assert!(e.contains("invalid config"), "{bad:?}: {e}");
+    }
+    let ok = GemmConfig { cpu_rows: 3, pack: PackChoice::On, ..SMALL_M };
+    crate::gemm::dispatch(&b, DType::Bf16, true, g.with_config(ok), 2).unwrap();
+}
+
 #[test]
 fn foreign_family_values_in_a_profile_make_the_entry_invalid_not_a_panic() {
     let ok = gemm_to_params(&GemmConfig { pack: PackChoice::On, ..SMALL_M });
