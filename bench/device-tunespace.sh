@@ -63,6 +63,7 @@ if [[ $PARTS == *explain* ]]; then
 fi
 if [[ $PARTS == *bench* ]]; then
   stamp "=== bench --ops gemm without, then with the tuned profile"
+  export FERROTUNE_BENCH_NO_SPLIT=1  # the split-K comparison rows: not this run's question
   FERROTUNE_PROFILE=$EMPTY timeout $(cap 60) $X bench --ops gemm --shapes $SHAPES --dtypes bf16 --warmup 5 --iters 50 \
     > $OUT/bench-builtin.txt 2>&1; stamp "built-in exit $?"
   if [ -f $PROFILE ]; then
