@@ -59,7 +59,7 @@ fn gpu_small_m_split_k_fix_up_is_exact_and_repeatable() {
         .enumerate()
     {
         let g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i)).batched(1 + i % 2);
-        let (_, plan) = describe(&g.resolved(), DType::Bf16, DType::Bf16, [0, 0], sms).expect("m <= 64");
+        let (_, plan) = describe(&g.resolved(), DType::Bf16, DType::Bf16, [0, 0], sms, None).expect("m <= 64");
         if k >= 9000 {
             assert!(plan.ksplit > 1, "{m}x{n}x{k} should split K: {plan:?}");
         }
@@ -155,7 +155,8 @@ fn gpu_small_m_unaligned_rows() {
     ];
     for (i, (m, n, k, offset)) in shapes.into_iter().enumerate() {
         let g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i));
-        let (_, plan) = describe(&g.resolved(), DType::Bf16, DType::Bf16, [256, 256 + 2 * offset as u64], 132).unwrap();
+        let (_, plan) =
+            describe(&g.resolved(), DType::Bf16, DType::Bf16, [256, 256 + 2 * offset as u64], 132, None).unwrap();
         assert_eq!(plan.slabs, n.div_ceil(128) * 8, "{m}x{n}x{k}: interleaved slabs");
         for dt in DTYPES {
             let mut rng = Rng::new(31 * i as u64);
@@ -207,14 +208,14 @@ fn small_m_takes_16_bit_calls_up_to_64_rows_without_a_forced_kernel() {
     assert!(vector_loads(&rc(8), [258, 512]), "A at an odd element offset: two loads and a funnel shift");
     assert!(!vector_loads(&Gemm::new(8, 4096, 4096).resolved(), [0, 0]), "B row-major: element loads");
     assert!(vector_loads(&Gemm::new(8, 4096, 4099).layouts(Layout::Row, Layout::Col).resolved(), [0, 0]));
-    let (name, plan) = describe(&rc(1), DType::Bf16, DType::Bf16, [0, 0], 132).unwrap();
+    let (name, plan) = describe(&rc(1), DType::Bf16, DType::Bf16, [0, 0], 132, None).unwrap();
     assert_eq!((name, plan.ksplit), ("ft_gemv_bf16_bf16_g1_v", 1));
-    let (name, plan) = describe(&rc(33), DType::F16, DType::F32, [0, 2], 132).unwrap();
+    let (name, plan) = describe(&rc(33), DType::F16, DType::F32, [0, 2], 132, None).unwrap();
     assert_eq!(name, "ft_gemv_f16_f32_g8_v");
     assert_eq!(plan.slabs, 256);
     // Odd K: slabs of rows 8 apart, whole groups of 128 rows, K cut in a frame up to 7 longer.
     let odd = Gemm::new(1, 4097, 777).layouts(Layout::Row, Layout::Col).resolved();
-    let (_, plan) = describe(&odd, DType::Bf16, DType::Bf16, [256, 256], 132).unwrap();
+    let (_, plan) = describe(&odd, DType::Bf16, DType::Bf16, [256, 256], 132, None).unwrap();
     assert_eq!(plan.slabs, 33 * 8);
     assert!(plan.ksplit * plan.kslice >= 777 + 7);
 }

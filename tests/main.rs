@@ -19,4 +19,5 @@ mod runtime;
 mod splitk;
 mod tidy;
 mod tune;
+mod tune_families;
 mod tune_path;

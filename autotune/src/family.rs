@@ -11,7 +11,8 @@ use crate::space::Pruned;
 use crate::{elem, gemm};
 
 /// The config the tuned one is compared against: the built-in heuristic for elementwise ops
-/// (from the worker, since it depends on the device), the kernels' default tile 0 for GEMM.
+/// (from the worker, since it depends on the device); for GEMM the kernels' default config
+/// (tile 0, no split, `path` auto: the plan picks the family as it does untuned).
 pub fn default_config(d: &Description, s: &Shape) -> Option<ConfigJson> {
     match s {
         Shape::Elem(e) => d.default_of(e.op, e.dtype).map(Into::into),
@@ -38,7 +39,13 @@ pub fn candidates(d: &Description, s: &Shape, base: &ConfigJson) -> (Vec<ConfigJ
         }
         (Shape::Gemm(g), ConfigJson::Gemm(b)) => {
             let (c, p) = gemm::candidates(d, g, (*b).into());
-            (c.into_iter().map(Into::into).collect(), p)
+            let mut c: Vec<ConfigJson> = c.into_iter().map(Into::into).collect();
+            // The built-in plan itself (`path` auto: its family, K split and packing rules) is
+            // measured too, so the report compares the tuned point with what runs untuned.
+            if let Some(h) = heuristic_config(d, s).filter(|h| !c.contains(h)) {
+                c.push(h);
+            }
+            (c, p)
         }
         _ => (Vec::new(), Vec::new()),
     }

@@ -6,14 +6,18 @@
 //! tile 0), by what cannot pay (splitting a grid that already fills two waves) and by the
 //! device (dynamic shared
 //! memory against the opt-in limit, threads against the function's register limit, at least one
-//! resident block). On the CPU the space is the rows per rayon task. The model ranks candidates
-//! for the model-guided strategy.
+//! resident block). `Param::Path` picks the family on every GPU: the tiles, the Hopper tiles
+//! (`gemm_sm90.rs`, with their in-kernel K split) and the small-M family (`gemm_small_m.rs`,
+//! `SplitK` its K split); `Param::Pack` packing unaligned operands (`gemm_pack.rs`). On the CPU
+//! the space is the rows per rayon task. The model ranks candidates for the model-guided
+//! strategy.
 
-use ferrotune::config::{GemmConfig, GemmPath, MIN_SLICE_K};
+use ferrotune::config::{GemmConfig, GemmPath};
 use ferrotune::ops::gemm::{Layout, SplitPlan, split_launches, variant_for};
 use ferrotune_kernels::gemm::GemmVariant;
 use ferrotune_kernels::gemm::tc::{TILES, Tile};
 
+pub use crate::gemm_splitk::{MMA_SPLIT_MAX, split_pruned};
 use crate::protocol::{Description, GemmDtype, GemmShape};
 use crate::space::{Constraint, Context, Domain, KernelResources, Limits, Param, Point, Pruned, Space, occupancy};
 
@@ -23,8 +27,9 @@ use crate::space::{Constraint, Context, Domain, KernelResources, Limits, Param, 
 /// still split differently); values past M are pruned (one band).
 pub const CPU_ROWS: [u64; 13] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
 
-/// Split-K factors tried on the GPU.
-pub const SPLIT_K: [u64; 5] = [1, 2, 4, 8, 16];
+/// Split-K factors tried on the GPU (the `mma.sync` split-K up to [`MMA_SPLIT_MAX`]; the
+/// Hopper and small-M in-kernel splits up to 64).
+pub const SPLIT_K: [u64; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// The space of `shape` on the machine `d` describes.
 pub fn space(d: &Description, shape: &GemmShape) -> Space {
@@ -38,7 +43,7 @@ pub fn space(d: &Description, shape: &GemmShape) -> Space {
         };
     }
     Space {
-        domains: [crate::gemm_sm90::path_domain(d)]
+        domains: [crate::gemm_sm90::path_domain(d), crate::gemm_pack::pack_domain(shape)]
             .into_iter()
             .flatten()
             .chain([
@@ -70,14 +75,18 @@ pub fn to_config(p: &Point, base: GemmConfig) -> GemmConfig {
     if let Some(v) = p.get(Param::Path) {
         c.path = crate::gemm_sm90::path_of(v);
     }
+    if let Some(v) = p.get(Param::Pack) {
+        c.pack = crate::gemm_pack::pack_of(v);
+    }
     c
 }
 
 /// The compiled variant `cfg` launches for `shape` (the worker's buffers start 256-byte
-/// aligned) — with split-K, that of the partial products — or the host's reason it cannot.
+/// aligned; packed where `cfg` packs) — with split-K, that of the partial products — or the
+/// host's reason it cannot.
 pub fn variant(shape: &GemmShape, cfg: &GemmConfig) -> Result<GemmVariant, String> {
     let dt = shape.dtype.dtype();
-    let g = shape.gemm().tile(cfg.tile);
+    let g = crate::gemm_pack::planned_gemm(shape, cfg).tile(cfg.tile);
     let plan = SplitPlan::new(shape.k, cfg.split_k);
     if cfg.split_k > 1 && plan.is_split() && shape.batch <= 1 {
         return split_launches(&g, dt, plan, 256, 256, *cfg).map(|l| l.v_part).map_err(|e| e.to_string());
@@ -85,42 +94,15 @@ pub fn variant(shape: &GemmShape, cfg: &GemmConfig) -> Result<GemmVariant, Strin
     variant_for(&g, dt, dt, 256, 256).map_err(|e| e.to_string())
 }
 
-/// Why split-K factor `s` is not worth measuring on `shape` with tile `tile` on `sms` SMs, if
-/// it is not: batches are never split, each slice must be at least `MIN_SLICE_K` long (and
-/// the factor must give its own number of slices, not repeat a smaller one), and a grid that
-/// already fills two waves has nothing to gain.
-pub fn split_pruned(shape: &GemmShape, tile: usize, s: usize, sms: u32) -> Option<String> {
-    if s <= 1 {
-        return None;
-    }
-    if shape.batch > 1 {
-        return Some(format!("split_k {s}: split-K runs single matrices only (batch {})", shape.batch));
-    }
-    let plan = SplitPlan::new(shape.k, s);
-    if !plan.is_split() || plan.kc < MIN_SLICE_K {
-        return Some(format!("split_k {s}: slices of K = {} are shorter than {MIN_SLICE_K}", plan.kc.min(shape.k)));
-    }
-    if plan.slices != s {
-        return Some(format!("split_k {s}: K = {} only makes {} slices of {}", shape.k, plan.slices, plan.kc));
-    }
-    // 16-bit inputs run the partial products on tile 0 whatever the config's tile says.
-    let t = if shape.dtype == GemmDtype::Tf32 { TILES.get(tile)? } else { &TILES[0] };
-    let blocks = shape.m.div_ceil(t.bm()) * shape.n.div_ceil(t.bn());
-    if blocks >= 2 * sms as usize {
-        return Some(format!(
-            "split_k {s}: {blocks} blocks of {}x{} already fill two waves of {sms} SMs",
-            t.bm(),
-            t.bn()
-        ));
-    }
-    None
-}
-
 /// What the kernel of `cfg` needs per launch: registers and limits from the worker's driver,
 /// block size and dynamic shared memory from the variant itself.
 pub fn resources(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> Option<KernelResources> {
-    if matches!(cfg.path, GemmPath::Sm90(_)) {
-        return crate::gemm_sm90::resources(d, shape, cfg);
+    match cfg.path {
+        GemmPath::Sm90(_) => return crate::gemm_sm90::resources(d, shape, cfg),
+        GemmPath::SmallM => {
+            return crate::gemm_small_m::resources(d, &crate::gemm_pack::planned_gemm(shape, cfg), shape.dtype.dtype());
+        }
+        _ => {}
     }
     let v = variant(shape, cfg).ok()?;
     let mut r = d.gemm_resources_of(v.entry_name().as_str())?;
@@ -138,6 +120,11 @@ pub fn candidates(d: &Description, shape: &GemmShape, base: GemmConfig) -> (Vec<
         c.validate().map_err(|e| e.to_string())?;
         if matches!(c.path, GemmPath::Sm90(_)) {
             return crate::gemm_sm90::variant(d, shape, &c).map(|_| ());
+        }
+        if c.path == GemmPath::SmallM {
+            let (g, dt, sms) =
+                (crate::gemm_pack::planned_gemm(shape, &c), shape.dtype.dtype(), d.limits.map_or(1, |l| l.sm_count));
+            return crate::gemm_small_m::pruned(d, &g, dt, &c, sms).map_or(Ok(()), Err);
         }
         if let Some(why) = d.limits.and_then(|l| split_pruned(shape, c.tile, c.split_k, l.sm_count)) {
             return Err(why);
@@ -242,10 +229,19 @@ fn estimated_resources(t: &Tile) -> KernelResources {
 /// D written (and C read) at DRAM speed, and its launch.
 pub fn predict_ms(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
     let Some(l) = d.limits else { return predict_cpu_ms(d, shape, cfg) };
+    // `path` auto (the untuned plan): priced as the point it resolves to.
+    if let Some(c) = crate::gemm_auto::resolved(d, shape, cfg) {
+        return predict_ms(d, shape, &c);
+    }
+    if cfg.pack == ferrotune::config::PackChoice::On && crate::gemm_pack::pack_domain(shape).is_some() {
+        let rest = GemmConfig { pack: ferrotune::config::PackChoice::Off, ..*cfg };
+        return crate::gemm_pack::pack_ms(d, shape) + predict_ms(d, &crate::gemm_pack::packed_shape(shape), &rest);
+    }
+    if cfg.path == GemmPath::SmallM {
+        return crate::gemm_small_m::predict_ms(d, &l, shape, cfg);
+    }
     if let GemmPath::Sm90(t) = cfg.path {
-        return ferrotune_kernels::gemm_sm90::TILES
-            .get(t as usize)
-            .map_or(f64::INFINITY, |t| crate::gemm_sm90::predict_ms(d, &l, shape, t));
+        return crate::gemm_sm90::predict_ms(d, &l, shape, t, cfg.split_k);
     }
     let plan = SplitPlan::new(shape.k, cfg.split_k);
     let split = cfg.split_k > 1 && plan.is_split() && shape.batch <= 1;
@@ -257,19 +253,36 @@ pub fn predict_ms(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
         r.block_threads = t.threads();
         r.dynamic_shared = t.smem_bytes(elem, shape.a == Layout::Row, shape.b == Layout::Col) as u32;
     }
+    // Narrower copies move the same tile in more instructions (2-byte loads: the H100 ran
+    // bf16 4097x1023x777 at a fifth of the aligned rate, bench/results/irregular/).
+    let slow = match variant(shape, cfg).map_or(16, |v| v.align) {
+        16 => 1.0,
+        8 => 1.3,
+        4 => 2.0,
+        _ => 4.0,
+    };
     if !split {
-        return gpu_time_ms(d, &l, shape, t, &r, elem);
+        return gpu_time_ms(d, &l, shape, t, &r, elem, slow);
     }
     let parts = GemmShape { k: plan.kc, batch: plan.slices, ..*shape };
-    let gemms = gpu_time_ms(d, &l, &parts, t, &r, 4);
+    let gemms = gpu_time_ms(d, &l, &parts, t, &r, 4, slow);
     let mn = (shape.m * shape.n) as f64;
     let reduce_bytes = plan.slices as f64 * mn * 4.0 + mn * elem as f64;
     let reduce_ms = reduce_bytes / (0.9 * d.peak_gbps.max(1.0) * 1e9) * 1e3;
     gemms + reduce_ms + 2.0 * LAUNCH_US * 1e-3
 }
 
-/// `out_elem`: bytes per element of D as the kernel writes it (f32 for split-K's partials).
-fn gpu_time_ms(d: &Description, l: &Limits, shape: &GemmShape, t: &Tile, r: &KernelResources, out_elem: usize) -> f64 {
+/// `out_elem`: bytes per element of D as the kernel writes it (f32 for split-K's partials);
+/// `slow`: how much longer the SMs take for narrower loads than 16 bytes.
+fn gpu_time_ms(
+    d: &Description,
+    l: &Limits,
+    shape: &GemmShape,
+    t: &Tile,
+    r: &KernelResources,
+    out_elem: usize,
+    slow: f64,
+) -> f64 {
     let elem = shape.dtype.dtype().size_bytes();
     let (bm, bn, bk) = (t.bm(), t.bn(), t.bk(elem));
     let occ = occupancy(l, r.block_threads, r, u64::from(r.dynamic_shared));
@@ -284,7 +297,7 @@ fn gpu_time_ms(d: &Description, l: &Limits, shape: &GemmShape, t: &Tile, r: &Ker
     let resident = q.min(per_sm);
     let rounds = (q / resident).ceil();
     let clk = q * block_flops / sm_rate(d, shape.dtype, t, r, resident) + rounds * PROLOGUE_CLK;
-    let t_sm = clk / (d.clock_ghz.max(0.1) * 1e9);
+    let t_sm = slow * clk / (d.clock_ghz.max(0.1) * 1e9);
     // Every block streams its A and B panels through L2.
     let peak = d.peak_gbps.max(1.0) * 1e9;
     let t_l2 = blocks * (bm + bn) as f64 * k_pad * elem as f64 / (L2_BANDWIDTH_FACTOR * peak);
@@ -318,6 +331,7 @@ fn predict_cpu_ms(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
 pub(crate) mod tests {
     use super::*;
     use crate::protocol::GemmResourceJson;
+    use ferrotune::config::PackChoice;
     use proptest::prelude::*;
 
     /// An H100 description with the resources of every tile of every dtype and layout
@@ -336,6 +350,9 @@ pub(crate) mod tests {
         }
         d
     }
+
+    /// Tile 0 of the `mma.sync` kernels (`path` auto would price the plan's own family).
+    const MMA0: GemmConfig = GemmConfig { path: GemmPath::Mma, ..GemmConfig::DEFAULT };
 
     /// A point of the `mma.sync` tiles (not a Hopper one).
     pub(crate) fn mma(p: &Pruned) -> bool {
@@ -360,21 +377,21 @@ pub(crate) mod tests {
         let d = gemm_description();
         let s = shape(GemmDtype::Bf16, 4096, 4096, 4096);
         let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
-        let paths = 1 + ferrotune_kernels::gemm_sm90::TILES.len();
+        let paths = crate::gemm_sm90::path_values().len();
         assert_eq!(cands.len() + pruned.len(), paths * TILES.len() * SPLIT_K.len());
-        assert_eq!(cands.len(), TILES.len(), "every tile fits an H100, no split pays: {pruned:?}");
+        assert_eq!(cands.len(), TILES.len(), "every tile fits an H100, no split pays");
         assert!(cands.iter().enumerate().all(|(i, c)| c.tile == i
             && c.cpu_rows == GemmConfig::DEFAULT.cpu_rows
             && c.split_k == 1
             && c.path == GemmPath::Mma));
         let (mma, hopper): (Vec<_>, Vec<_>) = pruned.iter().partition(|p| p.point.get(Param::Path) == Some(0));
-        assert!(mma.iter().all(|p| p.reason.contains("two waves")), "{mma:?}");
-        // This description lists no Hopper entry: those points say so (or why they repeat one).
-        assert!(
-            hopper
-                .iter()
-                .all(|p| ["not in the PTX", "split-K runs", "tile 0 stands"].iter().any(|w| p.reason.contains(w)))
-        );
+        assert!(mma.iter().all(|p| p.reason.contains("two waves") || p.reason.contains("at most 16")));
+        // This description lists no Hopper entry: those points say so (or why they repeat one,
+        // or why their split cannot pay); the small-M points say why the family does not apply.
+        let whys =
+            ["not in the PTX", "does not split K", "tile 0 stands", "under 4", "already fill half", "1..=64 rows"];
+        let odd: Vec<_> = hopper.iter().filter(|p| !whys.iter().any(|w| p.reason.contains(w))).collect();
+        assert!(odd.is_empty(), "{:?}", odd.first());
     }
 
     #[test]
@@ -409,8 +426,8 @@ pub(crate) mod tests {
         assert!(pruned.iter().any(|p| p.reason.contains("single matrices")));
         // The model charges the workspace and the reduce: for a large grid splitting is slower.
         let big = shape(GemmDtype::Bf16, 4096, 4096, 4096);
-        let t1 = predict_ms(&d, &big, &GemmConfig::DEFAULT);
-        let t2 = predict_ms(&d, &big, &GemmConfig { split_k: 2, ..GemmConfig::DEFAULT });
+        let t1 = predict_ms(&d, &big, &MMA0);
+        let t2 = predict_ms(&d, &big, &GemmConfig { split_k: 2, ..MMA0 });
         assert!(t2 > t1, "{t1} vs {t2}");
     }
 
@@ -421,19 +438,25 @@ pub(crate) mod tests {
         let s = shape(GemmDtype::Bf16, 1000, 3000, 700);
         let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
         // (Split-K on tile 0 stays: its slices of 352 keep the 8-byte loads the shape allows.)
+        // Packed first (`Param::Pack` 1), every tile runs; as given, the loads decide.
+        let cands: Vec<_> =
+            cands.into_iter().filter(|c| c.pack == PackChoice::Off && c.path == GemmPath::Mma).collect();
         let mut tiles: Vec<usize> = cands.iter().filter(|c| c.split_k == 1).map(|c| c.tile).collect();
         tiles.sort();
         let mut want = vec![0];
         want.extend(ferrotune_kernels::gemm::tc::NARROW_TILES);
         assert_eq!(tiles, want);
         assert!(cands.iter().all(|c| c.split_k == 1 || c.tile == 0));
-        let unsplit: Vec<_> = pruned.iter().filter(|p| p.point.get(Param::SplitK) == Some(1) && mma(p)).collect();
+        let unpacked = |p: &&Pruned| p.point.get(Param::Pack) == Some(0);
+        let unsplit: Vec<_> =
+            pruned.iter().filter(|p| p.point.get(Param::SplitK) == Some(1) && mma(p)).filter(unpacked).collect();
         assert_eq!(unsplit.len(), TILES.len() - want.len());
         assert!(unsplit.iter().all(|p| p.reason.contains("16-byte aligned")), "{pruned:?}");
         // k = 701: 2-byte rows, only the default tile.
         let s = shape(GemmDtype::Bf16, 1000, 3000, 701);
         let (cands, _) = candidates(&d, &s, GemmConfig::DEFAULT);
-        assert!(cands.iter().all(|c| c.tile == 0), "{cands:?}");
+        assert!(cands.iter().filter(|c| c.pack == PackChoice::Off).all(|c| c.tile == 0), "{cands:?}");
+        assert!(cands.iter().any(|c| c.pack == PackChoice::On && c.tile == 4), "packed, the wide tiles run");
     }
 
     #[test]
@@ -471,7 +494,7 @@ pub(crate) mod tests {
     #[test]
     fn the_model_sees_wave_quantisation() {
         let d = gemm_description();
-        let c = GemmConfig::DEFAULT;
+        let c = MMA0;
         // 132 blocks of 128 x 128 fill the H100 once; 133 need a second round on one SM...
         let full = predict_ms(&d, &shape(GemmDtype::F16, 128 * 12, 128 * 11, 4096), &c);
         let more = predict_ms(&d, &shape(GemmDtype::F16, 128 * 12 + 1, 128 * 11, 4096), &c);
@@ -512,9 +535,12 @@ pub(crate) mod tests {
             let lay = |r: bool| if r { Layout::Row } else { Layout::Col };
             let s = GemmShape { dtype: GemmDtype::ALL[dt], m, n, k, batch, a: lay(a_row), b: lay(b_row) };
             let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
-            let paths = 1 + ferrotune_kernels::gemm_sm90::TILES.len();
-            prop_assert_eq!(cands.len() + pruned.len(), paths * TILES.len() * SPLIT_K.len());
-            for c in cands.iter().filter(|c| c.path != GemmPath::Mma) {
+            prop_assert_eq!(cands.len() + pruned.len(), space(&d, &s).size());
+            for c in cands.iter().filter(|c| c.path == GemmPath::SmallM) {
+                prop_assert!(c.validate().is_ok() && c.tile == 0 && m <= 64 && batch == 1);
+                prop_assert!(predict_ms(&d, &s, c).is_finite());
+            }
+            for c in cands.iter().filter(|c| matches!(c.path, GemmPath::Sm90(_))) {
                 // A Hopper point: a variant the host runs for this call, whose ring fits.
                 prop_assert!(c.validate().is_ok());
                 let v = crate::gemm_sm90::variant(&d, &s, c);
@@ -542,9 +568,12 @@ pub(crate) mod tests {
             let aligned = |al: usize| [g.lda, g.ldb, g.stride_a, g.stride_b].iter().all(|x| (x * elem) % al == 0);
             let narrow = ferrotune_kernels::gemm::tc::NARROW_TILES;
             if !aligned(16) {
-                prop_assert!(cands.iter().all(|c| c.tile == 0 || (aligned(8) && narrow.contains(&c.tile))), "{:?}", cands);
-                prop_assert!(cands.iter().all(|c| c.path == GemmPath::Mma), "TMA needs 16-byte rows: {:?}", cands);
+                // As given: narrow loads only; packed first (16-bit single matrices), any tile.
+                let given: Vec<_> = cands.iter().filter(|c| c.pack != PackChoice::On).collect();
+                prop_assert!(given.iter().all(|c| c.tile == 0 || (aligned(8) && narrow.contains(&c.tile))), "{:?}", given);
+                prop_assert!(given.iter().all(|c| !matches!(c.path, GemmPath::Sm90(_))), "TMA needs 16-byte rows: {:?}", given);
             }
+            prop_assert!(cands.iter().all(|c| c.pack == PackChoice::Auto) || crate::gemm_pack::pack_domain(&s).is_some());
         }
     }
 }

@@ -6,7 +6,11 @@
 pub mod elem;
 pub mod family;
 pub mod gemm;
+pub mod gemm_auto;
+pub mod gemm_pack;
 pub mod gemm_sm90;
+pub mod gemm_small_m;
+pub mod gemm_splitk;
 pub mod inject;
 pub mod measure;
 pub mod parallel;

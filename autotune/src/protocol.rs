@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use ferrotune::config::{GemmConfig, GemmPath};
+use ferrotune::config::{GemmConfig, GemmPath, PackChoice};
 use ferrotune::ops::gemm::{Gemm, Layout, Precision};
 use ferrotune::{DType, ElemConfig, ElemOp, ElemVariant};
 use ferrotune_profile::Device;
@@ -53,7 +53,12 @@ impl fmt::Display for ConfigJson {
                 match c.path {
                     PathJson::Sm90(t) => write!(f, " path=sm90:{t} ({})", ferrotune::tuned::sm90_tile_label(t)),
                     PathJson::Mma => write!(f, " path=mma"),
+                    PathJson::SmallM => write!(f, " path=small-m"),
                     PathJson::Auto => Ok(()),
+                }?;
+                match c.pack {
+                    Some(p) => write!(f, " pack={p}"),
+                    None => Ok(()),
                 }
             }
         }
@@ -84,13 +89,16 @@ pub struct GemmConfigJson {
     /// The kernel family (`GemmPath`); absent in messages of older tools: auto.
     #[serde(default)]
     pub path: PathJson,
+    /// Packing of unaligned operands: `true`, `false`, absent (older tools too): the plan's rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack: Option<bool>,
 }
 
 fn no_split() -> usize {
     1
 }
 
-/// A `GemmPath` on the wire: `"auto"`, `"mma"` or `{"sm90": tile}`.
+/// A `GemmPath` on the wire: `"auto"`, `"mma"`, `{"sm90": tile}` or `"small_m"`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PathJson {
@@ -98,6 +106,7 @@ pub enum PathJson {
     Auto,
     Mma,
     Sm90(u8),
+    SmallM,
 }
 
 impl From<GemmConfig> for GemmConfigJson {
@@ -106,8 +115,13 @@ impl From<GemmConfig> for GemmConfigJson {
             GemmPath::Auto => PathJson::Auto,
             GemmPath::Mma => PathJson::Mma,
             GemmPath::Sm90(t) => PathJson::Sm90(t),
+            GemmPath::SmallM => PathJson::SmallM,
         };
-        GemmConfigJson { tile: c.tile as u32, cpu_rows: c.cpu_rows, split_k: c.split_k, path }
+        let pack = match c.pack {
+            PackChoice::Auto => None,
+            p => Some(p == PackChoice::On),
+        };
+        GemmConfigJson { tile: c.tile as u32, cpu_rows: c.cpu_rows, split_k: c.split_k, path, pack }
     }
 }
 
@@ -117,8 +131,14 @@ impl From<GemmConfigJson> for GemmConfig {
             PathJson::Auto => GemmPath::Auto,
             PathJson::Mma => GemmPath::Mma,
             PathJson::Sm90(t) => GemmPath::Sm90(t),
+            PathJson::SmallM => GemmPath::SmallM,
         };
-        GemmConfig { tile: c.tile as usize, cpu_rows: c.cpu_rows, split_k: c.split_k, path }
+        let pack = match c.pack {
+            None => PackChoice::Auto,
+            Some(true) => PackChoice::On,
+            Some(false) => PackChoice::Off,
+        };
+        GemmConfig { tile: c.tile as usize, cpu_rows: c.cpu_rows, split_k: c.split_k, path, pack }
     }
 }
 

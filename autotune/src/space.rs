@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// A tunable launch parameter. Elementwise uses the first four, GEMM the last three.
+/// A tunable launch parameter. Elementwise uses the first four, GEMM the last five.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Param {
@@ -27,8 +27,10 @@ pub enum Param {
     /// Slices K is split into (1 = off): f32 partial products in a workspace, then a reduce.
     SplitK,
     /// The GEMM kernel family: 0 the `mma.sync` tiles (`Tile`), 1 + i Hopper tile i
-    /// (`gemm_sm90::TILES`; sm_90a only).
+    /// (`gemm_sm90::TILES`; sm_90a only), then the small-M family (`gemv`).
     Path,
+    /// Unaligned 16-bit GEMM operands: 0 run as given, 1 packed into an aligned copy first.
+    Pack,
 }
 
 /// A parameter and the values it may take.

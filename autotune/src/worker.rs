@@ -306,8 +306,20 @@ fn describe(
         let hopper = ferrotune_kernels::gemm_sm90::Sm90Variant::all()
             .filter(|v| v.dtype == dt && v.out_dtype() == dt)
             .map(|v| (v.entry_name().as_str().to_string(), v.tile().threads(), v.tile().smem_bytes()));
-        let tiles = variants.map(|v| (v.entry_name().as_str().to_string(), v.block().2, v.smem_bytes()));
-        for (name, threads, smem) in tiles.chain(hopper) {
+        // The tiles on the packed copy of unaligned 16-bit operands (all aligned).
+        let packed = ferrotune::ops::pack::packed_gemm(&g.gemm(), [256, 256]);
+        let packed = (0..TILES.len()).filter_map(move |tile| variant_for(&packed.tile(tile), dt, dt, 256, 256).ok());
+        let tiles = variants.chain(packed).map(|v| (v.entry_name().as_str().to_string(), v.block().2, v.smem_bytes()));
+        // The small-M entries of the shape's row group (both load forms: packing changes it).
+        let small_m = ferrotune_kernels::gemv::m_groups_for(g.m).filter(|_| dt != DType::F32).into_iter().flat_map(
+            move |groups| {
+                [true, false].map(|vec| {
+                    let name = ferrotune_kernels::gemv::entry_name(dt, dt, groups, vec).to_string();
+                    (name, ferrotune_kernels::gemv::THREADS, ferrotune_kernels::gemv::smem_bytes(groups))
+                })
+            },
+        );
+        for (name, threads, smem) in tiles.chain(hopper).chain(small_m) {
             if gemm_resources.iter().any(|r| r.kernel == name) {
                 continue;
             }
@@ -504,6 +516,7 @@ mod tests {
                 cpu_rows: 16,
                 split_k: 1,
                 path: Default::default(),
+                pack: None,
             })
         };
         assert!(g[0].applies(&gs, &gc(3)));

@@ -3,7 +3,7 @@
 //! (every element written, sampled elements against float64 dot products, every element
 //! against the first verified output), and event-timed repetitions.
 
-use ferrotune::config::{GemmConfig, GemmPath};
+use ferrotune::config::GemmConfig;
 use ferrotune::ops::gemm::{Gemm, Precision, gemm};
 use ferrotune::{Backend, Buffer, Error, Scalar, Stream};
 use ferrotune_testkit::{Rng, gemm_allowed, gemm_check_samples, poison};
@@ -130,13 +130,9 @@ impl<T: Scalar> GemmBench<T> {
         if let Some(o) = injected(s, inject, &shape, &config) {
             return o;
         }
-        // A Hopper point runs its tile (no mma.sync tile forced); every other point forces
-        // its mma.sync tile, which keeps the call off the Hopper path.
-        let g = match GemmConfig::from(c).path {
-            p @ GemmPath::Sm90(_) => self.g.path(p),
-            _ => self.g.tile(c.tile as usize),
-        };
-        let g = g.cpu_rows(c.cpu_rows).split_k(c.split_k);
+        // The point runs as the chosen config, through the plan: exactly what a profile entry
+        // with this config runs (its family, tile, K split and packing).
+        let g = self.g.with_config(GemmConfig::from(c));
         // Verification run into poisoned D: an element the kernel never writes stays NaN.
         let poisoned = vec![poison::<T>(); self.g.batch.max(1) * self.g.stride_c];
         if let Err(e) = self.sets[0].2.copy_from(s, &poisoned) {

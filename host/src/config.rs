@@ -115,7 +115,24 @@ pub struct GemmConfig {
     /// only; the CPU backend and batches ignore it.
     pub split_k: usize,
     /// The kernel family a tuned config asks for (profiles' `path`; `Auto` in older ones).
+    /// With `SmallM`, `split_k` is that family's K split; with `Sm90(t)`, a `split_k` above 1
+    /// is the Hopper kernel's in-kernel split (1: the plan's own).
     pub path: GemmPath,
+    /// Whether operands without 16-byte rows are packed first (profiles' `pack`; `Auto`: the
+    /// plan's size rule).
+    pub pack: PackChoice,
+}
+
+/// Whether a GEMM's unaligned 16-bit operands are packed into an aligned copy (`ops::pack`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PackChoice {
+    /// The plan decides (`pack::pack_applies`: unaligned and large enough).
+    #[default]
+    Auto,
+    /// Pack whenever the call's operands are unaligned and the call can be packed.
+    On,
+    /// Never pack: the family runs on the operands as given.
+    Off,
 }
 
 /// Which GEMM kernel family a config asks the plan (`ops::gemm_plan`) for.
@@ -128,6 +145,8 @@ pub enum GemmPath {
     Mma,
     /// The Hopper kernel with tile `gemm_sm90::TILES[i]`, where the call can take it.
     Sm90(u8),
+    /// The small-M family (`ops::gemv`, M <= 64, 16-bit), with `split_k` K slices.
+    SmallM,
 }
 
 impl GemmPath {
@@ -137,6 +156,7 @@ impl GemmPath {
             GemmPath::Auto => "auto".into(),
             GemmPath::Mma => "mma".into(),
             GemmPath::Sm90(t) => format!("sm90:{t}"),
+            GemmPath::SmallM => "small-m".into(),
         }
     }
 
@@ -145,6 +165,7 @@ impl GemmPath {
         match s {
             "auto" => Some(GemmPath::Auto),
             "mma" => Some(GemmPath::Mma),
+            "small-m" => Some(GemmPath::SmallM),
             _ => {
                 let t: u8 = s.strip_prefix("sm90:")?.parse().ok()?;
                 ((t as usize) < ferrotune_kernels::gemm_sm90::TILES.len()).then_some(GemmPath::Sm90(t))
@@ -156,7 +177,8 @@ impl GemmPath {
 impl GemmConfig {
     /// The kernels' own default: tile 0 (128 x 128), 16 rows per CPU task, no split-K. What the
     /// tuner compares its result against.
-    pub const DEFAULT: GemmConfig = GemmConfig { tile: 0, cpu_rows: 16, split_k: 1, path: GemmPath::Auto };
+    pub const DEFAULT: GemmConfig =
+        GemmConfig { tile: 0, cpu_rows: 16, split_k: 1, path: GemmPath::Auto, pack: PackChoice::Auto };
 
     /// The most K slices a config may ask for.
     pub const MAX_SPLIT_K: usize = ferrotune_kernels::splitk::MAX_SLICES;
@@ -230,7 +252,27 @@ impl GemmConfig {
         {
             return Err(Error::InvalidConfig { op: "gemm", why: format!("Hopper tile {t} is not compiled") });
         }
-        validate_split_k(self.split_k)
+        validate_split_k(self.split_k)?;
+        self.validate_family_split()
+    }
+
+    /// A `split_k` above 1 on the small-M or a Hopper path is that family's own K split: at
+    /// most `gemv::MAX_KSPLIT` slices, and on a Hopper tile that can split K.
+    fn validate_family_split(&self) -> Result<()> {
+        let s = self.split_k;
+        match self.path {
+            GemmPath::SmallM if s > ferrotune_kernels::gemv::MAX_KSPLIT => Err(Error::InvalidConfig {
+                op: "gemm",
+                why: format!("small-M K split {s} is above {}", ferrotune_kernels::gemv::MAX_KSPLIT),
+            }),
+            GemmPath::Sm90(t) if s > 1 && !ferrotune_kernels::gemm_sm90::TILES[t as usize].splits_k() => {
+                Err(Error::InvalidConfig {
+                    op: "gemm",
+                    why: format!("split_k {s}: Hopper tile {t} does not split K (persistent, or not 128 wide)"),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use ferrotune_kernels::gemm::tc::TILES;
 use ferrotune_profile::{Config, Device, Match, Param, ProfileSet, Query};
 
 use crate::backend::Backend;
-use crate::config::{ElemConfig, GemmConfig, GemmPath};
+use crate::config::{ElemConfig, GemmConfig, GemmPath, PackChoice};
 use crate::error::{Error, Result};
 use crate::ops::gemm::{Gemm, Layout, Precision};
 use crate::stream::Stream;
@@ -50,7 +50,8 @@ pub fn tile_label(tile: usize) -> Option<String> {
 }
 
 /// A GEMM config as named parameters: `tile` (index into `tc::TILES`), `tile_shape` (its
-/// label, checked on reading), `cpu_rows` and `split_k`.
+/// label, checked on reading), `cpu_rows`, `split_k`, and where not automatic `path` (with
+/// `sm90_tile_shape`) and `pack`.
 pub fn gemm_to_params(c: &GemmConfig) -> Config {
     let mut m = Config::new();
     m.insert("tile".into(), Param::Int(c.tile as i64));
@@ -65,12 +66,18 @@ pub fn gemm_to_params(c: &GemmConfig) -> Config {
     if let GemmPath::Sm90(t) = c.path {
         m.insert("sm90_tile_shape".into(), Param::Text(sm90_tile_label(t)));
     }
+    if c.pack != PackChoice::Auto {
+        m.insert("pack".into(), Param::Bool(c.pack == PackChoice::On));
+    }
     m
 }
 
 /// A Hopper tile's shape for people reading a profile: the entry-name suffix
-/// (`128x256x64s4`, `64x256x64s4pp`).
+/// (`128x256x64s4`, `64x256x64s4pp`; `not compiled (<t>)` past the list, never a panic).
 pub fn sm90_tile_label(t: u8) -> String {
+    if t as usize >= ferrotune_kernels::gemm_sm90::TILES.len() {
+        return format!("not compiled ({t})");
+    }
     let v = ferrotune_kernels::gemm_sm90::Sm90Variant { dtype: crate::DType::Bf16, out_f32: false, tile: t };
     let name = v.entry_name();
     name.as_str().rsplit('_').next().unwrap_or_default().to_string()
@@ -99,7 +106,14 @@ pub fn gemm_from_params(m: &Config) -> Option<GemmConfig> {
     {
         return None;
     }
-    let c = GemmConfig { tile: int("tile")?, cpu_rows: int("cpu_rows")?, split_k, path };
+    // `pack` is missing in entries written before packing was tunable: the plan decides.
+    let pack = match m.get("pack") {
+        None => PackChoice::Auto,
+        Some(Param::Bool(true)) => PackChoice::On,
+        Some(Param::Bool(false)) => PackChoice::Off,
+        Some(_) => return None,
+    };
+    let c = GemmConfig { tile: int("tile")?, cpu_rows: int("cpu_rows")?, split_k, path, pack };
     match m.get("tile_shape") {
         Some(Param::Text(t)) if Some(t) != tile_label(c.tile).as_ref() => return None,
         Some(Param::Text(_)) | None => {}

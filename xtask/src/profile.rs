@@ -148,7 +148,8 @@ fn explain_clifford(dtype: &str, shape: Option<&str>, b: &Backend) -> anyhow::Re
     Ok(())
 }
 
-/// `profile explain --op gemm`: the tile, CPU rows and split-K a GEMM of this shape gets, and why.
+/// `profile explain --op gemm`: the config a GEMM of this shape gets (tile, CPU rows, split-K,
+/// family, packing) and where from, then on a GPU the kernel family the plan runs and why.
 fn explain_gemm(
     set: &ProfileSet,
     dtype: &str,
@@ -177,14 +178,26 @@ fn explain_gemm(
     let g = ferrotune_autotune::GemmShape { dtype: dt, m, n, k, batch, a: la, b: lb }.gemm();
     let (cfg, src) = ferrotune::tuned::gemm_explain_in(set, &g, dt.dtype(), &b.stream());
     let label = ferrotune::tuned::tile_label(cfg.tile).unwrap_or_default();
+    let pack = match cfg.pack {
+        ferrotune::config::PackChoice::Auto => "auto",
+        ferrotune::config::PackChoice::On => "on",
+        ferrotune::config::PackChoice::Off => "off",
+    };
     println!(
-        "gemm {dtype} {layout} {m}x{n}x{k} batch {batch} on {}: tile {} ({label}), cpu_rows {}, split_k {}\n  from: {src}",
+        "gemm {dtype} {layout} {m}x{n}x{k} batch {batch} on {}: tile {} ({label}), cpu_rows {}, split_k {}, path {}, pack {pack}\n  from: {src}",
         b.name(),
         cfg.tile,
         cfg.cpu_rows,
-        cfg.split_k
+        cfg.split_k,
+        cfg.path.label()
     );
-    let mut note = split_k_note(&g, cfg.split_k, b.name() == "cpu");
+    let mut note = match cfg.path {
+        ferrotune::config::GemmPath::SmallM => format!("the small-M family's own K split: {} slices", cfg.split_k),
+        ferrotune::config::GemmPath::Sm90(t) if cfg.split_k > 1 => {
+            format!("the Hopper kernel's own split of K on tile {t}: {} slices, joined in the kernel", cfg.split_k)
+        }
+        _ => split_k_note(&g, cfg.split_k, b.name() == "cpu"),
+    };
     if cfg.split_k > 1 && cfg.tile != 0 && dt != ferrotune_autotune::GemmDtype::Tf32 && note.contains("slices") {
         note.push_str(&format!(
             "; the partial products run tile 0, not tile {} (16-bit inputs have f32 outputs on tile 0 only)",
@@ -193,7 +206,7 @@ fn explain_gemm(
     }
     println!("  split-K: {note}");
     match ferrotune::ops::gemm_plan::explain_with(&b.stream(), &g, dt.dtype(), dt.dtype(), cfg)? {
-        Some(p) => println!("  path: {} ({})", p.path(), p.reason),
+        Some(p) => println!("  family: {}\n  path: {} ({})", p.family_name(), p.path(), p.reason),
         None => println!("  path: the CPU backend (rows per band {})", cfg.cpu_rows),
     }
     if let Some(spec) = devices {

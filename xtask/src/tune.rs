@@ -339,7 +339,10 @@ fn print_report(a: &Args, report: &ferrotune_autotune::TuneReport) -> anyhow::Re
         }
     }
     if report.shapes.iter().any(|s| s.op == "gemm") {
-        println!("GEMM default config: tile 0 (128x128, the kernels' default), same run, confirmation timings");
+        println!(
+            "GEMM default config: tile 0 (128x128, the kernels' default) with the plan's own family, K split and \
+             packing; same run, confirmation timings"
+        );
     }
     if let Some(g) = report.geomean_speedup {
         println!("geomean speedup over the built-in configs: {g:.3}x ({} shapes)", report.shapes.len());

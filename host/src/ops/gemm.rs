@@ -55,6 +55,8 @@ pub struct Gemm {
     pub split_k: Option<usize>,
     /// Forces a kernel family (see `Gemm::path`); `None` asks the chooser.
     pub path: Option<crate::config::GemmPath>,
+    /// Runs with this config instead of the chooser's (`Gemm::with_config`).
+    pub config: Option<GemmConfig>,
 }
 
 /// Arithmetic allowed for f32 inputs.
@@ -97,6 +99,7 @@ impl Gemm {
             cpu_rows: None,
             split_k: None,
             path: None,
+            config: None,
         }
     }
 
@@ -291,9 +294,8 @@ pub(crate) fn check<T: Scalar, O: Scalar>(
     Ok(())
 }
 
-/// Runs the GEMM `g` on the stream: `d = epilogue(op(a) op(b))`, reading `c` when
-/// `epilogue.beta != 0` and `bias` (length >= n) when `epilogue.bias`. Inputs f32/f16/bf16;
-/// the output is the input dtype or f32.
+/// Runs the GEMM `g` on the stream: `d = epilogue(op(a) op(b))`, reading `c` when `beta != 0`
+/// and `bias` (length >= n) when `epilogue.bias`. Inputs f32/f16/bf16; output that or f32.
 pub fn gemm<T: Scalar, O: Scalar>(
     s: &Stream,
     g: &Gemm,
@@ -308,8 +310,7 @@ pub fn gemm<T: Scalar, O: Scalar>(
     if g.m == 0 || g.n == 0 || g.batch == 0 {
         return Ok(());
     }
-    // A tuned profile's config for this device and shape, else the built-in heuristic.
-    let cfg = crate::tuned::gemm_config_for(s, &g, T::DTYPE)?;
+    let cfg = super::gemm_plan::chosen_config(s, &g, T::DTYPE)?; // the call's, tuned or built-in
     match s {
         // The CPU backend does not split K: the result is the same up to rounding.
         Stream::Cpu(cpu) => run_cpu(cpu, &g, cfg, a, b, c, bias, d),
@@ -364,8 +365,7 @@ pub fn linear_bias_gelu<T: Scalar, O: Scalar>(
     gemm::<T, O>(s, &g, x, w, None, Some(bias), d)
 }
 
-/// `batch` independent row-major products stored back to back: `a` is `batch x m x k`, `b`
-/// is `batch x k x n`, `d` is `batch x m x n`. One launch.
+/// `batch` row-major products back to back (`batch x m x k` by `batch x k x n`), one launch.
 #[allow(clippy::too_many_arguments)]
 pub fn batched_matmul<T: Scalar, O: Scalar>(
     s: &Stream,
@@ -471,7 +471,7 @@ fn run_gpu<T: Scalar, O: Scalar>(
     };
     log::trace!("gemm {}x{}x{} batch {}: {} ({})", g.m, g.n, g.k, g.batch, p.path(), p.reason);
     match p.family {
-        Family::SmallM => super::gemv::run(cs, gpu, g, a, b, c, bias, d),
+        Family::SmallM => super::gemv::run(cs, gpu, g, p.small_m_ksplit(), a, b, c, bias, d),
         Family::Pack => super::pack::run(s, cs, gpu, g, a, b, c, bias, d),
         Family::Launch(l) => launch_planned(cs, gpu, g, p.cfg, l, a, b, c, bias, d),
     }

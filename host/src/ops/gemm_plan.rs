@@ -6,7 +6,10 @@
 //! again, `ops::pack`), small-M (M <= 64 against a large weight, `ops::gemv`), Hopper with a
 //! split of K joined in the kernel (few output tiles, long K: `ops::gemm_sm90::split_for`),
 //! the `mma.sync` split-K (forced by the call, or off the Hopper path), Hopper (`ops::gemm_sm90`),
-//! the `mma.sync`/FFMA tiles.
+//! the `mma.sync`/FFMA tiles. A tuned config (a profile entry, or the tuner's point through
+//! `Gemm::with_config`) may name the family (`path`: `mma`, `sm90:<t>` with its K split,
+//! `small-m` with its K split) and whether to pack: the plan honours it where the call can
+//! take it and says so in the reason, else falls back to its own rule and says why.
 //! Adding a family: one `Family` variant, one arm in [`plan`].
 
 use ferrotune_kernels::gemm::GemmVariant;
@@ -15,7 +18,7 @@ use ferrotune_kernels::gemm_sm90_split::Sm90Split;
 use ferrotune_kernels::splitk::SplitPlan;
 
 use crate::DType;
-use crate::config::{GemmConfig, GemmPath};
+use crate::config::{GemmConfig, GemmPath, PackChoice};
 use crate::error::Result;
 use crate::ops::gemm::{Gemm, variant_chosen};
 use crate::ops::gemm_sm90;
@@ -53,12 +56,52 @@ pub struct GemmPlan {
     pub reason: String,
 }
 
+impl Gemm {
+    /// Runs the call with `cfg` instead of the tuned or built-in config (what the tuner's
+    /// worker measures: exactly what a profile entry with this config runs). Checked at launch.
+    pub fn with_config(mut self, cfg: GemmConfig) -> Gemm {
+        self.config = Some(cfg);
+        self
+    }
+}
+
+/// The config a call of `g` (resolved) runs with: its own (`Gemm::with_config`, checked), else
+/// a tuned profile's for this machine and shape, else the built-in heuristic.
+pub(crate) fn chosen_config(s: &crate::stream::Stream, g: &Gemm, dtype: DType) -> Result<GemmConfig> {
+    match g.config {
+        Some(c) => c.validate().map(|_| c),
+        None => crate::tuned::gemm_config_for(s, g, dtype),
+    }
+}
+
 impl GemmPlan {
-    /// A short name of the path: `sm90:<entry>`, `mma:<entry>`, `ffma:<entry>` or
-    /// `splitk:<slices>`.
+    /// The kernel family in words (what `profile explain` prints).
+    pub fn family_name(&self) -> &'static str {
+        match &self.family {
+            Family::SmallM => "small-M (the weight streamed once, ops::gemv)",
+            Family::Pack => "pack, then the packed problem's family",
+            Family::Launch(Launch::Hopper(_, sp)) if sp.is_split() => "Hopper wgmma with an in-kernel K split",
+            Family::Launch(Launch::Hopper(..)) => "Hopper wgmma + TMA",
+            Family::Launch(Launch::Tiles(v)) if v.math == ferrotune_kernels::gemm::Math::Ffma => "FFMA tiles",
+            Family::Launch(Launch::Tiles(_)) => "mma.sync tiles",
+            Family::Launch(Launch::SplitK(_)) => "mma.sync split-K (partials, then a reduce)",
+        }
+    }
+
+    /// The small-M family's K split the chosen config asks for (`path = "small-m"`), `None`
+    /// for the built-in one.
+    pub fn small_m_ksplit(&self) -> Option<usize> {
+        (self.family == Family::SmallM && self.cfg.path == GemmPath::SmallM).then_some(self.cfg.split_k)
+    }
+
+    /// A short name of the path: `sm90:<entry>[:splitk<s>]`, `mma:<entry>`, `ffma:<entry>`,
+    /// `splitk:<slices>`, `small-m[:splitk<s>]` (a tuned K split) or `pack`.
     pub fn path(&self) -> String {
         match &self.family {
-            Family::SmallM => "small-m".into(),
+            Family::SmallM => match self.small_m_ksplit() {
+                Some(s) => format!("small-m:splitk{s}"),
+                None => "small-m".into(),
+            },
             Family::Pack => "pack".into(),
             Family::Launch(Launch::Hopper(v, sp)) if sp.is_split() => {
                 format!("sm90:{}:splitk{}", v.entry_name().as_str(), sp.slices)
@@ -82,11 +125,43 @@ pub fn plan(
     arch: &str,
     sm_count: u32,
     cfg: GemmConfig,
+    ptrs: [u64; 2],
+) -> Result<GemmPlan> {
+    let mut p = plan_families(g, dtype, out, arch, sm_count, cfg, ptrs)?;
+    if cfg.pack == PackChoice::Off && crate::ops::pack::pack_possible(g, dtype, ptrs) {
+        p.reason = format!("the tuned config does not pack the unaligned operands (pack = false); {}", p.reason);
+    }
+    Ok(p)
+}
+
+/// [`plan`] without the note on a tuned `pack = false`.
+fn plan_families(
+    g: &Gemm,
+    dtype: DType,
+    out: DType,
+    arch: &str,
+    sm_count: u32,
+    cfg: GemmConfig,
     [pa, pb]: [u64; 2],
 ) -> Result<GemmPlan> {
-    if let Some(why) = crate::ops::pack::pack_applies(g, dtype, [pa, pb])
-        .filter(|_| !crate::ops::gemv::reads_unaligned_in_place(g, dtype, [pa, pb]))
-    {
+    // The family the call or the chosen config names (`Auto`: the rules below).
+    let asked = g.path.unwrap_or(cfg.path);
+    // A small-M call reads unaligned weights in place rather than packing them (`gemv`).
+    let in_place = || {
+        matches!(asked, GemmPath::Auto | GemmPath::SmallM)
+            && crate::ops::gemv::reads_unaligned_in_place(g, dtype, [pa, pb])
+    };
+    let pack = match cfg.pack {
+        PackChoice::Auto => {
+            crate::ops::pack::pack_applies(g, dtype, [pa, pb]).filter(|_| !in_place()).map(str::to_string)
+        }
+        PackChoice::Off => None,
+        // `FERROTUNE_PACK=0` (A/B runs) wins over a tuned `pack = true`.
+        PackChoice::On => (crate::ops::pack::pack_possible(g, dtype, [pa, pb])
+            && !std::env::var("FERROTUNE_PACK").is_ok_and(|v| v == "0"))
+        .then(|| "the tuned config packs the unaligned operands (pack = true)".to_string()),
+    };
+    if let Some(why) = pack {
         // What the packed copy then runs (the workspace is 16-byte aligned).
         let packed = crate::ops::pack::packed_gemm(g, [pa, pb]);
         let then = plan(&packed, dtype, out, arch, sm_count, cfg, [256, 256])?;
@@ -96,6 +171,40 @@ pub fn plan(
             reason: format!("{why}; then {} ({})", then.path(), then.reason),
         });
     }
+    if asked == GemmPath::SmallM {
+        match crate::ops::gemv::small_m_applies(g, dtype) {
+            Some(why) => return Ok(small_m_plan(g, dtype, out, [pa, pb], sm_count, cfg, why)),
+            None if g.path.is_some() => {
+                return Err(crate::error::Error::InvalidConfig {
+                    op: "gemm",
+                    why: format!(
+                        "the call forces the small-M family, which takes 16-bit single matrices of 1..={} rows \
+                         with no tile or split forced (M = {}, batch {})",
+                        ferrotune_kernels::gemv::MAX_M,
+                        g.m,
+                        g.batch
+                    ),
+                });
+            }
+            None => {
+                // A tuned small-M point this call cannot take: the plan's own rules, saying so.
+                // (Its split_k is small-M's K split: the heuristic's tile and split instead.)
+                let own = GemmConfig {
+                    cpu_rows: cfg.cpu_rows,
+                    pack: cfg.pack,
+                    ..GemmConfig::heuristic(g.m, g.n, g.k, g.batch)
+                };
+                let mut p = plan_families(g, dtype, out, arch, sm_count, own, [pa, pb])?;
+                p.reason = format!(
+                    "the tuned config asks for the small-M family, which this call cannot take \
+                     (16-bit, 1..={} rows, one matrix); {}",
+                    ferrotune_kernels::gemv::MAX_M,
+                    p.reason
+                );
+                return Ok(p);
+            }
+        }
+    }
     // Above `small_m_beside_hopper` rows, a weight of at least 1024 x 1024 that the Hopper
     // path can load goes there (tiles of 128 rows, K split when the tiles are few) instead of
     // the small-M family, which reads x once per 16 weight rows.
@@ -103,30 +212,34 @@ pub fn plan(
         && g.k >= 1024
         && g.n >= 1024
         && gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, [pa, pb]).is_ok();
-    if let Some(why) = crate::ops::gemv::small_m_applies(g, dtype).filter(|_| !hopper_first) {
-        let detail = crate::ops::gemv::describe(g, dtype, out, [pa, pb], sm_count.max(1) as usize)
-            .map(|(name, p)| {
-                let frame = if crate::ops::gemv::interleaved(g, [pa, pb]) {
-                    " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame)"
-                } else {
-                    ""
-                };
-                format!("; {name}, {} slabs{frame} x {} K slices", p.slabs, p.ksplit)
-            })
-            .unwrap_or_default();
-        return Ok(GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{detail}") });
+    // A family named by the call or the tuned config (`mma`, `sm90:<t>`) is not small-M's.
+    let small_m = crate::ops::gemv::small_m_applies(g, dtype).filter(|_| !hopper_first && asked == GemmPath::Auto);
+    if let Some(why) = small_m {
+        return Ok(small_m_plan(g, dtype, out, [pa, pb], sm_count, cfg, why));
     }
     let hopper = gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, [pa, pb]);
     if let Ok((v, sp)) = hopper
         && sp.is_split()
     {
-        let reason = gemm_sm90::split_reason(g, v.tile, sp, sm_count);
+        let reason = if gemm_sm90::tuned_split(g, cfg).is_some() {
+            format!(
+                "Hopper split-K from the tuned config (split_k = {}): {}",
+                cfg.split_k,
+                gemm_sm90::split_shape(g, v.tile, sp)
+            )
+        } else {
+            gemm_sm90::split_reason(g, v.tile, sp, sm_count)
+        };
         return Ok(GemmPlan { family: Family::Launch(Launch::Hopper(v, sp)), cfg, reason });
     }
     let split = SplitPlan::new(g.k, split_k_for(g, cfg));
     // On the Hopper path only a split the call forces runs on the mma.sync tiles.
     if split.is_split() && (g.split_k.is_some() || hopper.is_err()) {
-        let why = if g.split_k.is_some() { "forced by the call" } else { "the chosen config splits K" };
+        let why = match &hopper {
+            _ if g.split_k.is_some() => "forced by the call".to_string(),
+            Err(why) if matches!(cfg.path, GemmPath::Sm90(_)) => format!("the tuned Hopper split cannot run: {why}"),
+            _ => "the chosen config splits K".to_string(),
+        };
         return Ok(GemmPlan { family: Family::Launch(Launch::SplitK(split)), cfg, reason: format!("split-K: {why}") });
     }
     // A config whose tile was chosen for a split this call does not run gives way to the
@@ -151,6 +264,35 @@ pub fn plan(
             })
         }
     }
+}
+
+/// The small-M plan of `g` (for which `small_m_applies` gave `why`): the tuned config's K
+/// split where it names the family, else the built-in one.
+fn small_m_plan(
+    g: &Gemm,
+    dtype: DType,
+    out: DType,
+    ptrs: [u64; 2],
+    sm_count: u32,
+    cfg: GemmConfig,
+    why: &str,
+) -> GemmPlan {
+    let tuned = (cfg.path == GemmPath::SmallM).then_some(cfg.split_k);
+    let detail = crate::ops::gemv::describe(g, dtype, out, ptrs, sm_count.max(1) as usize, tuned)
+        .map(|(name, p)| {
+            let frame = if crate::ops::gemv::interleaved(g, ptrs) {
+                " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame)"
+            } else {
+                ""
+            };
+            format!("; {name}, {} slabs{frame} x {} K slices", p.slabs, p.ksplit)
+        })
+        .unwrap_or_default();
+    let from = match tuned {
+        Some(s) => format!(" (K split {s} from the tuned config, path = \"small-m\")"),
+        None => String::new(),
+    };
+    GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{from}{detail}") }
 }
 
 /// Rows up to which the small-M family serves a call the Hopper path could run. Measured on
@@ -199,7 +341,7 @@ pub(crate) fn split_k_for(g: &Gemm, cfg: GemmConfig) -> usize {
 /// The plan a call of this shape gets on `s` (operands at fresh, 256-byte aligned
 /// allocations): what `bench` rows and `profile explain` report. CPU streams have no plan.
 pub fn explain(s: &crate::stream::Stream, g: &Gemm, dtype: DType, out: DType) -> Result<Option<GemmPlan>> {
-    let cfg = crate::tuned::gemm_config_for(s, &g.resolved(), dtype)?;
+    let cfg = chosen_config(s, &g.resolved(), dtype)?;
     explain_with(s, g, dtype, out, cfg)
 }
 

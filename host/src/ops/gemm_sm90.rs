@@ -49,6 +49,9 @@ pub fn choose(
     {
         return Err(format!("Hopper tile {t} is not compiled (0..{})", k90::TILES.len()));
     }
+    if path == GemmPath::SmallM {
+        return Err("the chosen config asks for the small-M family".into());
+    }
     if path == GemmPath::Mma {
         let by = if g.path.is_some() { "the call" } else { "the chosen config (a tuned profile)" };
         return Err(format!("{by} asks for the mma.sync tiles"));
@@ -71,7 +74,14 @@ pub fn choose(
     }
     let forced = forced_tile(g, path);
     let st = split_tile(g, sm_count, forced);
-    let split = st.map_or(Sm90Split::NONE, |t| split_for(g, sm_count, t));
+    let split = match (tuned_split(g, cfg), st) {
+        // The tuned config's split on its tile (`validate` checked that the tile splits).
+        (Some(s), Some(t)) if forced.is_some() => {
+            Sm90Split::new(g.k.div_ceil(k90::TILES[t as usize].bk(dtype.size_bytes())), s)
+        }
+        (Some(s), _) => return Err(format!("split_k {s}: the Hopper tile {forced:?} does not split K")),
+        (None, st) => st.map_or(Sm90Split::NONE, |t| split_for(g, sm_count, t)),
+    };
     let tile = match st {
         Some(t) if split.is_split() => t,
         _ => tile_for(g, sm_count, path),
@@ -135,6 +145,27 @@ pub fn split_for(g: &Gemm, sm_count: u32, tile: u8) -> Sm90Split {
         return Sm90Split::NONE;
     }
     Sm90Split::new(ktiles, (slots / tiles).min(ktiles / MIN_KT_PER_SLICE))
+}
+
+/// The K slices a tuned config asks of its Hopper tile (`path = "sm90:<t>"` with `split_k`
+/// above 1), where they apply: a single matrix, no path or split forced by the call.
+pub fn tuned_split(g: &Gemm, cfg: GemmConfig) -> Option<usize> {
+    let tuned = matches!(cfg.path, GemmPath::Sm90(_)) && cfg.split_k > 1;
+    (tuned && g.path.is_none() && g.split_k.is_none() && g.batch == 1).then_some(cfg.split_k)
+}
+
+/// What a split of `g` on `tile` is: slices, k-tiles each, workspace.
+pub fn split_shape(g: &Gemm, tile: u8, split: Sm90Split) -> String {
+    let t = k90::TILES[tile as usize];
+    let tiles = g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn);
+    format!(
+        "{tiles} output tiles of {}x{}, {} K slices of {} k-tiles joined in the kernel, {} KiB workspace",
+        t.bm(),
+        t.bn,
+        split.slices,
+        split.kt_per,
+        split.workspace_bytes(tiles, t.bm() * t.bn).div_ceil(1024)
+    )
 }
 
 /// Why `split` was chosen, for the plan's reason.

@@ -78,24 +78,31 @@ pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool 
 }
 
 /// The entry name and plan a call would launch with on a device of `sms` SMs (for `explain`
-/// and the bench): the built-in K split, or `FERROTUNE_SMALL_M_KSPLIT=s` slices (clamped to
-/// what K allows; for A/B runs).
-pub fn describe(g: &Gemm, dtype: DType, out: DType, ptrs: [u64; 2], sms: usize) -> Option<(&'static str, SmallMPlan)> {
+/// and the bench): `FERROTUNE_SMALL_M_KSPLIT=s` slices (forced, for A/B runs), else `tuned`
+/// (the chosen config's, from the plan), else the built-in K split; clamped to what K allows.
+pub fn describe(
+    g: &Gemm,
+    dtype: DType,
+    out: DType,
+    ptrs: [u64; 2],
+    sms: usize,
+    tuned: Option<usize>,
+) -> Option<(&'static str, SmallMPlan)> {
     let groups = kv::m_groups_for(g.m)?;
     let name = kv::entry_name(dtype, out, groups, vector_loads(g, ptrs));
-    let ksplit = std::env::var("FERROTUNE_SMALL_M_KSPLIT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| SmallMPlan::heuristic_ksplit(g.n, g.k, sms));
+    let env = || std::env::var("FERROTUNE_SMALL_M_KSPLIT").ok().and_then(|v| v.parse().ok());
+    let ksplit = env().or(tuned).unwrap_or_else(|| SmallMPlan::heuristic_ksplit(g.n, g.k, sms));
     Some((name, SmallMPlan::with_rows(g.n, g.k, ksplit, interleaved(g, ptrs))))
 }
 
-/// Runs the resolved, checked GEMM `g` (for which `small_m_applies` said yes) on the stream.
+/// Runs the resolved, checked GEMM `g` (for which `small_m_applies` said yes) on the stream,
+/// with the plan's `ksplit` (`None`: the built-in one).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run<T: Scalar, O: Scalar>(
     cs: &Arc<CudaStream>,
     gpu: &Gpu,
     g: &Gemm,
+    ksplit: Option<usize>,
     a: &View<'_, T>,
     b: &View<'_, T>,
     c: Option<&View<'_, O>>,
@@ -107,7 +114,7 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
     if !interleaved(g, [pa, pb]) {
         // SAFETY: `check` (ops/gemm.rs) proved every operand covers its batch of matrices at
         // the call's strides and leading dimensions; the guards keep them alive for the launch.
-        unsafe { launch(cs, gpu, g, T::DTYPE, O::DTYPE, op.ptrs) }?;
+        unsafe { launch(cs, gpu, g, T::DTYPE, O::DTYPE, op.ptrs, ksplit) }?;
         drop(op);
         return Ok(());
     }
@@ -131,7 +138,7 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
         let g2 = Gemm { lda: ldx, stride_a: g.m * ldx, ..*g };
         // SAFETY: as above for B, C, D and bias; A is now the copies, `SHIFTS` matrices of
         // m x ldx at stride_a, which the interleaved kernel reads at copy `row_shift` < SHIFTS.
-        unsafe { launch(cs, gpu, &g2, T::DTYPE, O::DTYPE, [px, pb, pc, pd, pbias]) }
+        unsafe { launch(cs, gpu, &g2, T::DTYPE, O::DTYPE, [px, pb, pc, pd, pbias], ksplit) }
     });
     drop(op);
     r
@@ -142,12 +149,20 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
 /// # Safety
 /// The pointers cover their matrices as `g` (resolved, 1 <= m <= 64, 16-bit `dtype`) describes
 /// them, and stay alive until the launch completes.
-unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, dtype: DType, out: DType, ptrs: [u64; 5]) -> Result<()> {
+unsafe fn launch(
+    cs: &Arc<CudaStream>,
+    gpu: &Gpu,
+    g: &Gemm,
+    dtype: DType,
+    out: DType,
+    ptrs: [u64; 5],
+    ksplit: Option<usize>,
+) -> Result<()> {
     let [pa, pb, pc, pd, pbias] = ptrs;
     if dtype == DType::F32 || (out != dtype && out != DType::F32) {
         return Err(Error::UnsupportedDtype { op: OP, dtype: dtype.name() });
     }
-    let Some((name, plan)) = describe(g, dtype, out, [pa, pb], gpu.info.sm_count.max(1) as usize) else {
+    let Some((name, plan)) = describe(g, dtype, out, [pa, pb], gpu.info.sm_count.max(1) as usize, ksplit) else {
         return Err(Error::InvalidConfig {
             op: OP,
             why: format!("the small-M kernels take 1..={} rows, not {}", kv::MAX_M, g.m),

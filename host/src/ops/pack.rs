@@ -47,6 +47,14 @@ pub fn pack_applies(g: &Gemm, dtype: DType, [pa, pb]: [u64; 2]) -> Option<&'stat
     Some("operand rows not 16-byte aligned: packed into an aligned, zero-padded copy, then the 16-byte tiles")
 }
 
+/// Whether `g` (resolved) with inputs at `pa`, `pb` can be packed, whatever its size (a tuned
+/// `pack = true`): 16-bit inputs, a single matrix, no forced tile or split, and at least one
+/// operand without 16-byte rows.
+pub fn pack_possible(g: &Gemm, dtype: DType, [pa, pb]: [u64; 2]) -> bool {
+    let forced = g.tile.is_some() || g.split_k.is_some_and(|s| s > 1);
+    dtype != DType::F32 && g.batch == 1 && !forced && !(aligned(pa, g.lda) && aligned(pb, g.ldb))
+}
+
 /// The problem the packed copies pose: each operand that is not 16-byte aligned (at `pa`, `pb`)
 /// becomes K-contiguous (A row-major, B column-major) at the packed leading dimension.
 pub fn packed_gemm(g: &Gemm, [pa, pb]: [u64; 2]) -> Gemm {

@@ -1,0 +1,224 @@
+//! The small-M points of the GEMM space (`ops::gemv`, M <= 64 against a large weight):
+//! `Param::Path` [`PATH_VALUE`] with `Param::SplitK` as the family's K split over blocks. Why
+//! a point cannot run or cannot pay (pruned with the reason: the host's own eligibility, K too
+//! short for that many slices, slabs that already fill the device, an entry missing from the
+//! loaded PTX), its launch resources, and its cost model (the weight streamed once from DRAM).
+
+use ferrotune::config::{GemmConfig, GemmPath};
+use ferrotune::ops::gemm::Gemm;
+use ferrotune::ops::gemv::{interleaved, small_m_applies, vector_loads};
+use ferrotune_kernels::gemv::{self as kv, SmallMPlan};
+
+use crate::protocol::{Description, GemmShape};
+use crate::space::{KernelResources, Limits};
+
+/// The `Param::Path` value of the small-M family (after the `mma.sync` tiles, 0, and the
+/// Hopper tiles, 1 + i).
+pub const PATH_VALUE: u64 = 1 + ferrotune_kernels::gemm_sm90::TILES.len() as u64;
+
+/// Why the small-M point `cfg` cannot run on the problem `g` (the shape as the call poses it,
+/// packed where `cfg` packs) or is not worth measuring on a device of `sms` SMs, if it is not.
+pub fn pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConfig, sms: u32) -> Option<String> {
+    debug_assert_eq!(cfg.path, GemmPath::SmallM);
+    if cfg.tile != 0 {
+        return Some(format!(
+            "tile {}: the small-M family does not use the mma.sync tile (tile 0 stands for it)",
+            cfg.tile
+        ));
+    }
+    if small_m_applies(g, dtype).is_none() {
+        return Some(format!(
+            "the small-M family takes 16-bit single matrices of 1..={} rows (here {} {}x{}x{}, batch {})",
+            kv::MAX_M,
+            dtype.name(),
+            g.m,
+            g.n,
+            g.k,
+            g.batch
+        ));
+    }
+    let s = cfg.split_k;
+    // (Weights with unaligned rows are read in interleaved slabs, K in their aligned frame.)
+    let plan = SmallMPlan::with_rows(g.n, g.k, s, interleaved(g, [256, 256]));
+    if s > 1 {
+        if plan.ksplit != s {
+            return Some(format!(
+                "split_k {s}: K = {} makes only {} small-M slices of {} (whole {}-k chunks)",
+                g.k,
+                plan.ksplit,
+                plan.kslice,
+                kv::CHUNK
+            ));
+        }
+        if plan.kslice < kv::CHUNK * kv::WARPS {
+            return Some(format!(
+                "split_k {s}: small-M slices of {} leave warps without a {}-k chunk ({} warps per block)",
+                plan.kslice,
+                kv::CHUNK,
+                kv::WARPS
+            ));
+        }
+        if plan.slabs >= 2 * sms as usize {
+            return Some(format!(
+                "split_k {s}: {} slabs of {} columns already fill two waves of {sms} SMs",
+                plan.slabs,
+                kv::SLAB
+            ));
+        }
+    }
+    let name = entry(g, dtype)?;
+    if d.gemm_resources_of(name).is_none() {
+        return Some(format!("{name} is not in the PTX the device loaded"));
+    }
+    None
+}
+
+/// The small-M entry `g` runs (inputs and output of `dtype`).
+pub fn entry(g: &Gemm, dtype: ferrotune::DType) -> Option<&'static str> {
+    Some(kv::entry_name(dtype, dtype, kv::m_groups_for(g.m)?, vector_loads(g, [256, 256])))
+}
+
+/// Launch resources of a small-M point: registers from the worker's driver, the kernel's own
+/// block size and (dynamic) shared memory.
+pub fn resources(d: &Description, g: &Gemm, dtype: ferrotune::DType) -> Option<KernelResources> {
+    let groups = kv::m_groups_for(g.m)?;
+    let mut r = d.gemm_resources_of(entry(g, dtype)?)?;
+    r.block_threads = kv::THREADS;
+    r.dynamic_shared = kv::smem_bytes(groups) as u32;
+    Some(r)
+}
+
+/// The most DRAM bandwidth one SM's blocks pull, as a multiple of its even share of the peak
+/// (a few SMs cannot saturate HBM).
+const SM_SHARE_FACTOR: f64 = 2.0;
+/// Launch and the split's fix-up by the last block of a slab.
+const LAUNCH_US: f64 = 4.0;
+const FIXUP_US: f64 = 1.5;
+
+/// Predicted time (ms) of the small-M point `cfg` (K split `cfg.split_k`): the weight, x and
+/// D through DRAM at the bandwidth the grid's blocks can pull (`slabs x ksplit` blocks on at
+/// most every SM), x re-read from L2 once per slab, the split's f32 partials written and read
+/// back, and the launch. Only the ranking matters.
+pub fn predict_ms(d: &Description, l: &Limits, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
+    let elem = shape.dtype.dtype().size_bytes() as f64;
+    let plan = SmallMPlan::with_rows(shape.n, shape.k, cfg.split_k, interleaved(&shape.gemm(), [256, 256]));
+    let (m, n, k) = (shape.m as f64, shape.n as f64, shape.k as f64);
+    let sms = f64::from(l.sm_count.max(1));
+    let blocks = (plan.slabs * plan.ksplit) as f64;
+    let peak = d.peak_gbps.max(1.0) * 1e9;
+    let bw = (0.9 * peak).min(blocks.min(sms) * SM_SHARE_FACTOR * peak / sms);
+    let dram = (n * k + m * k + m * n) * elem;
+    let partials = if plan.ksplit > 1 { 2.0 * plan.ksplit as f64 * m * n * 4.0 } else { 0.0 };
+    let l2 = plan.slabs as f64 * m * k * elem;
+    let fixup = if plan.ksplit > 1 { FIXUP_US * 1e-6 } else { 0.0 };
+    ((dram + partials) / bw).max(l2 / (2.5 * peak)) * 1e3 + (LAUNCH_US * 1e-6 + fixup) * 1e3
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::gemm::tests::shape;
+    use crate::gemm::{candidates, predict_ms as predict};
+    use crate::protocol::{GemmDtype, GemmResourceJson};
+    use crate::space::Param;
+    use ferrotune::ops::gemm::Layout;
+    use proptest::prelude::*;
+
+    /// The H100 description with the Hopper entries and every small-M entry.
+    pub(crate) fn small_m_description() -> Description {
+        let mut d = crate::gemm_sm90::tests::hopper_description();
+        for name in kv::NAMES {
+            let r = KernelResources { registers: 96, max_threads: 256, ..KernelResources::default() };
+            d.gemm_resources.push(GemmResourceJson { kernel: name.into(), resources: r });
+        }
+        d
+    }
+
+    /// The K splits of the small-M points run on the operands as given (not packed first).
+    fn small_m_points(cands: &[GemmConfig]) -> Vec<usize> {
+        let unpacked = |c: &&GemmConfig| c.pack != ferrotune::config::PackChoice::On;
+        cands.iter().filter(|c| c.path == GemmPath::SmallM).filter(unpacked).map(|c| c.split_k).collect()
+    }
+
+    #[test]
+    fn small_m_k_splits_are_points_where_the_host_takes_them_and_pruned_with_reasons() {
+        let d = small_m_description();
+        // 17 x 33 x 9000: 3 slabs and 282 chunks of K: 32 slices of 9 chunks; 64 would make
+        // only 57 slices of 5.
+        let s = shape(GemmDtype::Bf16, 17, 33, 9000);
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        assert_eq!(small_m_points(&cands), vec![1, 2, 4, 8, 16, 32]);
+        let own = |p: &&crate::space::Pruned| p.point.get(Param::Path) == Some(PATH_VALUE);
+        let p64 = pruned.iter().filter(own).find(|p| p.point.get(Param::SplitK) == Some(64)).unwrap();
+        assert!(p64.reason.contains("makes only 57"), "{}", p64.reason);
+        assert!(pruned.iter().filter(own).any(|p| p.reason.contains("tile 0 stands")));
+        // 1 x 8192 x 4096: 512 slabs fill two waves of 132 SMs; splitting cannot pay.
+        let s = shape(GemmDtype::Bf16, 1, 8192, 4096);
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        assert_eq!(small_m_points(&cands), vec![1]);
+        assert!(pruned.iter().filter(own).any(|p| p.reason.contains("two waves")));
+        // K = 100: 4 chunks, so 2 slices already leave warps idle, 8 cannot be made.
+        let s = shape(GemmDtype::F16, 8, 256, 100);
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        assert_eq!(small_m_points(&cands), vec![1]);
+        assert!(pruned.iter().filter(own).any(|p| p.reason.contains("leave warps without")), "{pruned:?}");
+        assert!(pruned.iter().filter(own).any(|p| p.reason.contains("makes only")), "{pruned:?}");
+        // Calls the family cannot take: every small-M point pruned with the host's reason.
+        for s in [
+            shape(GemmDtype::Bf16, 65, 4096, 4096),
+            shape(GemmDtype::Tf32, 8, 4096, 4096),
+            GemmShape { batch: 2, ..shape(GemmDtype::Bf16, 8, 4096, 4096) },
+        ] {
+            let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+            assert!(small_m_points(&cands).is_empty(), "{s:?}");
+            assert!(pruned.iter().filter(own).any(|p| p.reason.contains("1..=64 rows")), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn the_model_prefers_a_k_split_when_the_slabs_leave_sms_idle() {
+        let d = small_m_description();
+        let t = |s: &GemmShape, ks| {
+            predict(&d, s, &GemmConfig { path: GemmPath::SmallM, split_k: ks, ..GemmConfig::DEFAULT })
+        };
+        // 3 slabs: unsplit, 3 SMs pull the weight.
+        let long = shape(GemmDtype::Bf16, 17, 33, 9000);
+        assert!(t(&long, 16) < t(&long, 1), "{} vs {}", t(&long, 16), t(&long, 1));
+        let longer = shape(GemmDtype::Bf16, 17, 33, 90_000);
+        assert!(t(&longer, 32) < t(&longer, 1) / 4.0, "{} vs {}", t(&longer, 32), t(&longer, 1));
+        // 1 x 4096 x 4096: the weight streams at full bandwidth unsplit; a split only adds.
+        let wide = shape(GemmDtype::Bf16, 1, 4096, 4096);
+        assert!(t(&wide, 1) <= t(&wide, 2));
+        // The small-M family beats every mma.sync tile on a decode GEMV in the model.
+        let (cands, _) = candidates(&d, &wide, GemmConfig::DEFAULT);
+        let not_hopper = cands.iter().filter(|c| !matches!(c.path, GemmPath::Sm90(_)));
+        let best = not_hopper.min_by(|a, b| predict(&d, &wide, a).total_cmp(&predict(&d, &wide, b))).unwrap();
+        assert_eq!(best.path, GemmPath::SmallM, "{best:?}");
+    }
+
+    proptest! {
+        /// Every small-M point the space keeps is one the host plans as small-M with exactly
+        /// that K split (what the profile entry will run), and the model prices it.
+        #[test]
+        fn kept_small_m_points_are_what_the_plan_runs(
+            m in 1usize..80, n in 1usize..5000, k in 1usize..20000, dt in 0usize..3, a_row: bool,
+        ) {
+            let d = small_m_description();
+            let a = if a_row { Layout::Row } else { Layout::Col };
+            let s = GemmShape { a, b: Layout::Col, ..shape(GemmDtype::ALL[dt], m, n, k) };
+            let (cands, _) = candidates(&d, &s, GemmConfig::DEFAULT);
+            for c in cands.iter().filter(|c| c.path == GemmPath::SmallM) {
+                let dtype = s.dtype.dtype();
+                let p = ferrotune::ops::gemm_plan::plan(&s.gemm(), dtype, dtype, "sm_90a", 132, *c, [256, 256]).unwrap();
+                let packed = p.family == ferrotune::ops::gemm_plan::Family::Pack;
+                prop_assert!(p.family == ferrotune::ops::gemm_plan::Family::SmallM || packed, "{:?}", p);
+                prop_assert_eq!(packed, c.pack == ferrotune::config::PackChoice::On);
+                prop_assert!(p.reason.contains(&format!("K split {} from the tuned config", c.split_k)), "{}", p.reason);
+                prop_assert!(m <= 64 && s.dtype != GemmDtype::Tf32);
+                let g = crate::gemm_pack::planned_gemm(&s, c);
+                prop_assert_eq!(SmallMPlan::with_rows(g.n, g.k, c.split_k, interleaved(&g, [256, 256])).ksplit, c.split_k);
+                prop_assert!(predict(&d, &s, c).is_finite());
+            }
+        }
+    }
+}
