@@ -99,10 +99,10 @@ if [[ $PARTS == *explore* ]]; then
 fi
 if [[ $PARTS == *unaligned* ]]; then
   # Weights with rows that are not 16-byte aligned on the small-M family: read in place by
-  # interleaved slabs (default) against FERROTUNE_SMALL_M_UNALIGNED=0 (consecutive rows, two
+  # interleaved slabs with x from its shifted copies (default, up to 32 rows) against FERROTUNE_SMALL_M_UNALIGNED=0 (consecutive rows, two
   # loads and a funnel shift each, packed first above pack::MIN_MACS), on the suite's odd-K
   # small-M rows and shapes it does not hold; then Nsight Compute on two of them.
-  UA=1x8193x4099,1x4097x777,8x12288x4099,33x8191x4099,33x1023x777,1x11008x4097,4x5000x3001,16x4095x2049,24x14337x4095,48x8193x1025,64x3001x4097,1x2049x16385
+  UA=1x8193x4099,1x4097x777,8x12288x4099,1x11008x4097,2x4097x4099,4x5000x3001,16x4095x2049,24x14337x4095,32x5000x3001,1x2049x16385,33x1023x777,8x3000x65,33x8191x4099
   explore inplace $UA
   explore packed $UA FERROTUNE_SMALL_M_UNALIGNED=0
   if command -v ncu > /dev/null && [ $(left) -gt 40 ]; then
