@@ -6,7 +6,7 @@
 //! random shapes. On the CPU: which calls the family takes.
 
 use ferrotune::ops::gemm::{Gemm, Layout, gemm};
-use ferrotune::ops::gemv::{describe, small_m_applies, vector_loads};
+use ferrotune::ops::gemv::{IN_PLACE_MIN_WEIGHT, describe, interleaved, small_m_applies, vector_loads};
 use ferrotune::{Buffer, DType, bf16};
 use ferrotune_testkit::{Rng, cuda_backend, poison};
 
@@ -147,17 +147,21 @@ fn gpu_small_m_unaligned_rows() {
     let shapes = [
         (1usize, 4097usize, 777usize, 0usize),
         (8, 1000, 4099, 0),
-        (33, 129, 3001, 1),
-        (64, 300, 1025, 0),
-        (5, 17, 20001, 1),
+        (33, 300, 3001, 1),
+        (64, 600, 1025, 0),
+        (5, 64, 20001, 1),
         (1, 8193, 4099, 1),
         (17, 2049, 513, 0),
+        (3, 100, 999, 1), // below IN_PLACE_MIN_WEIGHT: consecutive rows, funnel shifts
     ];
     for (i, (m, n, k, offset)) in shapes.into_iter().enumerate() {
         let g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i));
-        let (_, plan) =
-            describe(&g.resolved(), DType::Bf16, DType::Bf16, [256, 256 + 2 * offset as u64], 132, None).unwrap();
-        assert_eq!(plan.slabs, n.div_ceil(128) * 8, "{m}x{n}x{k}: interleaved slabs");
+        let ptrs = [256, 256 + 2 * offset as u64];
+        let (_, plan) = describe(&g.resolved(), DType::Bf16, DType::Bf16, ptrs, 132, None).unwrap();
+        let inter = n * k >= IN_PLACE_MIN_WEIGHT;
+        assert_eq!(interleaved(&g.resolved(), ptrs), inter, "{m}x{n}x{k}");
+        let slabs = if inter { n.div_ceil(128) * 8 } else { n.div_ceil(16) };
+        assert_eq!(plan.slabs, slabs, "{m}x{n}x{k}: interleaved slabs");
         for dt in DTYPES {
             let mut rng = Rng::new(31 * i as u64);
             let case: Case<bf16, bf16> = make_case(&mut rng, g);

@@ -57,19 +57,27 @@ pub fn vector_loads(g: &Gemm, _ptrs: [u64; 2]) -> bool {
 /// x is read from its 8 shifted copies (`pack::SHIFTS`, made first: m x (k + 7) elements
 /// each), the one of the slab's shift, aligned too. `FERROTUNE_SMALL_M_UNALIGNED=0` turns it
 /// off (consecutive rows, two loads and a funnel shift per vector; unaligned calls are then
-/// packed first above `pack::MIN_MACS`), for A/B runs.
+/// packed first above `pack::MIN_MACS`), for A/B runs. Weights below [`IN_PLACE_MIN_WEIGHT`]
+/// elements keep the funnel shift: there the copies' launch costs more than it saves.
 pub fn interleaved(g: &Gemm, [pa, pb]: [u64; 2]) -> bool {
     vector_loads(g, [pa, pb])
         && !(pb.is_multiple_of(16) && g.ldb.is_multiple_of(8))
+        && g.n.saturating_mul(g.k) >= IN_PLACE_MIN_WEIGHT
         && !std::env::var("FERROTUNE_SMALL_M_UNALIGNED").is_ok_and(|v| v == "0")
 }
+
+/// Weight elements (N x K) from which unaligned rows are read by interleaved slabs. On the H100
+/// (bench/results/irregular/run9-9016e63693b2/irregular-explore.txt, queued ms, interleaved
+/// against the funnel shift): 33x1023x777 0.0148 against 0.0207, 1x4097x777 0.016 against
+/// 0.020, but 8x3000x65 0.0122 against 0.0096 and 3x5x7 0.0148 against 0.0055 (suite, run 7).
+pub const IN_PLACE_MIN_WEIGHT: usize = 1 << 19;
 
 /// Whether a call the small-M family takes should skip the pack of its unaligned operands:
 /// up to `small_m_beside_hopper` rows (where the small-M family serves aligned calls too) the
 /// weight is read in place (`interleaved`), which streams it once where the pack would copy
 /// it first. Above, the packed copies go to the Hopper tiles (on the H100, 33x8191x4099 ran
 /// 0.092 ms packed and 0.34 ms in place on the 64-row small-M kernel;
-/// bench/results/irregular/run8-*/irregular-explore.txt).
+/// bench/results/irregular/run8-3902aba1e9b0/irregular-explore.txt).
 pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool {
     small_m_applies(g, dtype).is_some()
         && vector_loads(g, ptrs)
