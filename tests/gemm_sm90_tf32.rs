@@ -114,7 +114,7 @@ fn sm90_tf32_random_shapes_route_by_alignment() {
         let n = 1 + (rng.next_u64() % 700) as usize;
         let k = 1 + (rng.next_u64() % 1500) as usize;
         let g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i as usize));
-        if k % 4 == 0 {
+        if k.is_multiple_of(4) {
             on_hopper(&b, g, 500 + i);
         } else {
             assert_eq!(on_tiles(&b, g, 500 + i), Math::Tf32, "{g:?}");

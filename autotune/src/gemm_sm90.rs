@@ -162,7 +162,7 @@ pub(crate) mod tests {
 
         // Calls the Hopper path cannot take: every Hopper point pruned, with the host's reason.
         let cases = [
-            (shape(GemmDtype::Tf32, 1024, 1024, 1024), "no wgmma kernel"),
+            (shape(GemmDtype::Tf32, 1000, 3000, 701), "TMA cannot load"),
             (GemmShape { a: Layout::Col, ..shape(GemmDtype::Bf16, 1024, 1024, 1024) }, "layout"),
             (shape(GemmDtype::Bf16, 1000, 3000, 700), "TMA cannot load"),
         ];
@@ -173,6 +173,12 @@ pub(crate) mod tests {
                 pruned.iter().filter(|p| p.point.get(Param::Path) == Some(1) && p.point.get(Param::Tile) == Some(0));
             assert!(own.clone().any(|p| p.reason.contains(why)), "{s:?}: {:?}", own.collect::<Vec<_>>());
         }
+        // TF32: the tiles compiled for it are points, the others pruned with the reason.
+        let (cands, pruned) = candidates(&d, &shape(GemmDtype::Tf32, 1024, 1024, 1024), GemmConfig::DEFAULT);
+        assert_eq!(hopper_points(&cands), ferrotune_kernels::gemm_sm90::TF32_TILES.to_vec());
+        assert!(
+            pruned.iter().any(|p| p.point.get(Param::Path) == Some(3) && p.reason.contains("not compiled for tf32"))
+        );
         // A device without the sm_90a module (compute capability 8.0): no Path domain at all.
         let mut a100 = gemm_description();
         a100.device.arch = "sm_80".into();
