@@ -45,7 +45,7 @@ for b in gemm-tf32 gemm-tf32-mma; do
   echo "$b: $(tail -1 $R/$b-vs-peers.md 2>/dev/null)"
 done
 stamp "=== sanitizer"
-for tool in memcheck racecheck; do
+for tool in memcheck racecheck synccheck; do
   [ "$(left)" -lt 25 ] && { stamp "no time left for $tool"; break; }
   timeout $(cap 70) compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 sm90_tf32_every_tile \
     > $R/sanitizer-tf32-$tool.txt 2>&1
