@@ -4,8 +4,9 @@
 # (ours vs cuBLAS with CUBLAS_COMPUTE_32F_FAST_TF32, same process; every row names its path),
 # plus the split-K rows of the long-K shapes; the same bench with the Hopper path off
 # (FERROTUNE_SM90=0: the mma.sync TF32 tiles, the "before"), torch.matmul with allow_tf32
-# (`x @ w.T`) in the background of the same call, joined by bench/gemm_join.py, then compute-sanitizer memcheck (and racecheck while time
-# is left) on the TF32 tile/split test. Run from the repository root with the carry in
+# (`x @ w.T`) in the background of the same call, joined by bench/gemm_join.py, then
+# compute-sanitizer memcheck (racecheck and synccheck while time is left) on the TF32
+# tile/split test. Run from the repository root with the carry in
 # .carry/ (bench/prepare-carry.sh; this script, bench/gemm_join.py and benches/torch_gemm.py
 # copied there). Every step is bounded by what is left of BUDGET seconds. Results land in
 # $OUT/results/ and are packed into $OUT/tf32-results.tgz.
