@@ -69,6 +69,13 @@ pub fn slices_run(backend: &Backend, g: &Gemm, dtype: DType) -> usize {
     if r.batch > 1 {
         return 1;
     }
+    // The Hopper split (joined in the kernel) is the plan's, not the config's.
+    use ferrotune::ops::gemm_plan::{Family, Launch};
+    if let Ok(Some(p)) = ferrotune::ops::gemm_plan::explain(&backend.stream(), g, dtype, dtype)
+        && let Family::Launch(Launch::Hopper(_, sp)) = p.family
+    {
+        return sp.slices;
+    }
     let s = g.split_k.unwrap_or_else(|| ferrotune::config::gemm_explain(&r, dtype, backend).0.split_k);
     SplitPlan::new(r.k, s).slices
 }
@@ -332,7 +339,11 @@ fn split_k_typed<T: Scalar>(
     };
     let mut best_row = row("split_k best forced".into(), best.1, best.2, best.0);
     best_row.split_k_sweep = sweep;
-    Ok([row("split_k heuristic".into(), heuristic.0, heuristic.1, slices_run(backend, &base, T::DTYPE)), best_row])
+    // The unforced run is whatever the plan chose (on sm_90a the Hopper split for these shapes).
+    let mut heuristic_row =
+        row("split_k heuristic".into(), heuristic.0, heuristic.1, slices_run(backend, &base, T::DTYPE));
+    heuristic_row.path = path_of(backend, &base, T::DTYPE, T::DTYPE);
+    Ok([heuristic_row, best_row])
 }
 
 /// A strided batch of row-major bf16 products in one launch, against the same products launched

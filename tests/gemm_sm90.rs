@@ -12,7 +12,7 @@ use ferrotune_testkit::cuda_backend;
 use crate::gemm::{dispatch, epilogue};
 
 /// The CUDA backend when it runs the sm_90a module, else `None` after saying why.
-fn hopper(test: &str) -> Option<Backend> {
+pub(crate) fn hopper(test: &str) -> Option<Backend> {
     let b = cuda_backend(test)?;
     let arch = match &b {
         Backend::Cuda(g) => g.ptx_arch().ok(),
@@ -37,7 +37,7 @@ fn rc(m: usize, n: usize, k: usize) -> Gemm {
 }
 
 /// The path `g` takes on `b` (fresh allocations are 256-byte aligned).
-fn family(b: &Backend, g: &Gemm, dt: DType, out: DType) -> Family {
+pub(crate) fn family(b: &Backend, g: &Gemm, dt: DType, out: DType) -> Family {
     gemm_plan::explain(&b.stream(), g, dt, out).expect("a plan").expect("a CUDA stream").family
 }
 
@@ -115,8 +115,9 @@ fn sm90_falls_back_where_tma_cannot_load() {
         assert!(matches!(f, Family::Launch(Launch::Tiles(_))), "{g:?}: {f:?}");
         dispatch(&b, DType::Bf16, false, g, 20 + i as u64).unwrap();
     }
-    // f32 inputs stay on the mma.sync / FFMA kernels.
-    let f = family(&b, &rc(256, 256, 256), DType::F32, DType::F32);
+    // Exact f32 stays on FFMA (TF32 calls take the path: `gemm_sm90_tf32.rs`).
+    let g = rc(256, 256, 256).precision(ferrotune::ops::gemm::Precision::Strict);
+    let f = family(&b, &g, DType::F32, DType::F32);
     assert!(matches!(f, Family::Launch(Launch::Tiles(_))), "{f:?}");
 }
 

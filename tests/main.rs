@@ -10,6 +10,7 @@ mod errors;
 mod gemm;
 mod gemm_sm90;
 mod gemm_sm90_split;
+mod gemm_sm90_tf32;
 mod gemv;
 mod multigpu;
 mod pack;

@@ -59,7 +59,7 @@ pub fn variant(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> Result<S
     // With split_k 1 a tile that splits K takes the plan's own split (what the call then runs).
     let (v, split) = gemm_sm90::choose(&g, dt, dt, arch, l.sm_count, *cfg, [256, 256])?;
     if cfg.split_k > 1 {
-        split_pruned(&g, l.sm_count, t, cfg.split_k, split)?;
+        split_pruned(&g, l.sm_count, t, cfg.split_k, split, dt)?;
     }
     if v.tile != t {
         return Err(format!("Hopper tile {t} is overridden (FERROTUNE_SM90_TILE?) by tile {}", v.tile));
@@ -75,12 +75,19 @@ pub fn variant(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> Result<S
 /// worth measuring, if it is not: K too short for `s` slices (or slices under
 /// [`MIN_TUNED_KT`] k-tiles), tiles that already fill half the block slots, or the same cut
 /// as the plan's own split (the point with `split_k` 1 measures that).
-fn split_pruned(g: &ferrotune::ops::gemm::Gemm, sms: u32, t: u8, s: usize, split: Sm90Split) -> Result<(), String> {
+fn split_pruned(
+    g: &ferrotune::ops::gemm::Gemm,
+    sms: u32,
+    t: u8,
+    s: usize,
+    split: Sm90Split,
+    dt: ferrotune::DType,
+) -> Result<(), String> {
     if g.batch > 1 {
         return Err(format!("split_k {s}: the Hopper split runs single matrices only (batch {})", g.batch));
     }
     let tile = TILES[t as usize];
-    let ktiles = g.k.div_ceil(tile.bk(2));
+    let ktiles = g.k.div_ceil(tile.bk(dt.size_bytes()));
     if split.slices != s {
         return Err(format!("split_k {s}: K = {} ({ktiles} k-tiles) makes only {} Hopper slices", g.k, split.slices));
     }
@@ -92,7 +99,7 @@ fn split_pruned(g: &ferrotune::ops::gemm::Gemm, sms: u32, t: u8, s: usize, split
     if 2 * tiles > slots {
         return Err(format!("split_k {s}: {tiles} Hopper tiles already fill half of {slots} block slots"));
     }
-    let own = gemm_sm90::split_for(g, sms, t);
+    let own = gemm_sm90::split_for(g, sms, t, dt);
     if own == split {
         return Err(format!("split_k {s}: the plan's own split of this tile (the split_k 1 point measures it)"));
     }
@@ -136,10 +143,12 @@ pub fn predict_ms(d: &Description, l: &Limits, shape: &GemmShape, tile: u8, spli
     let Some(t) = TILES.get(tile as usize) else { return f64::INFINITY };
     let elem = shape.dtype.dtype().size_bytes() as f64;
     let (bm, bn) = (t.bm(), t.bn);
-    let ktiles = shape.k.div_ceil(t.bk(2));
+    let ktiles = shape.k.div_ceil(t.bk(shape.dtype.dtype().size_bytes()));
     let split = match split_k {
         s if s > 1 && t.splits_k() => Sm90Split::new(ktiles, s),
-        _ if t.splits_k() && shape.batch <= 1 => gemm_sm90::split_for(&shape.gemm(), l.sm_count, tile),
+        _ if t.splits_k() && shape.batch <= 1 => {
+            gemm_sm90::split_for(&shape.gemm(), l.sm_count, tile, shape.dtype.dtype())
+        }
         _ => Sm90Split::NONE,
     };
     let slices = split.slices as f64;
@@ -219,7 +228,7 @@ pub(crate) mod tests {
         // Calls the Hopper path cannot take: every Hopper point pruned, with the host's reason
         // (unaligned rows: unless packed first, which gives TMA 16-byte rows).
         let cases = [
-            (shape(GemmDtype::Tf32, 1024, 1024, 1024), "no wgmma kernel"),
+            (shape(GemmDtype::Tf32, 1000, 3000, 701), "TMA cannot load"),
             (GemmShape { a: Layout::Col, ..shape(GemmDtype::Bf16, 1024, 1024, 1024) }, "layout"),
             (shape(GemmDtype::Bf16, 1000, 3000, 700), "TMA cannot load"),
         ];
@@ -234,6 +243,15 @@ pub(crate) mod tests {
             });
             assert!(own.clone().any(|p| p.reason.contains(why)), "{s:?}: {:?}", own.collect::<Vec<_>>());
         }
+        // TF32: the tiles compiled for it are points, the others pruned with the reason.
+        let (cands, pruned) = candidates(&d, &shape(GemmDtype::Tf32, 1024, 1024, 1024), GemmConfig::DEFAULT);
+        let mut tiles = hopper_points(&cands);
+        tiles.dedup(); // a tile that splits K is a point per split
+        assert_eq!(tiles, ferrotune_kernels::gemm_sm90::TF32_TILES.to_vec());
+        assert!(
+            pruned.iter().any(|p| p.point.get(Param::Path) == Some(3) && p.reason.contains("not compiled for tf32"))
+        );
+        // A device without the sm_90a module (compute capability 8.0): no Path domain at all.
         let mut a100 = gemm_description();
         a100.device.arch = "sm_80".into();
         // A device without the sm_90a module: the tiles and the small-M family only.
@@ -256,7 +274,7 @@ pub(crate) mod tests {
             assert!(splits.contains(&1) && splits.iter().any(|&x| x > 1), "tile {t}: {splits:?}");
             // The plan's own split is measured once (split_k 1), never again under its count.
             let g = s.gemm();
-            let own = gemm_sm90::split_for(&g, 132, t).slices;
+            let own = gemm_sm90::split_for(&g, 132, t, ferrotune::DType::Bf16).slices;
             assert!(!splits.contains(&own) || own == 1, "tile {t}: {own} in {splits:?}");
         }
         let whys = |p: &&crate::space::Pruned| p.reason.contains("plan's own split");

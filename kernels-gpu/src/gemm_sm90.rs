@@ -1,11 +1,11 @@
 //! The Hopper GEMM family (sm_90a): TMA loads into a swizzled shared-memory ring, one producer
-//! warp and consumer warpgroups issuing `wgmma`. Its tiles, entry names, shared-memory budget
+//! warp and consumer warpgroups issuing `wgmma` (f16, bf16; f32 inputs on TF32). Its tiles, entry names, shared-memory budget
 //! and launch bounds, shared by the PTX entries (`entry/gemm_sm90.rs`) and the host launcher.
 
 use crate::element::DType;
 use crate::gemm::EntryName;
 
-/// Bytes of K per pipeline stage: one 128-byte swizzle row (64 f16/bf16).
+/// Bytes of K per pipeline stage: one 128-byte swizzle row (64 f16/bf16, 32 f32).
 pub const BK_BYTES: usize = 128;
 /// Threads per warpgroup.
 pub const WG_THREADS: u32 = 128;
@@ -124,7 +124,14 @@ const _: () = {
     }
 };
 
-/// A compiled Hopper GEMM entry: 16-bit inputs, A row-major (M x K) and B column-major
+/// The tiles compiled for f32 inputs on TF32 (f32 output only): the two one-tile shapes the
+/// heuristic picks (128 x 256, 128 x 128, which also splits K) and the small-M split tile.
+/// The persistent and ping-pong tiles lost to tile 0 on every large 16-bit shape, so they
+/// are not compiled for TF32 (PTX size and ptxas time).
+pub const TF32_TILES: [u8; 3] = [0, 1, 9];
+
+/// A compiled Hopper GEMM entry: f16/bf16 inputs (f32 or same-type output) or f32 inputs on
+/// TF32 (`dtype` F32, f32 output, `out_f32` false), A row-major (M x K) and B column-major
 /// (K x N, i.e. N x K row-major: `x wᵀ`), both K-contiguous.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Sm90Variant {
@@ -148,13 +155,13 @@ impl Sm90Variant {
     }
 
     /// `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x<BK>s<stages>[p|pp]` (`p`: persistent, `pp`:
-    /// persistent ping-pong), e.g.
-    /// `ft_gemm90_bf16_rc_bf16_128x256x64s4`.
+    /// persistent ping-pong; `<in>` is `tf32` for f32 inputs), e.g.
+    /// `ft_gemm90_bf16_rc_bf16_128x256x64s4`, `ft_gemm90_tf32_rc_f32_128x256x32s4`.
     pub fn entry_name(&self) -> EntryName {
         let t = self.tile();
         let mut n = EntryName::new();
         n.push("ft_gemm90_");
-        n.push(self.dtype.name());
+        n.push(if self.dtype == DType::F32 { "tf32" } else { self.dtype.name() });
         n.push("_rc_");
         n.push(self.out_dtype().name());
         n.push("_");
@@ -174,13 +181,23 @@ impl Sm90Variant {
         n
     }
 
-    /// Every compiled variant: f16 and bf16, each output, each tile.
+    /// Every compiled variant: f16 and bf16, each output, each tile; f32 (TF32) on
+    /// [`TF32_TILES`].
     pub fn all() -> impl Iterator<Item = Sm90Variant> {
-        [DType::F16, DType::Bf16].into_iter().flat_map(|dtype| {
+        let half = [DType::F16, DType::Bf16].into_iter().flat_map(|dtype| {
             [false, true]
                 .into_iter()
                 .flat_map(move |out_f32| (0..TILES.len() as u8).map(move |tile| Sm90Variant { dtype, out_f32, tile }))
-        })
+        });
+        half.chain(TF32_TILES.into_iter().map(|tile| Sm90Variant { dtype: DType::F32, out_f32: false, tile }))
+    }
+
+    /// Whether this variant has an entry (see [`Sm90Variant::all`]).
+    pub fn is_compiled(&self) -> bool {
+        match self.dtype {
+            DType::F32 => !self.out_f32 && TF32_TILES.contains(&self.tile),
+            _ => (self.tile as usize) < TILES.len(),
+        }
     }
 }
 
@@ -217,7 +234,8 @@ mod tests {
         assert_eq!(v.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s4");
         assert_eq!(launch_bounds("ft_gemm90_bf16_rc_bf16_128x256x64s4"), Some((384, 1)));
         assert_eq!(launch_bounds("ft_gemm_bf16_rc_v16_bf16_128x128x32w2x4s4"), None);
-        assert_eq!(Sm90Variant::all().count(), 4 * TILES.len());
+        assert_eq!(Sm90Variant::all().count(), 4 * TILES.len() + TF32_TILES.len());
+        assert!(Sm90Variant::all().all(|v| v.is_compiled()));
         let p = Sm90Variant { tile: 2, ..v };
         assert_eq!(p.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s3p");
         let pp = Sm90Variant { tile: 4, ..v };
@@ -229,6 +247,22 @@ mod tests {
         assert_eq!(small.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_64x128x64s4");
         assert_eq!(launch_bounds(small.entry_name().as_str()), Some((256, 2)));
         assert!(small.tile().splits_k() && TILES[1].splits_k() && !TILES[0].splits_k() && !TILES[3].splits_k());
+    }
+
+    /// The TF32 entries: K 32 per stage (a 128-byte row of f32), f32 output, the tiles that
+    /// the heuristic and the split choose; the others are not compiled.
+    #[test]
+    fn tf32_names_and_tiles() {
+        let v = |tile| Sm90Variant { dtype: DType::F32, out_f32: false, tile };
+        assert_eq!(v(0).entry_name().as_str(), "ft_gemm90_tf32_rc_f32_128x256x32s4");
+        assert_eq!(v(1).entry_name().as_str(), "ft_gemm90_tf32_rc_f32_128x128x32s6");
+        assert_eq!(v(9).entry_name().as_str(), "ft_gemm90_tf32_rc_f32_64x128x32s4");
+        assert_eq!(v(0).out_dtype(), DType::F32);
+        assert_eq!(launch_bounds("ft_gemm90_tf32_rc_f32_64x128x32s4"), Some((256, 2)));
+        assert!(!v(2).is_compiled() && !Sm90Variant { out_f32: true, ..v(0) }.is_compiled());
+        assert_eq!(TILES[0].bk(4), 32);
+        assert!(TF32_TILES.iter().all(|&t| !TILES[t as usize].persistent));
+        assert!(TILES[1].splits_k() && TILES[9].splits_k());
     }
 
     #[test]

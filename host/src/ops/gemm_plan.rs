@@ -249,7 +249,13 @@ fn plan_families(
         Ok((v, sp)) => Ok(GemmPlan {
             family: Family::Launch(Launch::Hopper(v, sp)),
             cfg,
-            reason: "Hopper wgmma + TMA: sm_90a module, 16-bit rc operands TMA can describe".into(),
+            reason: if dtype == DType::F32 {
+                "Hopper wgmma + TMA on TF32: sm_90a module, f32 rc operands TMA can describe, TF32 math allowed \
+                 (Precision::AllowTf32)"
+                    .into()
+            } else {
+                "Hopper wgmma + TMA: sm_90a module, 16-bit rc operands TMA can describe".into()
+            },
         }),
         Err(why) if matches!(g.path, Some(GemmPath::Sm90(_))) => Err(crate::error::Error::InvalidConfig {
             op: "gemm",
@@ -413,6 +419,60 @@ mod tests {
         assert!(matches!(fam("sm_80", Gemm::new(256, 256, 65_536)), Family::Launch(Launch::SplitK(_))));
         assert!(matches!(fam(a, Gemm::new(256, 256, 65_536).split_k(4)), Family::Launch(Launch::SplitK(_))));
         assert_eq!(hopper_slices(fam(a, Gemm::new(256, 256, 65_536).split_k(1))), Some(1));
+    }
+
+    /// f32 inputs with TF32 math allowed take the Hopper path where TMA can load them (rows of
+    /// whole 16 bytes: K a multiple of 4), on the tiles compiled for TF32 (K split on the
+    /// split tiles); exact f32 (`Precision::Strict`) stays on FFMA, unaligned rows and other
+    /// layouts on the mma.sync TF32 tiles, and a forced tile not compiled for TF32 is an error.
+    #[test]
+    fn tf32_routes_to_hopper_exact_f32_to_ffma() {
+        if ["FERROTUNE_SM90", "FERROTUNE_SM90_SPLIT", "FERROTUNE_SM90_TILE", "FERROTUNE_ALLOW_TF32"]
+            .iter()
+            .any(|v| std::env::var(v).is_ok())
+        {
+            return; // the variables override the rules under test
+        }
+        use crate::ops::gemm::Precision;
+        use ferrotune_kernels::gemm::Math;
+        let p = |g: Gemm| {
+            let g = g.resolved();
+            let cfg = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
+            plan(&g, DType::F32, DType::F32, "sm_90a", 132, cfg, [256, 256])
+        };
+        let rc = |m, n, k| Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col);
+        let hopper = |g: Gemm| match p(g).unwrap().family {
+            Family::Launch(Launch::Hopper(v, sp)) => {
+                assert_eq!((v.dtype, v.out_dtype()), (DType::F32, DType::F32));
+                Some((v.tile, sp.slices))
+            }
+            _ => None,
+        };
+        assert_eq!(hopper(rc(4096, 4096, 4096)), Some((0, 1)));
+        assert_eq!(hopper(rc(8192, 3072, 768)), Some((0, 1)));
+        assert_eq!(hopper(rc(512, 3072, 768)), Some((1, 1)));
+        assert_eq!(hopper(rc(256, 256, 65_536)), Some((1, 33)));
+        assert_eq!(hopper(rc(64, 4096, 4096)), Some((9, 8)));
+        let r = p(rc(4096, 4096, 4096)).unwrap();
+        assert!(r.reason.contains("TF32") && r.path().starts_with("sm90:ft_gemm90_tf32_rc_f32_128x256x32s4"), "{r:?}");
+        // Exact f32: FFMA; K = 1001 (rows of 4004 bytes), other layouts, pre-Hopper: mma.sync TF32.
+        let tiles = |g: Gemm| match p(g).unwrap().family {
+            Family::Launch(Launch::Tiles(v)) => v.math,
+            f => panic!("{f:?}"),
+        };
+        assert_eq!(tiles(rc(4096, 4096, 4096).precision(Precision::Strict)), Math::Ffma);
+        assert!(p(rc(4096, 4096, 4096).precision(Precision::Strict)).unwrap().reason.contains("exact f32"));
+        assert_eq!(tiles(rc(1000, 1000, 1001)), Math::Tf32);
+        assert!(p(rc(1000, 1000, 1001)).unwrap().reason.contains("TMA cannot load"));
+        assert_eq!(tiles(Gemm::new(1024, 1024, 1024)), Math::Tf32);
+        let g = rc(1024, 1024, 1024).resolved();
+        let cfg = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
+        let f = plan(&g, DType::F32, DType::F32, "sm_80", 108, cfg, [256, 256]).unwrap().family;
+        assert!(matches!(f, Family::Launch(Launch::Tiles(v)) if v.math == Math::Tf32), "{f:?}");
+        // A forced tile that TF32 does not compile is an error; one it does is taken.
+        let e = p(rc(1024, 1024, 1024).path(GemmPath::Sm90(2))).unwrap_err();
+        assert!(e.to_string().contains("not compiled for tf32"), "{e}");
+        assert_eq!(hopper(rc(1024, 1024, 1024).path(GemmPath::Sm90(1))), Some((1, 2)));
     }
 
     /// Unaligned weights of small-M calls up to 32 rows are read in place (interleaved slabs),

@@ -1,5 +1,5 @@
-//! The Hopper GEMM family on the host: whether a call can take it (sm_90a module, f16/bf16,
-//! `rc` layout, operands TMA can describe) and why not, its tile and split-K choice (the cost
+//! The Hopper GEMM family on the host: whether a call can take it (sm_90a module, f16/bf16 or
+//! f32 with TF32 math allowed, `rc` layout, operands TMA can describe) and why not, its tile and split-K choice (the cost
 //! rule for few output tiles and a long K), and the launch (two tensor maps encoded per call,
 //! passed by value; the split's workspace from the stream's cache).
 
@@ -59,8 +59,10 @@ pub fn choose(
     if arch != "sm_90a" {
         return Err(format!("the loaded PTX is {arch}; the wgmma kernels need sm_90a (compute capability 9.0)"));
     }
-    if !matches!(dtype, DType::F16 | DType::Bf16) {
-        return Err(format!("{} inputs have no wgmma kernel yet", dtype.name()));
+    if dtype == DType::F32 && !g.precision.uses_tf32() {
+        return Err("exact f32 (Precision::Strict or FERROTUNE_ALLOW_TF32=0) runs on FFMA: wgmma rounds f32 \
+                    inputs to TF32"
+            .into());
     }
     if (g.a_layout, g.b_layout) != (Layout::Row, Layout::Col) {
         return Err(format!(
@@ -80,15 +82,18 @@ pub fn choose(
             Sm90Split::new(g.k.div_ceil(k90::TILES[t as usize].bk(dtype.size_bytes())), s)
         }
         (Some(s), _) => return Err(format!("split_k {s}: the Hopper tile {forced:?} does not split K")),
-        (None, st) => st.map_or(Sm90Split::NONE, |t| split_for(g, sm_count, t)),
+        (None, st) => st.map_or(Sm90Split::NONE, |t| split_for(g, sm_count, t, dtype)),
     };
     let tile = match st {
         Some(t) if split.is_split() => t,
         _ => tile_for(g, sm_count, path),
     };
-    let v = Sm90Variant { dtype, out_f32: out == DType::F32, tile };
+    let v = Sm90Variant { dtype, out_f32: out == DType::F32 && dtype != DType::F32, tile };
     if v.out_dtype() != out {
         return Err(format!("output {} for {} inputs", out.name(), dtype.name()));
+    }
+    if !v.is_compiled() {
+        return Err(format!("Hopper tile {tile} is not compiled for tf32 (tiles {:?} are)", k90::TF32_TILES));
     }
     let (ma, mb) = maps(g, v, pa, pb);
     ma.validate().map_err(|e| format!("TMA cannot load A: {e}"))?;
@@ -130,13 +135,15 @@ fn split_tile(g: &Gemm, sm_count: u32, forced: Option<u8>) -> Option<u8> {
 /// into up to `slots / tiles` slices (at most 64) of at least [`MIN_KT_PER_SLICE`] k-tiles, so
 /// the grid is about one wave. Not when the call forces `split_k` (1: no split; above 1: the
 /// `mma.sync` split-K) or is a batch. `FERROTUNE_SM90_SPLIT=s` forces `s` slices (1: off).
-pub fn split_for(g: &Gemm, sm_count: u32, tile: u8) -> Sm90Split {
+/// A k-tile is 128 bytes of K for every input type (64 of f16/bf16, 32 of f32 on TF32, at half
+/// the rate), so the least slice is the same number of k-tiles, i.e. about the same time.
+pub fn split_for(g: &Gemm, sm_count: u32, tile: u8, dtype: DType) -> Sm90Split {
     if g.batch != 1 || g.split_k.is_some() {
         return Sm90Split::NONE;
     }
     let t = k90::TILES[tile as usize];
     let tiles = g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn);
-    let ktiles = g.k.div_ceil(t.bk(2));
+    let ktiles = g.k.div_ceil(t.bk(dtype.size_bytes()));
     if let Some(s) = std::env::var("FERROTUNE_SM90_SPLIT").ok().and_then(|v| v.parse::<usize>().ok()) {
         return Sm90Split::new(ktiles, s);
     }
@@ -246,7 +253,7 @@ pub unsafe fn launch(
     let name = v.entry_name();
     let t = v.tile();
     let tiles = (g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn)) as u32;
-    let ktiles = g.k.div_ceil(t.bk(2));
+    let ktiles = g.k.div_ceil(t.bk(v.dtype.size_bytes()));
     if split.is_split()
         && (!t.splits_k()
             || g.batch != 1
@@ -365,7 +372,7 @@ mod tests {
         if std::env::var("FERROTUNE_SM90_SPLIT").is_ok() {
             return; // the variable overrides the rule under test
         }
-        let s = |g: Gemm| split_for(&g, 132, split_tile(&g, 132, None).unwrap());
+        let s = |g: Gemm| split_for(&g, 132, split_tile(&g, 132, None).unwrap(), DType::Bf16);
         assert_eq!(s(rc(256, 256, 65_536)), Sm90Split { slices: 32, kt_per: 32 });
         assert_eq!(s(rc(512, 512, 32_768)), Sm90Split { slices: 8, kt_per: 64 });
         assert_eq!(s(rc(1024, 1024, 16_384)), Sm90Split { slices: 2, kt_per: 128 });

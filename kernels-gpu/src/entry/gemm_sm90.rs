@@ -1,8 +1,9 @@
-//! Hopper GEMM entry points (sm_90a PTX only): one block per output tile, a producer warp that
-//! loads A and B tiles with TMA (128-byte swizzle) into a `stages`-deep shared-memory ring
-//! guarded by full/empty mbarriers, and consumer warpgroups that multiply them with `wgmma`
-//! (one group kept in flight) and run the fused epilogue through a shared-memory staging so
-//! the stores are coalesced. Strided batches walk `blockIdx.z` (the maps' third dimension).
+//! Hopper GEMM entry points (sm_90a PTX only; f16, bf16, and f32 on TF32): one block per
+//! output tile, a producer warp that loads A and B tiles with TMA (128-byte swizzle) into a
+//! `stages`-deep shared-memory ring guarded by full/empty mbarriers, and consumer warpgroups
+//! that multiply them with `wgmma` (one group kept in flight) and run the fused epilogue
+//! through a shared-memory staging so the stores are coalesced. Strided batches walk
+//! `blockIdx.z` (the maps' third dimension).
 
 use core::arch::asm;
 
@@ -13,7 +14,8 @@ use crate::arch::nvptx::{
 use crate::arch::sm90::{
     desc_k_sw128, fence_barrier_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier,
     param_to_generic, setmaxnreg_dec, setmaxnreg_inc, smem_base_1024, tma_load_3d, wgmma_commit, wgmma_fence,
-    wgmma_m64n128k16_bf16, wgmma_m64n128k16_f16, wgmma_m64n256k16_bf16, wgmma_m64n256k16_f16, wgmma_wait,
+    wgmma_m64n128k8_tf32, wgmma_m64n128k16_bf16, wgmma_m64n128k16_f16, wgmma_m64n256k8_tf32, wgmma_m64n256k16_bf16,
+    wgmma_m64n256k16_f16, wgmma_wait,
 };
 use crate::element::Element;
 use crate::gemm_sm90::{BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_PITCH_BYTES, WG_THREADS, raster};
@@ -31,8 +33,12 @@ use epilogue::{Out, drain, store_staged};
 #[derive(Clone, Copy)]
 pub struct TensorMap([u64; 16]);
 
-/// A 16-bit input type and its wgmma (K-major A and B).
+/// An input type and its wgmma (K-major A and B): f16, bf16 (k16) and f32 on TF32 (k8).
+/// Every wgmma takes 32 bytes of K, so a 128-byte stage is [`K_STEPS`] of them whatever the
+/// type, and the descriptor steps are the same.
 trait WgmmaElem: Element {
+    /// K elements per stage (one 128-byte swizzle row).
+    const BK: usize = BK_BYTES / core::mem::size_of::<Self>();
     /// # Safety
     /// As the `wgmma_*` wrappers.
     unsafe fn mma<const NACC: usize>(d: &mut [f32; NACC], da: u64, db: u64);
@@ -59,8 +65,22 @@ macro_rules! wgmma_elem {
 wgmma_elem!(bf16, wgmma_m64n128k16_bf16, wgmma_m64n256k16_bf16);
 wgmma_elem!(f16, wgmma_m64n128k16_f16, wgmma_m64n256k16_f16);
 
-/// K elements per stage (16-bit inputs: one 128-byte swizzle row).
-const BK: usize = BK_BYTES / 2;
+impl WgmmaElem for f32 {
+    #[inline(always)]
+    unsafe fn mma<const NACC: usize>(d: &mut [f32; NACC], da: u64, db: u64) {
+        // SAFETY: as in `wgmma_elem!`.
+        unsafe {
+            if NACC == 128 {
+                wgmma_m64n256k8_tf32(&mut *(d as *mut [f32; NACC] as *mut [f32; 128]), da, db)
+            } else if NACC == 64 {
+                wgmma_m64n128k8_tf32(&mut *(d as *mut [f32; NACC] as *mut [f32; 64]), da, db)
+            }
+        }
+    }
+}
+
+/// wgmmas per stage: each takes 32 bytes of K (descriptor step 2).
+const K_STEPS: u64 = (BK_BYTES / 32) as u64;
 
 /// Row pitch of a warp's persistent-epilogue staging (64 floats plus padding).
 const STG_PITCH: usize = STAGE_PITCH_BYTES;
@@ -155,7 +175,7 @@ impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST>
     /// One thread; the maps describe A and B with this ring's boxes.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    unsafe fn produce(&self, it: usize, map_a: u64, map_b: u64, kt: usize, tm: usize, tn: usize, z: i32) {
+    unsafe fn produce<E: WgmmaElem>(&self, it: usize, map_a: u64, map_b: u64, kt: usize, tm: usize, tn: usize, z: i32) {
         let s = it % ST;
         let sa = self.stage(s);
         // SAFETY: the stage is free once its empty barrier completed the previous round.
@@ -164,7 +184,7 @@ impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST>
                 mbar_wait(self.empty(s), ((it / ST - 1) & 1) as u32);
             }
             mbar_arrive_expect_tx(self.full(s), Self::STAGE as u32);
-            let k0 = (kt * BK) as i32;
+            let k0 = (kt * E::BK) as i32;
             tma_load_3d(sa, map_a, k0, (tm * Self::BM) as i32, z, self.full(s));
             tma_load_3d(sa + Self::A_BYTES as u32, map_b, k0, (tn * Self::BN) as i32, z, self.full(s));
         }
@@ -186,7 +206,7 @@ impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST>
             mbar_wait(self.full(s), ((it / ST) & 1) as u32);
             wgmma_fence();
             let (da, db) = (desc_k_sw128(sa), desc_k_sw128(sb));
-            for kk in 0..(BK / 16) as u64 {
+            for kk in 0..K_STEPS {
                 E::mma::<NACC>(acc, da + 2 * kk, db + 2 * kk);
             }
             wgmma_commit();
@@ -228,7 +248,7 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
     let (tm, tn) = raster(block_idx_x() as usize, tiles_m, tiles_n);
     let z = block_idx_z() as i32;
     let slice = block_idx_y() as usize;
-    let (kt0, kt1) = split.range(slice, k.div_ceil(BK));
+    let (kt0, kt1) = split.range(slice, k.div_ceil(E::BK));
     let ktiles = kt1 - kt0;
     // SAFETY: every thread calls it first.
     unsafe { ring.init(tid) };
@@ -239,7 +259,7 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
         if tid == 0 {
             for it in 0..ktiles {
                 // SAFETY: the maps describe A and B (caller).
-                unsafe { ring.produce(it, map_a, map_b, kt0 + it, tm, tn, z) };
+                unsafe { ring.produce::<E>(it, map_a, map_b, kt0 + it, tm, tn, z) };
             }
         }
         return;
@@ -316,7 +336,7 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
     let per_batch = tiles_m * tiles_n;
     let total = per_batch * batch;
     let (first, step) = (block_idx_x() as usize, grid_dim_x() as usize);
-    let ktiles = k.div_ceil(BK);
+    let ktiles = k.div_ceil(E::BK);
     // SAFETY: thread 0 initialises, every thread syncs.
     unsafe { ring.init(tid) };
     if wg == 0 {
@@ -330,7 +350,7 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
                 let (z, (tm, tn)) = (t / per_batch, raster(t % per_batch, tiles_m, tiles_n));
                 for kt in 0..ktiles {
                     // SAFETY: as in `sm90_gemm`.
-                    unsafe { ring.produce(it, map_a, map_b, kt, tm, tn, z as i32) };
+                    unsafe { ring.produce::<E>(it, map_a, map_b, kt, tm, tn, z as i32) };
                     it += 1;
                 }
                 t += step;
@@ -475,3 +495,9 @@ sm90_tiles!("bf16", bf16, "bf16", bf16);
 sm90_tiles!("bf16", bf16, "f32", f32);
 sm90_tiles!("f16", f16, "f16", f16);
 sm90_tiles!("f16", f16, "f32", f32);
+
+// f32 inputs on TF32 (f32 output only): the two one-tile shapes the heuristic picks and the
+// small-M split tile (indices 0, 1 and 9 of `TILES`, `gemm_sm90::TF32_TILES`); K 32 per stage.
+sm90_entry!("ft_gemm90_tf32_rc_f32_128x256x32s4", f32, f32, 128, 2, 4, false, 0);
+sm90_entry!("ft_gemm90_tf32_rc_f32_128x128x32s6", f32, f32, 64, 2, 6, false, 0);
+sm90_entry!("ft_gemm90_tf32_rc_f32_64x128x32s4", f32, f32, 64, 1, 4, false, 0);

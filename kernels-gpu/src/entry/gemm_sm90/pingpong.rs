@@ -10,7 +10,7 @@
 //! on the ring's full barriers only after the other has waited on all of its stages, so no
 //! stage's barrier can be two phases behind the parity a waiter asks for.
 
-use super::{BK, Out, Ring, WgmmaElem, store_staged};
+use super::{K_STEPS, Out, Ring, WgmmaElem, store_staged};
 use crate::arch::nvptx::{block_idx_x, grid_dim_x, thread_idx_x};
 use crate::arch::sm90::{
     desc_k_sw128, mbar_arrive, mbar_wait, named_barrier, named_barrier_arrive, setmaxnreg_dec, setmaxnreg_inc,
@@ -88,7 +88,7 @@ pub(super) unsafe fn sm90_gemm_pingpong<
         tiles_m,
         tiles_n,
     };
-    let ktiles = k.div_ceil(BK);
+    let ktiles = k.div_ceil(E::BK);
     // SAFETY: thread 0 initialises, every thread syncs.
     unsafe { ring.init_counts(tid, 1) };
     if wg == 0 {
@@ -99,7 +99,7 @@ pub(super) unsafe fn sm90_gemm_pingpong<
             while let Some((z, tm, tn)) = walk.tile(j) {
                 for kt in 0..ktiles {
                     // SAFETY: the maps describe A (64-row boxes) and B (caller).
-                    unsafe { ring.produce(it, map_a, map_b, kt, tm, tn, z as i32) };
+                    unsafe { ring.produce::<E>(it, map_a, map_b, kt, tm, tn, z as i32) };
                     it += 1;
                 }
                 j += 1;
@@ -192,7 +192,7 @@ impl<const NACC: usize, const SLABS: usize, const ST: usize> Ring<NACC, SLABS, S
         unsafe {
             mbar_wait(self.full(s), ((it / ST) & 1) as u32);
             wgmma_fence();
-            for kk in 0..(BK / 16) as u64 {
+            for kk in 0..K_STEPS {
                 for (h, slab) in acc.iter_mut().enumerate() {
                     let da = desc_k_sw128(self.stage(s) + (h * 64 * BK_BYTES) as u32);
                     E::mma::<NACC>(slab, da + 2 * kk, db + 2 * kk);
