@@ -1,11 +1,14 @@
-//! The CPU backend of GEMM: `matrixmultiply`'s packed, cache-blocked SGEMM on bands of output
-//! rows spread over the backend's rayon pool (every layout through strides), f16/bf16 operands
-//! widened to f32 one K panel at a time with a bulk (vectorised) conversion, and the shared
-//! epilogue (`kernels-gpu`'s `Epilogue`) in one pass over each finished band.
+//! The CPU backend of GEMM: the `gemm` crate's packed, cache-blocked f32 micro-kernels (AVX-512
+//! where the CPU has it, else AVX2 + FMA) on bands of output rows spread over the backend's
+//! rayon pool (every layout through strides; one band with fewer bands than threads is
+//! threaded by the crate itself, over the pool), f16/bf16 operands widened to f32 one K panel
+//! at a time with a bulk (vectorised) conversion, and the shared epilogue (`kernels-gpu`'s
+//! `Epilogue`) in one pass over each finished band.
 
 use std::any::TypeId;
 
 use ferrotune_kernels::gemm::{self as kg, Epilogue, Layout};
+use gemm::Parallelism;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rayon::prelude::*;
@@ -15,10 +18,20 @@ use crate::buffer::{Scalar, try_host_vec};
 use crate::error::Result;
 use crate::ops::gemm::Gemm;
 
-/// K elements of a 16-bit operand widened per step: `matrixmultiply`'s own K block for f32,
-/// so each panel is one of its packing steps and the band's accumulators are revisited no
-/// more often than it revisits them anyway.
+/// f32 elements of the widened A and B panels of a 16-bit product (16 MiB): a panel spans as
+/// much of K as fits, in whole multiples of [`KC`], so a product is few crate calls (each
+/// one a pass over the accumulators and a rendezvous of the threads) while its extra memory
+/// stays bounded whatever the shape.
+const PANEL_FLOATS: usize = 4 << 20;
+
+/// The K step of the panels: at least the crate's own K block for f32.
 const KC: usize = 256;
+
+/// K elements per widened panel of a band of `rows` rows against `n` columns.
+fn panel_k(rows: usize, n: usize, k: usize) -> usize {
+    let fit = PANEL_FLOATS / (rows + n).max(1);
+    (fit / KC * KC).max(KC).min(k)
+}
 
 /// The slice as f32 when `T` is f32.
 fn as_f32<T: 'static>(s: &[T]) -> Option<&[f32]> {
@@ -84,32 +97,58 @@ fn strides(layout: Layout, ld: usize) -> (usize, usize) {
     }
 }
 
-/// `acc (rows x n, pitch ldo) = a (rows x k) b (k x n) + beta acc` with `matrixmultiply`.
+/// `acc (rows x n, pitch ldo) = a (rows x k) b (k x n)`, plus `acc` when `accumulate`, with the
+/// `gemm` crate on `par` (the pool of the caller's `install`).
 #[allow(clippy::too_many_arguments)]
-fn sgemm(rows: usize, k: usize, n: usize, a: Mat<'_>, b: Mat<'_>, beta: f32, acc: &mut [f32], ldo: usize) {
+fn sgemm(
+    rows: usize,
+    k: usize,
+    n: usize,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    accumulate: bool,
+    acc: &mut [f32],
+    ldo: usize,
+    par: Parallelism,
+) {
     let last = |m: &Mat<'_>, r: usize, c: usize| (r - 1) * m.rs + (c - 1) * m.cs;
     assert!(rows > 0 && n > 0 && k > 0, "sgemm: empty product");
     assert!(last(&a, rows, k) < a.data.len() && last(&b, k, n) < b.data.len(), "sgemm: operand out of range");
     assert!((rows - 1) * ldo + n <= acc.len() && n <= ldo, "sgemm: output out of range");
     // SAFETY: the asserts above prove every element the strides reach lies inside its slice;
-    // `acc` is borrowed mutably and the inputs immutably, so nothing aliases.
+    // `acc` is borrowed mutably and the inputs immutably, so nothing aliases. The crate
+    // computes `dst = alpha dst + beta a b` (alpha read only with `read_dst`).
     unsafe {
-        matrixmultiply::sgemm(
+        gemm::gemm(
             rows,
-            k,
             n,
-            1.0,
-            a.data.as_ptr(),
-            a.rs as isize,
-            a.cs as isize,
-            b.data.as_ptr(),
-            b.rs as isize,
-            b.cs as isize,
-            beta,
+            k,
             acc.as_mut_ptr(),
-            ldo as isize,
             1,
+            ldo as isize,
+            accumulate,
+            a.data.as_ptr(),
+            a.cs as isize,
+            a.rs as isize,
+            b.data.as_ptr(),
+            b.cs as isize,
+            b.rs as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            par,
         )
+    }
+}
+
+/// Runs `f(i, chunk)` over the `len`-element chunks of `dst`: on the pool when `par` is
+/// threaded (one band alone, so its widening is spread like its product), else in order.
+fn chunks_on(par: Parallelism, dst: &mut [f32], len: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
+    match par {
+        Parallelism::None => dst.chunks_mut(len).enumerate().for_each(|(i, c)| f(i, c)),
+        _ => dst.par_chunks_mut(len).enumerate().for_each(|(i, c)| f(i, c)),
     }
 }
 
@@ -123,6 +162,8 @@ struct Band<'a, T, O> {
     bias: &'a [O],
     i0: usize,
     rows: usize,
+    /// The product's threads: one (`None`) when the bands fill the pool.
+    par: Parallelism,
 }
 
 impl<T: Scalar, O: Scalar> Band<'_, T, O> {
@@ -139,12 +180,13 @@ impl<T: Scalar, O: Scalar> Band<'_, T, O> {
         }
         let (ars, acs) = strides(g.a_layout, g.lda);
         let (brs, bcs) = strides(g.b_layout, g.ldb);
+        let par = self.par;
         if let (Some(a), Some(b)) = (as_f32(self.a), as_f32(self.b)) {
             let a = Mat { data: &a[i0 * ars..], rs: ars, cs: acs };
-            sgemm(rows, k, n, a, Mat { data: b, rs: brs, cs: bcs }, 0.0, acc, ldo);
+            sgemm(rows, k, n, a, Mat { data: b, rs: brs, cs: bcs }, false, acc, ldo, par);
             return Ok(());
         }
-        let kc = KC.min(k);
+        let kc = panel_k(rows, n, k);
         let mut pa = try_host_vec::<f32>(rows * kc, "GEMM A panel")?;
         let mut pb = try_host_vec::<f32>(kc * n, "GEMM B panel")?;
         for k0 in (0..k).step_by(kc) {
@@ -153,42 +195,30 @@ impl<T: Scalar, O: Scalar> Band<'_, T, O> {
             // so that every conversion is one contiguous run.
             let a = match g.a_layout {
                 Layout::Row => {
-                    for r in 0..rows {
-                        widen(&self.a[(i0 + r) * g.lda + k0..][..kp], &mut pa[r * kp..(r + 1) * kp]);
-                    }
+                    chunks_on(par, &mut pa[..rows * kp], kp, |r, d| widen(&self.a[(i0 + r) * g.lda + k0..][..kp], d));
                     Mat { data: &pa, rs: kp, cs: 1 }
                 }
                 Layout::Col => {
-                    for kk in 0..kp {
-                        widen(&self.a[(k0 + kk) * g.lda + i0..][..rows], &mut pa[kk * rows..(kk + 1) * rows]);
-                    }
+                    chunks_on(par, &mut pa[..kp * rows], rows, |kk, d| {
+                        widen(&self.a[(k0 + kk) * g.lda + i0..][..rows], d)
+                    });
                     Mat { data: &pa, rs: 1, cs: rows }
                 }
             };
             let b = match g.b_layout {
                 Layout::Row => {
-                    widen_rows(self.b, k0, kp, n, g.ldb, &mut pb);
+                    chunks_on(par, &mut pb[..kp * n], n, |kk, d| widen(&self.b[(k0 + kk) * g.ldb..][..n], d));
                     Mat { data: &pb, rs: n, cs: 1 }
                 }
                 Layout::Col => {
                     // Column j of B holds its K run contiguously: the panel's part of it.
-                    for j in 0..n {
-                        widen(&self.b[j * g.ldb + k0..][..kp], &mut pb[j * kp..(j + 1) * kp]);
-                    }
+                    chunks_on(par, &mut pb[..n * kp], kp, |j, d| widen(&self.b[j * g.ldb + k0..][..kp], d));
                     Mat { data: &pb, rs: 1, cs: kp }
                 }
             };
-            sgemm(rows, kp, n, a, b, if k0 == 0 { 0.0 } else { 1.0 }, acc, ldo);
+            sgemm(rows, kp, n, a, b, k0 > 0, acc, ldo, par);
         }
         Ok(())
-    }
-}
-
-/// Widens `count` rows of `len` elements, row `r0 + i` starting at `(r0 + i) * ld`, into
-/// `dst` (tight).
-fn widen_rows<T: Scalar>(src: &[T], r0: usize, count: usize, len: usize, ld: usize, dst: &mut [f32]) {
-    for i in 0..count {
-        widen(&src[(r0 + i) * ld..][..len], &mut dst[i * len..(i + 1) * len]);
     }
 }
 
@@ -198,7 +228,9 @@ fn is_plain(e: &Epilogue) -> bool {
 }
 
 /// Runs the resolved, checked GEMM `g` on the CPU pool: bands of `band_rows` output rows of
-/// every matrix of the batch are the rayon tasks. `d` spans at least each matrix's extent.
+/// every matrix of the batch are the rayon tasks, each one single-threaded product when there
+/// are at least as many bands as threads, else each product threaded by the crate over the
+/// pool. `d` spans at least each matrix's extent.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run<T: Scalar, O: Scalar>(
     cpu: &Cpu,
@@ -216,6 +248,8 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
     let reads_c = epi.beta != 0.0;
     // Batch z's D starts at z * stride_c; a batch of one may have any stride.
     let stride_c = if g.batch == 1 { d.len().max(1) } else { g.stride_c };
+    let bands = g.batch.saturating_mul(g.m.div_ceil(band_rows));
+    let par = if bands >= cpu.threads() { Parallelism::None } else { Parallelism::Rayon(cpu.threads()) };
     cpu.install(|| {
         d.par_chunks_mut(stride_c).take(g.batch).enumerate().try_for_each(|(z, dz)| {
             dz[..extent].par_chunks_mut(band_rows * g.ldc).enumerate().try_for_each(|(t, out)| {
@@ -231,6 +265,7 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
                     bias,
                     i0,
                     rows,
+                    par,
                 };
                 band.finish(out)
             })
