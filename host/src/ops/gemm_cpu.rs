@@ -6,6 +6,7 @@
 //! `Epilogue`) in one pass over each finished band.
 
 use std::any::TypeId;
+use std::cell::RefCell;
 
 use ferrotune_kernels::gemm::{self as kg, Epilogue, Layout};
 use gemm::Parallelism;
@@ -31,6 +32,30 @@ const KC: usize = 256;
 fn panel_k(rows: usize, n: usize, k: usize) -> usize {
     let fit = PANEL_FLOATS / (rows + n).max(1);
     (fit / KC * KC).max(KC).min(k)
+}
+
+thread_local! {
+    /// Each thread's f32 working memory for 16-bit products (widened panels, accumulators),
+    /// kept between calls: fresh buffers of several MiB a call cost page faults and zeroing
+    /// that took a fifth of a 1024³ f16 product.
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on `len` f32s of this thread's scratch (contents unspecified: `f` writes before
+/// it reads), or on a fresh allocation while the scratch is in use (a band that work stealing
+/// runs inside another band's threaded product). Growing it is a fallible allocation.
+fn with_scratch<R>(len: usize, what: &str, f: impl FnOnce(&mut [f32]) -> Result<R>) -> Result<R> {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut v) => {
+            if v.len() < len {
+                // Dropped first, so the old and the new buffer are never held together.
+                *v = Vec::new();
+                *v = try_host_vec::<f32>(len, what)?;
+            }
+            f(&mut v[..len])
+        }
+        Err(_) => f(&mut try_host_vec::<f32>(len, what)?),
+    })
 }
 
 /// The slice as f32 when `T` is f32.
@@ -169,7 +194,7 @@ struct Band<'a, T, O> {
 impl<T: Scalar, O: Scalar> Band<'_, T, O> {
     /// The band's f32 products into `acc` (`rows x n`, pitch `ldo`): straight from the
     /// operands for f32, else panel by panel of K widened to f32.
-    fn product(&self, acc: &mut [f32], ldo: usize) -> Result<()> {
+    fn product(&self, acc: &mut [f32], ldo: usize, panels: &mut [f32]) -> Result<()> {
         let g = self.g;
         let (n, k, rows, i0) = (g.n, g.k, self.rows, self.i0);
         if k == 0 {
@@ -187,8 +212,8 @@ impl<T: Scalar, O: Scalar> Band<'_, T, O> {
             return Ok(());
         }
         let kc = panel_k(rows, n, k);
-        let mut pa = try_host_vec::<f32>(rows * kc, "GEMM A panel")?;
-        let mut pb = try_host_vec::<f32>(kc * n, "GEMM B panel")?;
+        let (pa, rest) = panels.split_at_mut(rows * kc);
+        let pb = &mut rest[..kc * n];
         for k0 in (0..k).step_by(kc) {
             let kp = kc.min(k - k0);
             // A panel (rows x kp) and B panel (kp x n), each kept in its operand's orientation
@@ -196,24 +221,24 @@ impl<T: Scalar, O: Scalar> Band<'_, T, O> {
             let a = match g.a_layout {
                 Layout::Row => {
                     chunks_on(par, &mut pa[..rows * kp], kp, |r, d| widen(&self.a[(i0 + r) * g.lda + k0..][..kp], d));
-                    Mat { data: &pa, rs: kp, cs: 1 }
+                    Mat { data: pa, rs: kp, cs: 1 }
                 }
                 Layout::Col => {
                     chunks_on(par, &mut pa[..kp * rows], rows, |kk, d| {
                         widen(&self.a[(k0 + kk) * g.lda + i0..][..rows], d)
                     });
-                    Mat { data: &pa, rs: 1, cs: rows }
+                    Mat { data: pa, rs: 1, cs: rows }
                 }
             };
             let b = match g.b_layout {
                 Layout::Row => {
                     chunks_on(par, &mut pb[..kp * n], n, |kk, d| widen(&self.b[(k0 + kk) * g.ldb..][..n], d));
-                    Mat { data: &pb, rs: n, cs: 1 }
+                    Mat { data: pb, rs: n, cs: 1 }
                 }
                 Layout::Col => {
                     // Column j of B holds its K run contiguously: the panel's part of it.
                     chunks_on(par, &mut pb[..n * kp], kp, |j, d| widen(&self.b[j * g.ldb + k0..][..kp], d));
-                    Mat { data: &pb, rs: 1, cs: kp }
+                    Mat { data: pb, rs: 1, cs: kp }
                 }
             };
             sgemm(rows, kp, n, a, b, k0 > 0, acc, ldo, par);
@@ -280,7 +305,7 @@ impl<T: Scalar, O: Scalar> Band<'_, T, O> {
         let (n, ldc, epi) = (self.g.n, self.g.ldc, &self.g.epilogue);
         let plain = is_plain(epi);
         if let Some(out) = as_f32_mut(out) {
-            self.product(out, ldc)?;
+            with_scratch(self.panels_len(), "GEMM panels", |p| self.product(out, ldc, p))?;
             if !plain {
                 let (c, bias) = (as_f32(self.c).unwrap_or(&[]), as_f32(self.bias).unwrap_or(&[]));
                 let bias = if bias.is_empty() { bias } else { &bias[..n] };
@@ -291,25 +316,51 @@ impl<T: Scalar, O: Scalar> Band<'_, T, O> {
             }
             return Ok(());
         }
-        let mut acc = try_host_vec::<f32>(self.rows * n, "GEMM accumulators")?;
-        self.product(&mut acc, n)?;
         let mut bias = Vec::new();
         if epi.bias {
             bias = try_host_vec::<f32>(n, "GEMM bias row")?;
             widen(&self.bias[..n], &mut bias);
         }
-        let mut c = try_host_vec::<f32>(if self.c.is_empty() { 0 } else { n }, "GEMM C row")?;
-        for r in 0..self.rows {
-            let row = &mut acc[r * n..(r + 1) * n];
-            if !plain {
-                if !c.is_empty() {
-                    widen(&self.c[r * ldc..r * ldc + n], &mut c);
+        let acc_len = self.rows * n;
+        with_scratch(acc_len + self.panels_len(), "GEMM accumulators and panels", |s| {
+            let (acc, panels) = s.split_at_mut(acc_len);
+            self.product(acc, n, panels)?;
+            // Row r of the band: the epilogue on its f32 products, then narrowed into D.
+            let row = |r: usize, a: &mut [f32], o: &mut [O], cbuf: &mut Vec<f32>| {
+                if !plain {
+                    if !self.c.is_empty() {
+                        cbuf.resize(n, 0.0);
+                        widen(&self.c[r * ldc..r * ldc + n], cbuf);
+                    }
+                    kg::epilogue_row_in_place(epi, cbuf, &bias, a, O::DTYPE);
                 }
-                kg::epilogue_row_in_place(epi, &c, &bias, row, O::DTYPE);
+                narrow(a, &mut o[..n]);
+            };
+            match self.par {
+                Parallelism::None => {
+                    let mut cbuf = Vec::new();
+                    for (r, (a, o)) in acc.chunks_mut(n).zip(out.chunks_mut(ldc)).enumerate() {
+                        row(r, a, o, &mut cbuf);
+                    }
+                }
+                _ => acc
+                    .par_chunks_mut(n)
+                    .zip(out.par_chunks_mut(ldc))
+                    .enumerate()
+                    .for_each_init(Vec::new, |cbuf, (r, (a, o))| row(r, a, o, cbuf)),
             }
-            narrow(row, &mut out[r * ldc..r * ldc + n]);
+            Ok(())
+        })
+    }
+
+    /// f32s of the widened A and B panels of a 16-bit product (none for f32 operands).
+    fn panels_len(&self) -> usize {
+        if as_f32(self.a).is_some() && as_f32(self.b).is_some() {
+            return 0;
         }
-        Ok(())
+        let (n, k) = (self.g.n, self.g.k);
+        let kc = panel_k(self.rows, n, k);
+        (self.rows + n) * kc
     }
 }
 
