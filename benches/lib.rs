@@ -19,6 +19,7 @@ pub mod gemm_suite;
 pub mod gemm_tiles;
 pub mod multigpu;
 pub mod preflight;
+pub mod repeat;
 pub mod report;
 pub mod roofline;
 pub mod runtime;

@@ -157,14 +157,6 @@ pub(crate) fn gemm_entry_for(
     }
 }
 
-/// Threads of a CPU backend's pool (the CPU GEMM heuristic bands by them).
-fn threads(b: &ferrotune::Backend) -> usize {
-    match b {
-        ferrotune::Backend::Cpu(c) => c.threads(),
-        _ => unreachable!("cpu_backend() is a CPU backend"),
-    }
-}
-
 #[test]
 fn gemm_calls_use_profile_entries_in_lookup_order_and_say_why() {
     let b = cpu_backend();
@@ -192,10 +184,7 @@ fn gemm_calls_use_profile_entries_in_lookup_order_and_say_why() {
     let (cfg, src) = gemm_explain_in(&set, &g(600, 2100, 520, Layout::Col), DType::Bf16, &s);
     assert_eq!(
         cfg,
-        GemmConfig {
-            cpu_rows: GemmConfig::cpu_band_rows(600, 1, threads(&b)),
-            ..GemmConfig::heuristic(600, 2100, 520, 1)
-        }
+        GemmConfig { cpu_rows: GemmConfig::cpu_band_rows(600), ..GemmConfig::heuristic(600, 2100, 520, 1) }
     );
     assert!(src.to_string().contains("no entry for gemm bf16 cc"), "{src}");
     let (_, src) = gemm_explain_in(&set, &g(600, 2100, 520, Layout::Row), DType::F32, &s);
@@ -211,10 +200,7 @@ fn gemm_calls_use_profile_entries_in_lookup_order_and_say_why() {
     let (cfg, src) = gemm_explain_in(&ProfileSet::load(&dir), &g(600, 2100, 520, Layout::Row), DType::Bf16, &s);
     assert_eq!(
         cfg,
-        GemmConfig {
-            cpu_rows: GemmConfig::cpu_band_rows(600, 1, threads(&b)),
-            ..GemmConfig::heuristic(600, 2100, 520, 1)
-        }
+        GemmConfig { cpu_rows: GemmConfig::cpu_band_rows(600), ..GemmConfig::heuristic(600, 2100, 520, 1) }
     );
     assert!(src.to_string().contains("invalid config"), "{src}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -254,10 +240,7 @@ fn gemm_profiles_round_trip_split_k_and_read_old_entries_as_unsplit() {
     let (cfg, src) = gemm_explain_in(&ProfileSet::load(&dir), &g, DType::Bf16, &s);
     assert_eq!(
         cfg,
-        GemmConfig {
-            cpu_rows: GemmConfig::cpu_band_rows(300, 1, threads(&b)),
-            ..GemmConfig::heuristic(300, 300, 70000, 1)
-        }
+        GemmConfig { cpu_rows: GemmConfig::cpu_band_rows(300), ..GemmConfig::heuristic(300, 300, 70000, 1) }
     );
     assert!(src.to_string().contains("invalid config"), "{src}");
     std::fs::remove_dir_all(&dir).unwrap();

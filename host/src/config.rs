@@ -227,12 +227,11 @@ impl GemmConfig {
         GemmConfig { tile, ..GemmConfig::DEFAULT }
     }
 
-    /// Rows of output per band on the CPU backend when nothing is forced: one band per thread
-    /// of the pool, shared among the batch's matrices, rounded up to the SGEMM micro-kernel's
-    /// 8 rows (each band is one packed SGEMM, which packs B again).
-    pub fn cpu_band_rows(m: usize, batch: usize, threads: usize) -> usize {
-        let bands_per_matrix = threads.max(1).div_ceil(batch.max(1));
-        m.div_ceil(bands_per_matrix).next_multiple_of(8).max(8)
+    /// Rows of output per band on the CPU backend when nothing is forced: the whole matrix, so
+    /// each matrix is one product (B packed once), threaded over the pool by the GEMM crate
+    /// unless the batch's matrices already fill it (`gemm_cpu.rs`).
+    pub fn cpu_band_rows(m: usize) -> usize {
+        m.max(1)
     }
 
     /// Checks the config against the compiled tiles.
@@ -314,11 +313,9 @@ mod gemm_tests {
             assert_eq!(GemmPath::parse(bad), None, "{bad}");
         }
         assert_eq!(GemmPath::parse(&format!("sm90:{hopper}")), None);
-        // CPU bands: one per thread, whole micro-tiles, one per matrix for a large batch.
-        assert_eq!(GemmConfig::cpu_band_rows(1024, 1, 2), 512);
-        assert_eq!(GemmConfig::cpu_band_rows(100, 1, 2), 56);
-        assert_eq!(GemmConfig::cpu_band_rows(1, 1, 16), 8);
-        assert_eq!(GemmConfig::cpu_band_rows(64, 40, 2), 64);
+        // CPU bands: one per matrix (never 0 rows).
+        assert_eq!(GemmConfig::cpu_band_rows(1024), 1024);
+        assert_eq!(GemmConfig::cpu_band_rows(0), 1);
         for s in [0, 65, usize::MAX] {
             let e = GemmConfig { split_k: s, ..GemmConfig::DEFAULT }.validate().unwrap_err();
             assert!(e.to_string().contains("split_k"), "{e}");

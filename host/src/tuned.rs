@@ -446,11 +446,11 @@ pub fn gemm_explain_in(set: &ProfileSet, g: &Gemm, dtype: DType, s: &Stream) -> 
 }
 
 /// The built-in GEMM config on this stream's machine: the GPU heuristic's tile and split, and
-/// on the CPU one band of output rows per thread of the pool.
+/// on the CPU one band per matrix (threaded by the GEMM crate).
 fn gemm_heuristic(s: &Stream, g: &Gemm) -> GemmConfig {
     let mut c = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
-    if let Stream::Cpu(cpu) = s {
-        c.cpu_rows = GemmConfig::cpu_band_rows(g.m, g.batch, cpu.threads());
+    if let Stream::Cpu(_) = s {
+        c.cpu_rows = GemmConfig::cpu_band_rows(g.m);
     }
     c
 }

@@ -12,6 +12,7 @@ mod info;
 mod profile;
 mod ptx;
 mod ranks;
+mod repeat;
 mod roofline;
 mod test;
 mod tune;
@@ -48,6 +49,9 @@ enum Cmd {
     /// NCCL with one process per GPU, launched like torchrun (id by env and file): every
     /// collective checked on every rank, and ranks that disagree on lengths.
     Ranks(ranks::Args),
+    /// One CPU op (copy, Clifford, GEMM or its `matrixmultiply` peer) `--iters` times in one
+    /// process, for timing whole processes from outside.
+    Repeat(repeat::Args),
     /// Internal: the tuner's worker process (JSON requests on stdin, answers on stdout).
     #[command(hide = true)]
     TuneWorker,
@@ -64,6 +68,7 @@ fn main() {
         Cmd::Tune(a) => tune::run(a),
         Cmd::Profile(c) => profile::run(c),
         Cmd::Ranks(a) => ranks::run(a),
+        Cmd::Repeat(a) => repeat::run_cmd(a),
         Cmd::TuneWorker => tune::worker(),
     };
     if let Err(e) = result {

@@ -1,11 +1,15 @@
-//! The CPU backend of GEMM: `matrixmultiply`'s packed, cache-blocked SGEMM on bands of output
-//! rows spread over the backend's rayon pool (every layout through strides), f16/bf16 operands
-//! widened to f32 one K panel at a time with a bulk (vectorised) conversion, and the shared
-//! epilogue (`kernels-gpu`'s `Epilogue`) in one pass over each finished band.
+//! The CPU backend of GEMM: the `gemm` crate's packed, cache-blocked f32 micro-kernels (AVX-512
+//! where the CPU has it, else AVX2 + FMA) on bands of output rows spread over the backend's
+//! rayon pool (every layout through strides; one band with fewer bands than threads is
+//! threaded by the crate itself, over the pool), f16/bf16 operands widened to f32 one K panel
+//! at a time with a bulk (vectorised) conversion, and the shared epilogue (`kernels-gpu`'s
+//! `Epilogue`) in one pass over each finished band.
 
 use std::any::TypeId;
+use std::cell::RefCell;
 
 use ferrotune_kernels::gemm::{self as kg, Epilogue, Layout};
+use gemm::Parallelism;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rayon::prelude::*;
@@ -15,10 +19,44 @@ use crate::buffer::{Scalar, try_host_vec};
 use crate::error::Result;
 use crate::ops::gemm::Gemm;
 
-/// K elements of a 16-bit operand widened per step: `matrixmultiply`'s own K block for f32,
-/// so each panel is one of its packing steps and the band's accumulators are revisited no
-/// more often than it revisits them anyway.
+/// f32 elements of the widened A and B panels of a 16-bit product (16 MiB): a panel spans as
+/// much of K as fits, in whole multiples of [`KC`], so a product is few crate calls (each
+/// one a pass over the accumulators and a rendezvous of the threads) while its extra memory
+/// stays bounded whatever the shape.
+const PANEL_FLOATS: usize = 4 << 20;
+
+/// The K step of the panels: at least the crate's own K block for f32.
 const KC: usize = 256;
+
+/// K elements per widened panel of a band of `rows` rows against `n` columns.
+fn panel_k(rows: usize, n: usize, k: usize) -> usize {
+    let fit = PANEL_FLOATS / (rows + n).max(1);
+    (fit / KC * KC).max(KC).min(k)
+}
+
+thread_local! {
+    /// Each thread's f32 working memory for 16-bit products (widened panels, accumulators),
+    /// kept between calls: fresh buffers of several MiB a call cost page faults and zeroing
+    /// that took a fifth of a 1024³ f16 product.
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on `len` f32s of this thread's scratch (contents unspecified: `f` writes before
+/// it reads), or on a fresh allocation while the scratch is in use (a band that work stealing
+/// runs inside another band's threaded product). Growing it is a fallible allocation.
+fn with_scratch<R>(len: usize, what: &str, f: impl FnOnce(&mut [f32]) -> Result<R>) -> Result<R> {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut v) => {
+            if v.len() < len {
+                // Dropped first, so the old and the new buffer are never held together.
+                *v = Vec::new();
+                *v = try_host_vec::<f32>(len, what)?;
+            }
+            f(&mut v[..len])
+        }
+        Err(_) => f(&mut try_host_vec::<f32>(len, what)?),
+    })
+}
 
 /// The slice as f32 when `T` is f32.
 fn as_f32<T: 'static>(s: &[T]) -> Option<&[f32]> {
@@ -84,32 +122,58 @@ fn strides(layout: Layout, ld: usize) -> (usize, usize) {
     }
 }
 
-/// `acc (rows x n, pitch ldo) = a (rows x k) b (k x n) + beta acc` with `matrixmultiply`.
+/// `acc (rows x n, pitch ldo) = a (rows x k) b (k x n)`, plus `acc` when `accumulate`, with the
+/// `gemm` crate on `par` (the pool of the caller's `install`).
 #[allow(clippy::too_many_arguments)]
-fn sgemm(rows: usize, k: usize, n: usize, a: Mat<'_>, b: Mat<'_>, beta: f32, acc: &mut [f32], ldo: usize) {
+fn sgemm(
+    rows: usize,
+    k: usize,
+    n: usize,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    accumulate: bool,
+    acc: &mut [f32],
+    ldo: usize,
+    par: Parallelism,
+) {
     let last = |m: &Mat<'_>, r: usize, c: usize| (r - 1) * m.rs + (c - 1) * m.cs;
     assert!(rows > 0 && n > 0 && k > 0, "sgemm: empty product");
     assert!(last(&a, rows, k) < a.data.len() && last(&b, k, n) < b.data.len(), "sgemm: operand out of range");
     assert!((rows - 1) * ldo + n <= acc.len() && n <= ldo, "sgemm: output out of range");
     // SAFETY: the asserts above prove every element the strides reach lies inside its slice;
-    // `acc` is borrowed mutably and the inputs immutably, so nothing aliases.
+    // `acc` is borrowed mutably and the inputs immutably, so nothing aliases. The crate
+    // computes `dst = alpha dst + beta a b` (alpha read only with `read_dst`).
     unsafe {
-        matrixmultiply::sgemm(
+        gemm::gemm(
             rows,
-            k,
             n,
-            1.0,
-            a.data.as_ptr(),
-            a.rs as isize,
-            a.cs as isize,
-            b.data.as_ptr(),
-            b.rs as isize,
-            b.cs as isize,
-            beta,
+            k,
             acc.as_mut_ptr(),
-            ldo as isize,
             1,
+            ldo as isize,
+            accumulate,
+            a.data.as_ptr(),
+            a.cs as isize,
+            a.rs as isize,
+            b.data.as_ptr(),
+            b.cs as isize,
+            b.rs as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            par,
         )
+    }
+}
+
+/// Runs `f(i, chunk)` over the `len`-element chunks of `dst`: on the pool when `par` is
+/// threaded (one band alone, so its widening is spread like its product), else in order.
+fn chunks_on(par: Parallelism, dst: &mut [f32], len: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
+    match par {
+        Parallelism::None => dst.chunks_mut(len).enumerate().for_each(|(i, c)| f(i, c)),
+        _ => dst.par_chunks_mut(len).enumerate().for_each(|(i, c)| f(i, c)),
     }
 }
 
@@ -123,12 +187,14 @@ struct Band<'a, T, O> {
     bias: &'a [O],
     i0: usize,
     rows: usize,
+    /// The product's threads: one (`None`) when the bands fill the pool.
+    par: Parallelism,
 }
 
 impl<T: Scalar, O: Scalar> Band<'_, T, O> {
     /// The band's f32 products into `acc` (`rows x n`, pitch `ldo`): straight from the
     /// operands for f32, else panel by panel of K widened to f32.
-    fn product(&self, acc: &mut [f32], ldo: usize) -> Result<()> {
+    fn product(&self, acc: &mut [f32], ldo: usize, panels: &mut [f32]) -> Result<()> {
         let g = self.g;
         let (n, k, rows, i0) = (g.n, g.k, self.rows, self.i0);
         if k == 0 {
@@ -139,56 +205,45 @@ impl<T: Scalar, O: Scalar> Band<'_, T, O> {
         }
         let (ars, acs) = strides(g.a_layout, g.lda);
         let (brs, bcs) = strides(g.b_layout, g.ldb);
+        let par = self.par;
         if let (Some(a), Some(b)) = (as_f32(self.a), as_f32(self.b)) {
             let a = Mat { data: &a[i0 * ars..], rs: ars, cs: acs };
-            sgemm(rows, k, n, a, Mat { data: b, rs: brs, cs: bcs }, 0.0, acc, ldo);
+            sgemm(rows, k, n, a, Mat { data: b, rs: brs, cs: bcs }, false, acc, ldo, par);
             return Ok(());
         }
-        let kc = KC.min(k);
-        let mut pa = try_host_vec::<f32>(rows * kc, "GEMM A panel")?;
-        let mut pb = try_host_vec::<f32>(kc * n, "GEMM B panel")?;
+        let kc = panel_k(rows, n, k);
+        let (pa, rest) = panels.split_at_mut(rows * kc);
+        let pb = &mut rest[..kc * n];
         for k0 in (0..k).step_by(kc) {
             let kp = kc.min(k - k0);
             // A panel (rows x kp) and B panel (kp x n), each kept in its operand's orientation
             // so that every conversion is one contiguous run.
             let a = match g.a_layout {
                 Layout::Row => {
-                    for r in 0..rows {
-                        widen(&self.a[(i0 + r) * g.lda + k0..][..kp], &mut pa[r * kp..(r + 1) * kp]);
-                    }
-                    Mat { data: &pa, rs: kp, cs: 1 }
+                    chunks_on(par, &mut pa[..rows * kp], kp, |r, d| widen(&self.a[(i0 + r) * g.lda + k0..][..kp], d));
+                    Mat { data: pa, rs: kp, cs: 1 }
                 }
                 Layout::Col => {
-                    for kk in 0..kp {
-                        widen(&self.a[(k0 + kk) * g.lda + i0..][..rows], &mut pa[kk * rows..(kk + 1) * rows]);
-                    }
-                    Mat { data: &pa, rs: 1, cs: rows }
+                    chunks_on(par, &mut pa[..kp * rows], rows, |kk, d| {
+                        widen(&self.a[(k0 + kk) * g.lda + i0..][..rows], d)
+                    });
+                    Mat { data: pa, rs: 1, cs: rows }
                 }
             };
             let b = match g.b_layout {
                 Layout::Row => {
-                    widen_rows(self.b, k0, kp, n, g.ldb, &mut pb);
-                    Mat { data: &pb, rs: n, cs: 1 }
+                    chunks_on(par, &mut pb[..kp * n], n, |kk, d| widen(&self.b[(k0 + kk) * g.ldb..][..n], d));
+                    Mat { data: pb, rs: n, cs: 1 }
                 }
                 Layout::Col => {
                     // Column j of B holds its K run contiguously: the panel's part of it.
-                    for j in 0..n {
-                        widen(&self.b[j * g.ldb + k0..][..kp], &mut pb[j * kp..(j + 1) * kp]);
-                    }
-                    Mat { data: &pb, rs: 1, cs: kp }
+                    chunks_on(par, &mut pb[..n * kp], kp, |j, d| widen(&self.b[j * g.ldb + k0..][..kp], d));
+                    Mat { data: pb, rs: 1, cs: kp }
                 }
             };
-            sgemm(rows, kp, n, a, b, if k0 == 0 { 0.0 } else { 1.0 }, acc, ldo);
+            sgemm(rows, kp, n, a, b, k0 > 0, acc, ldo, par);
         }
         Ok(())
-    }
-}
-
-/// Widens `count` rows of `len` elements, row `r0 + i` starting at `(r0 + i) * ld`, into
-/// `dst` (tight).
-fn widen_rows<T: Scalar>(src: &[T], r0: usize, count: usize, len: usize, ld: usize, dst: &mut [f32]) {
-    for i in 0..count {
-        widen(&src[(r0 + i) * ld..][..len], &mut dst[i * len..(i + 1) * len]);
     }
 }
 
@@ -198,7 +253,9 @@ fn is_plain(e: &Epilogue) -> bool {
 }
 
 /// Runs the resolved, checked GEMM `g` on the CPU pool: bands of `band_rows` output rows of
-/// every matrix of the batch are the rayon tasks. `d` spans at least each matrix's extent.
+/// every matrix of the batch are the rayon tasks, each one single-threaded product when there
+/// are at least as many bands as threads, else each product threaded by the crate over the
+/// pool. `d` spans at least each matrix's extent.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run<T: Scalar, O: Scalar>(
     cpu: &Cpu,
@@ -216,6 +273,8 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
     let reads_c = epi.beta != 0.0;
     // Batch z's D starts at z * stride_c; a batch of one may have any stride.
     let stride_c = if g.batch == 1 { d.len().max(1) } else { g.stride_c };
+    let bands = g.batch.saturating_mul(g.m.div_ceil(band_rows));
+    let par = if bands >= cpu.threads() { Parallelism::None } else { Parallelism::Rayon(cpu.threads()) };
     cpu.install(|| {
         d.par_chunks_mut(stride_c).take(g.batch).enumerate().try_for_each(|(z, dz)| {
             dz[..extent].par_chunks_mut(band_rows * g.ldc).enumerate().try_for_each(|(t, out)| {
@@ -231,6 +290,7 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
                     bias,
                     i0,
                     rows,
+                    par,
                 };
                 band.finish(out)
             })
@@ -245,7 +305,7 @@ impl<T: Scalar, O: Scalar> Band<'_, T, O> {
         let (n, ldc, epi) = (self.g.n, self.g.ldc, &self.g.epilogue);
         let plain = is_plain(epi);
         if let Some(out) = as_f32_mut(out) {
-            self.product(out, ldc)?;
+            with_scratch(self.panels_len(), "GEMM panels", |p| self.product(out, ldc, p))?;
             if !plain {
                 let (c, bias) = (as_f32(self.c).unwrap_or(&[]), as_f32(self.bias).unwrap_or(&[]));
                 let bias = if bias.is_empty() { bias } else { &bias[..n] };
@@ -256,25 +316,51 @@ impl<T: Scalar, O: Scalar> Band<'_, T, O> {
             }
             return Ok(());
         }
-        let mut acc = try_host_vec::<f32>(self.rows * n, "GEMM accumulators")?;
-        self.product(&mut acc, n)?;
         let mut bias = Vec::new();
         if epi.bias {
             bias = try_host_vec::<f32>(n, "GEMM bias row")?;
             widen(&self.bias[..n], &mut bias);
         }
-        let mut c = try_host_vec::<f32>(if self.c.is_empty() { 0 } else { n }, "GEMM C row")?;
-        for r in 0..self.rows {
-            let row = &mut acc[r * n..(r + 1) * n];
-            if !plain {
-                if !c.is_empty() {
-                    widen(&self.c[r * ldc..r * ldc + n], &mut c);
+        let acc_len = self.rows * n;
+        with_scratch(acc_len + self.panels_len(), "GEMM accumulators and panels", |s| {
+            let (acc, panels) = s.split_at_mut(acc_len);
+            self.product(acc, n, panels)?;
+            // Row r of the band: the epilogue on its f32 products, then narrowed into D.
+            let row = |r: usize, a: &mut [f32], o: &mut [O], cbuf: &mut Vec<f32>| {
+                if !plain {
+                    if !self.c.is_empty() {
+                        cbuf.resize(n, 0.0);
+                        widen(&self.c[r * ldc..r * ldc + n], cbuf);
+                    }
+                    kg::epilogue_row_in_place(epi, cbuf, &bias, a, O::DTYPE);
                 }
-                kg::epilogue_row_in_place(epi, &c, &bias, row, O::DTYPE);
+                narrow(a, &mut o[..n]);
+            };
+            match self.par {
+                Parallelism::None => {
+                    let mut cbuf = Vec::new();
+                    for (r, (a, o)) in acc.chunks_mut(n).zip(out.chunks_mut(ldc)).enumerate() {
+                        row(r, a, o, &mut cbuf);
+                    }
+                }
+                _ => acc
+                    .par_chunks_mut(n)
+                    .zip(out.par_chunks_mut(ldc))
+                    .enumerate()
+                    .for_each_init(Vec::new, |cbuf, (r, (a, o))| row(r, a, o, cbuf)),
             }
-            narrow(row, &mut out[r * ldc..r * ldc + n]);
+            Ok(())
+        })
+    }
+
+    /// f32s of the widened A and B panels of a 16-bit product (none for f32 operands).
+    fn panels_len(&self) -> usize {
+        if as_f32(self.a).is_some() && as_f32(self.b).is_some() {
+            return 0;
         }
-        Ok(())
+        let (n, k) = (self.g.n, self.g.k);
+        let kc = panel_k(self.rows, n, k);
+        (self.rows + n) * kc
     }
 }
 
