@@ -107,32 +107,38 @@ fn gpu_small_m_odd_view_offsets() {
     let s = gpu.stream();
     for (i, (m, n, k)) in [(1usize, 300usize, 512usize), (9, 64, 1000), (33, 129, 4096)].into_iter().enumerate() {
         let g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i + 2));
-        let mut rng = Rng::new(i as u64);
-        let case: Case<bf16, bf16> = make_case(&mut rng, g);
-        let shifted = |v: &[bf16]| std::iter::once(bf16::from_f32(0.0)).chain(v.iter().copied()).collect::<Vec<_>>();
-        let a = Buffer::from_slice(&s, &shifted(&case.a)).unwrap();
-        let b = Buffer::from_slice(&s, &shifted(&case.b)).unwrap();
-        let bias = Buffer::from_slice(&s, &case.bias).unwrap();
-        let c = Buffer::from_slice(&s, &case.c).unwrap();
-        let mut d = Buffer::from_slice(&s, &vec![poison::<bf16>(); case.c.len()]).unwrap();
-        let (av, bv) = (a.view(1..).unwrap(), b.view(1..).unwrap());
-        let (cv, biasv) = (c.all(), bias.all());
-        let r = g.resolved();
-        gemm::<bf16, bf16>(
-            &s,
-            &g,
-            &av,
-            &bv,
-            (r.epilogue.beta != 0.0).then_some(&cv),
-            r.epilogue.bias.then_some(&biasv),
-            &mut d.all_mut(),
-        )
-        .unwrap();
-        let got = d.to_vec(&s).unwrap();
-        if let Err(e) = check(&case, &got) {
+        if let Err(e) = at_offset(&s, g, i as u64, 1) {
             panic!("offset views {m}x{n}x{k}: {e}");
         }
     }
+}
+
+/// Runs bf16 `g` with A and B as views `offset` elements into their buffers (C, bias
+/// aligned; D poisoned) and checks D against the float64 reference.
+fn at_offset(s: &ferrotune::Stream, g: Gemm, seed: u64, offset: usize) -> Result<(), String> {
+    let mut rng = Rng::new(seed);
+    let case: Case<bf16, bf16> = make_case(&mut rng, g);
+    let pad =
+        |v: &[bf16]| std::iter::repeat_n(bf16::from_f32(0.0), offset).chain(v.iter().copied()).collect::<Vec<_>>();
+    let a = Buffer::from_slice(s, &pad(&case.a)).unwrap();
+    let b = Buffer::from_slice(s, &pad(&case.b)).unwrap();
+    let bias = Buffer::from_slice(s, &case.bias).unwrap();
+    let c = Buffer::from_slice(s, &case.c).unwrap();
+    let mut d = Buffer::from_slice(s, &vec![poison::<bf16>(); case.c.len()]).unwrap();
+    let (av, bv) = (a.view(offset..).unwrap(), b.view(offset..).unwrap());
+    let (cv, biasv) = (c.all(), bias.all());
+    let r = g.resolved();
+    gemm::<bf16, bf16>(
+        s,
+        &g,
+        &av,
+        &bv,
+        (r.epilogue.beta != 0.0).then_some(&cv),
+        r.epilogue.bias.then_some(&biasv),
+        &mut d.all_mut(),
+    )
+    .map_err(|e| e.to_string())?;
+    check(&case, &d.to_vec(s).unwrap())
 }
 
 /// Weights whose rows are not 16-byte aligned (odd K, odd leading dimensions, a view at an odd
@@ -162,38 +168,11 @@ fn gpu_small_m_unaligned_rows() {
         assert_eq!(interleaved(&g.resolved(), ptrs), inter, "{m}x{n}x{k}");
         let slabs = if inter { n.div_ceil(128) * 8 } else { n.div_ceil(16) };
         assert_eq!(plan.slabs, slabs, "{m}x{n}x{k}: interleaved slabs");
-        for dt in DTYPES {
-            let mut rng = Rng::new(31 * i as u64);
-            let case: Case<bf16, bf16> = make_case(&mut rng, g);
-            let pad = |v: &[bf16]| {
-                std::iter::repeat_n(bf16::from_f32(0.0), offset).chain(v.iter().copied()).collect::<Vec<_>>()
-            };
-            let a = Buffer::from_slice(&s, &pad(&case.a)).unwrap();
-            let b = Buffer::from_slice(&s, &pad(&case.b)).unwrap();
-            let bias = Buffer::from_slice(&s, &case.bias).unwrap();
-            let c = Buffer::from_slice(&s, &case.c).unwrap();
-            let mut d = Buffer::from_slice(&s, &vec![poison::<bf16>(); case.c.len()]).unwrap();
-            let (av, bv) = (a.view(offset..).unwrap(), b.view(offset..).unwrap());
-            let (cv, biasv) = (c.all(), bias.all());
-            let r = g.resolved();
-            if dt == DType::Bf16 {
-                gemm::<bf16, bf16>(
-                    &s,
-                    &g,
-                    &av,
-                    &bv,
-                    (r.epilogue.beta != 0.0).then_some(&cv),
-                    r.epilogue.bias.then_some(&biasv),
-                    &mut d.all_mut(),
-                )
-                .unwrap();
-                let got = d.to_vec(&s).unwrap();
-                if let Err(e) = check(&case, &got) {
-                    panic!("unaligned rows {m}x{n}x{k} offset {offset}: {e}");
-                }
-            } else if let Err(e) = dispatch(&gpu, dt, i % 2 == 1, g, 100 + i as u64) {
-                panic!("f16 {m}x{n}x{k}: {e}");
-            }
+        if let Err(e) = at_offset(&s, g, 31 * i as u64, offset) {
+            panic!("unaligned rows {m}x{n}x{k} offset {offset}: {e}");
+        }
+        if let Err(e) = dispatch(&gpu, DType::F16, i % 2 == 1, g, 100 + i as u64) {
+            panic!("f16 {m}x{n}x{k}: {e}");
         }
     }
 }

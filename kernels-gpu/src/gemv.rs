@@ -384,9 +384,13 @@ mod tests {
     /// each slice's chunks in the slab's frame visits every k of the row exactly once.
     #[test]
     fn interleaved_slabs_share_one_shift_and_cover_every_row_and_k_once() {
-        for (n, k, ld, base) in
-            [(1usize, 4099usize, 4099usize, 256usize), (129, 777, 777, 258), (300, 33, 40, 2), (17, 5, 9, 14)]
-        {
+        for (n, k, ld, base) in [
+            (1usize, 4099usize, 4099usize, 256usize),
+            (129, 777, 777, 258),
+            (300, 33, 40, 2),
+            (17, 5, 9, 14),
+            (40, 4095, 4095, 6),
+        ] {
             for req in [1, 3, 64] {
                 let p = SmallMPlan::with_rows(n, k, req, true);
                 assert!(p.slabs.is_multiple_of(INTERLEAVE));

@@ -389,6 +389,11 @@ mod tests {
         plan(&g, DType::Bf16, DType::Bf16, arch, 132, cfg, [256, 256]).unwrap().family
     }
 
+    /// Whether any of `vars` is set: the variables override the rules under test.
+    fn overridden(vars: &[&str]) -> bool {
+        vars.iter().any(|v| std::env::var(v).is_ok())
+    }
+
     fn hopper_slices(f: Family) -> Option<usize> {
         match f {
             Family::Launch(Launch::Hopper(_, sp)) => Some(sp.slices),
@@ -402,11 +407,13 @@ mod tests {
     /// mma.sync split-K; a call's own split_k keeps it.
     #[test]
     fn plan_families_by_shape_class() {
-        if ["FERROTUNE_SM90", "FERROTUNE_SM90_SPLIT", "FERROTUNE_SMALL_M", "FERROTUNE_SMALL_M_BESIDE_HOPPER"]
-            .iter()
-            .any(|v| std::env::var(v).is_ok())
-        {
-            return; // the variables override the rules under test
+        if overridden(&[
+            "FERROTUNE_SM90",
+            "FERROTUNE_SM90_SPLIT",
+            "FERROTUNE_SMALL_M",
+            "FERROTUNE_SMALL_M_BESIDE_HOPPER",
+        ]) {
+            return;
         }
         let a = "sm_90a";
         assert_eq!(hopper_slices(fam(a, Gemm::new(256, 256, 65_536))), Some(32));
@@ -427,11 +434,8 @@ mod tests {
     /// layouts on the mma.sync TF32 tiles, and a forced tile not compiled for TF32 is an error.
     #[test]
     fn tf32_routes_to_hopper_exact_f32_to_ffma() {
-        if ["FERROTUNE_SM90", "FERROTUNE_SM90_SPLIT", "FERROTUNE_SM90_TILE", "FERROTUNE_ALLOW_TF32"]
-            .iter()
-            .any(|v| std::env::var(v).is_ok())
-        {
-            return; // the variables override the rules under test
+        if overridden(&["FERROTUNE_SM90", "FERROTUNE_SM90_SPLIT", "FERROTUNE_SM90_TILE", "FERROTUNE_ALLOW_TF32"]) {
+            return;
         }
         use crate::ops::gemm::Precision;
         use ferrotune_kernels::gemm::Math;
@@ -480,11 +484,13 @@ mod tests {
     /// Hopper tiles.
     #[test]
     fn small_m_reads_unaligned_weights_in_place() {
-        if ["FERROTUNE_SMALL_M", "FERROTUNE_SMALL_M_UNALIGNED", "FERROTUNE_PACK", "FERROTUNE_SMALL_M_BESIDE_HOPPER"]
-            .iter()
-            .any(|v| std::env::var(v).is_ok())
-        {
-            return; // the variables override the rules under test
+        if overridden(&[
+            "FERROTUNE_SMALL_M",
+            "FERROTUNE_SMALL_M_UNALIGNED",
+            "FERROTUNE_PACK",
+            "FERROTUNE_SMALL_M_BESIDE_HOPPER",
+        ]) {
+            return;
         }
         let a = "sm_90a";
         for (m, n, k) in [(1, 8193, 4099), (8, 12288, 4099), (32, 5000, 3001), (1, 4097, 777)] {
