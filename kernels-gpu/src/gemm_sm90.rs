@@ -79,9 +79,10 @@ impl Sm90Tile {
         if self.consumers == 1 && 2 * self.smem_bytes() <= 232_448 { 2 } else { 1 }
     }
     /// Whether K may be split over blocks on this tile: one block per tile (not persistent)
-    /// and `bn` 128 (the accumulator count the in-kernel join is compiled for).
+    /// and `bn` 128 or one consumer (the tiles the in-kernel join is compiled for; the two-
+    /// consumer 128 x 256 keeps its registers for the main loop).
     pub const fn splits_k(&self) -> bool {
-        !self.persistent && self.bn == 128
+        !self.persistent && (self.bn == 128 || self.consumers == 1)
     }
     pub const fn smem_bytes(&self) -> usize {
         let staging = if self.persistent { 4 * self.consumers * 16 * STAGE_PITCH_BYTES } else { 16 };
@@ -100,7 +101,7 @@ const fn pp(slabs: usize, bn: usize, stages: usize) -> Sm90Tile {
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 10] = [
+pub const TILES: [Sm90Tile; 12] = [
     t(256, 2, 4, false),
     t(128, 2, 6, false),
     t(256, 2, 3, true),
@@ -112,6 +113,12 @@ pub const TILES: [Sm90Tile; 10] = [
     t(256, 2, 4, true),
     // 64 x 128, one consumer, two blocks per SM: M <= 64 (no half-empty wgmma rows), split K.
     t(128, 1, 4, false),
+    // Streaming tiles, one consumer, one block per SM, a deep ring (192 and 200 KiB in flight):
+    // for weight-streaming shapes (few rows, or few tiles with a long K), where bytes in flight
+    // per SM, not the tensor cores, set the rate (cuBLAS runs 32x64 and 64x64 tiles 13-16
+    // stages deep there: bench/results/irregular/run12-*/).
+    t(128, 1, 8, false),
+    t(256, 1, 5, false),
 ];
 
 // Every tile's epilogue staging fits in its ring and its shared memory in the H100's 227 KiB.

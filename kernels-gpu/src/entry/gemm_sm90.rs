@@ -280,8 +280,9 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
         }
         wgmma_wait::<0>();
     }
-    // Only the split tiles (N 128: `NACC` 64) have this code; the 128 x 256 keeps its registers.
-    if NACC == 64 && split.is_split() {
+    // Only the split tiles (N 128: `NACC` 64, or one consumer) have this code; the two-consumer
+    // 128 x 256 keeps its registers.
+    if (NACC == 64 || CONS == 1) && split.is_split() {
         let cx =
             SplitCtx { ws, split, tiles: tiles_m * tiles_n, tile: block_idx_x() as usize, slice, flag: ring.flag() };
         // SAFETY: every consumer thread calls it (caller: the workspace and the grid).
@@ -488,6 +489,8 @@ macro_rules! sm90_tiles {
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s5pp"), $E, $O, 128, 2, 5, true, 1);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4p"), $E, $O, 128, 2, 4, true, 0);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s4"), $E, $O, 64, 1, 4, false, 0);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s8"), $E, $O, 64, 1, 8, false, 0);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s5"), $E, $O, 128, 1, 5, false, 0);
     };
 }
 
