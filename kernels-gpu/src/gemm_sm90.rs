@@ -13,6 +13,10 @@ pub const WG_THREADS: u32 = 128;
 /// `setmaxnreg` (3 warpgroups: 128 x 40 + 256 x 232 <= 65536).
 pub const PRODUCER_REGS: u32 = 40;
 pub const CONSUMER_REGS: u32 = 232;
+/// The same for a two-consumer tile of which two blocks share an SM (launched under a cap of
+/// 80 registers: 128 x 24 + 256 x 104 <= 384 x 80).
+pub const PAIR_PRODUCER_REGS: u32 = 24;
+pub const PAIR_CONSUMER_REGS: u32 = 104;
 /// Output tile rows per raster group (tiles walk M first inside a group of this many tile
 /// rows, so consecutive blocks share B panels and nearby A panels in L2).
 pub const RASTER_GROUP: usize = 8;
@@ -73,10 +77,13 @@ impl Sm90Tile {
     /// Dynamic shared memory a launch asks for: the ring, the barriers, the persistent form's
     /// per-warp epilogue staging (16 rows each) or the one-tile form's split-K flag word, and
     /// 1024 bytes of slack to align the base.
-    /// Blocks one SM holds: two of a one-consumer tile whose shared memory fits twice in the
-    /// H100's 227 KiB (their launch bounds cap registers for it), else one.
+    /// Blocks one SM holds: two of a one-block-per-tile form with one consumer, or with two
+    /// on 128 columns (64 accumulators each), whose shared memory fits twice in the H100's
+    /// 227 KiB (their launch bounds cap registers for it: one block's epilogue then runs
+    /// beside the other's main loop), else one.
     pub const fn blocks_per_sm(&self) -> usize {
-        if self.consumers == 1 && 2 * self.smem_bytes() <= 232_448 { 2 } else { 1 }
+        let fits = 2 * self.smem_bytes() <= 232_448 && !self.persistent;
+        if fits && (self.consumers == 1 || self.bn == 128) { 2 } else { 1 }
     }
     /// Whether K may be split over blocks on this tile: one block per tile (not persistent)
     /// and `bn` 128 or one consumer (the tiles the in-kernel join is compiled for; the two-
@@ -90,6 +97,12 @@ impl Sm90Tile {
     }
 }
 
+/// Whether the one-tile kernel of (`nacc` accumulators, `consumers`, `stages`) runs two blocks
+/// per SM (its register split then is [`PAIR_PRODUCER_REGS`] / [`PAIR_CONSUMER_REGS`]).
+pub const fn pairs_per_sm(nacc: usize, consumers: usize, stages: usize) -> bool {
+    t(2 * nacc, consumers, stages, false).blocks_per_sm() == 2
+}
+
 const fn t(bn: usize, consumers: usize, stages: usize, persistent: bool) -> Sm90Tile {
     Sm90Tile { bn, consumers, stages, persistent, pp_slabs: 0 }
 }
@@ -101,7 +114,7 @@ const fn pp(slabs: usize, bn: usize, stages: usize) -> Sm90Tile {
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 12] = [
+pub const TILES: [Sm90Tile; 13] = [
     t(256, 2, 4, false),
     t(128, 2, 6, false),
     t(256, 2, 3, true),
@@ -119,6 +132,9 @@ pub const TILES: [Sm90Tile; 12] = [
     // stages deep there: bench/results/irregular/run12-*/).
     t(128, 1, 8, false),
     t(256, 1, 5, false),
+    // 128 x 128, three stages, two blocks per SM: a short K's epilogue beside the other
+    // block's main loop.
+    t(128, 2, 3, false),
 ];
 
 // Every tile's epilogue staging fits in its ring and its shared memory in the H100's 227 KiB.

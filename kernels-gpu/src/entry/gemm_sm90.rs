@@ -18,7 +18,10 @@ use crate::arch::sm90::{
     wgmma_m64n256k16_f16, wgmma_wait,
 };
 use crate::element::Element;
-use crate::gemm_sm90::{BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_PITCH_BYTES, WG_THREADS, raster};
+use crate::gemm_sm90::{
+    BK_BYTES, CONSUMER_REGS, EPI_PAD, PAIR_CONSUMER_REGS, PAIR_PRODUCER_REGS, PRODUCER_REGS, STAGE_PITCH_BYTES,
+    WG_THREADS, pairs_per_sm, raster,
+};
 use crate::gemm_sm90_split::Sm90Split;
 use half::{bf16, f16};
 
@@ -252,8 +255,11 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
     let ktiles = kt1 - kt0;
     // SAFETY: every thread calls it first.
     unsafe { ring.init(tid) };
+    let pair = pairs_per_sm(NACC, CONS, ST);
     if wg == 0 {
-        if CONS == 2 {
+        if CONS == 2 && pair {
+            setmaxnreg_dec::<PAIR_PRODUCER_REGS>();
+        } else if CONS == 2 {
             setmaxnreg_dec::<PRODUCER_REGS>();
         }
         if tid == 0 {
@@ -264,7 +270,9 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
         }
         return;
     }
-    if CONS == 2 {
+    if CONS == 2 && pair {
+        setmaxnreg_inc::<PAIR_CONSUMER_REGS>();
+    } else if CONS == 2 {
         setmaxnreg_inc::<CONSUMER_REGS>();
     }
     let cw = wg - 1;
@@ -491,6 +499,7 @@ macro_rules! sm90_tiles {
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s4"), $E, $O, 64, 1, 4, false, 0);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s8"), $E, $O, 64, 1, 8, false, 0);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s5"), $E, $O, 128, 1, 5, false, 0);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s3"), $E, $O, 64, 2, 3, false, 0);
     };
 }
 
