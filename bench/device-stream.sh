@@ -59,10 +59,16 @@ if [[ $PARTS == *sweep* ]]; then
   run default FERROTUNE_X=1
   run t9 FERROTUNE_SM90_TILE=9
   run t1 FERROTUNE_SM90_TILE=1
-  for t in $STILES; do
+  for t in ${STILES/12/}; do
     run t$t FERROTUNE_SM90_TILE=$t
     for sp in 1 2 4 8; do run t$t-s$sp FERROTUNE_SM90_TILE=$t FERROTUNE_SM90_SPLIT=$sp; done
   done
+  # The paired tile on short- and mid-K shapes with many tiles (the K = 768 class).
+  SH=${PAIR_SHAPES:-8192x3072x768,512x3072x768,4096x1024x768,16384x1024x1024,2048x2048x2048,8192x8192x512,4096x4096x4096,3072x3072x1536}
+  run pair-default FERROTUNE_X=1
+  run pair-t12 FERROTUNE_SM90_TILE=12
+  run pair-t1 FERROTUNE_SM90_TILE=1
+  run pair-t0 FERROTUNE_SM90_TILE=0
   python3 - $S > $OUT/sweep-table.md <<'PY'
 import re, sys, collections
 cur=None; t=collections.OrderedDict(); cub=collections.defaultdict(list); labels=[]

@@ -13,10 +13,6 @@ pub const WG_THREADS: u32 = 128;
 /// `setmaxnreg` (3 warpgroups: 128 x 40 + 256 x 232 <= 65536).
 pub const PRODUCER_REGS: u32 = 40;
 pub const CONSUMER_REGS: u32 = 232;
-/// The same for a two-consumer tile of which two blocks share an SM (launched under a cap of
-/// 80 registers: 128 x 24 + 256 x 104 <= 384 x 80).
-pub const PAIR_PRODUCER_REGS: u32 = 24;
-pub const PAIR_CONSUMER_REGS: u32 = 104;
 /// Output tile rows per raster group (tiles walk M first inside a group of this many tile
 /// rows, so consecutive blocks share B panels and nearby A panels in L2).
 pub const RASTER_GROUP: usize = 8;
@@ -58,9 +54,16 @@ impl Sm90Tile {
     pub const fn bk(&self, elem: usize) -> usize {
         BK_BYTES / elem
     }
-    /// One producer warpgroup plus the consumers.
+    /// One producer warpgroup plus the consumers; a paired tile ([`Sm90Tile::paired`]) has
+    /// its consumers first and one producer warp after them.
     pub const fn threads(&self) -> u32 {
-        WG_THREADS * (1 + self.consumers as u32)
+        if self.paired() { WG_THREADS * self.consumers as u32 + 32 } else { WG_THREADS * (1 + self.consumers as u32) }
+    }
+    /// A two-consumer tile two of whose blocks share an SM: 2 x 384 threads cannot hold the
+    /// 90 registers a 64 x 128 wgmma needs, so it runs 288 (two consumer warpgroups and one
+    /// producer warp, 112 registers each) and no `setmaxnreg`.
+    pub const fn paired(&self) -> bool {
+        self.consumers == 2 && self.blocks_per_sm() == 2
     }
     /// Bytes one stage's A and B tiles take (both 1024-byte multiples).
     pub const fn stage_bytes(&self) -> usize {
@@ -97,10 +100,10 @@ impl Sm90Tile {
     }
 }
 
-/// Whether the one-tile kernel of (`nacc` accumulators, `consumers`, `stages`) runs two blocks
-/// per SM (its register split then is [`PAIR_PRODUCER_REGS`] / [`PAIR_CONSUMER_REGS`]).
-pub const fn pairs_per_sm(nacc: usize, consumers: usize, stages: usize) -> bool {
-    t(2 * nacc, consumers, stages, false).blocks_per_sm() == 2
+/// Whether the one-tile kernel of (`nacc` accumulators, `consumers`, `stages`) is a paired
+/// tile ([`Sm90Tile::paired`]: consumers first, one producer warp last).
+pub const fn paired(nacc: usize, consumers: usize, stages: usize) -> bool {
+    t(2 * nacc, consumers, stages, false).paired()
 }
 
 const fn t(bn: usize, consumers: usize, stages: usize, persistent: bool) -> Sm90Tile {
@@ -270,6 +273,19 @@ mod tests {
         assert_eq!(small.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_64x128x64s4");
         assert_eq!(launch_bounds(small.entry_name().as_str()), Some((256, 2)));
         assert!(small.tile().splits_k() && TILES[1].splits_k() && !TILES[0].splits_k() && !TILES[3].splits_k());
+        // The streaming tiles: one consumer, one block per SM, both split K.
+        let deep = Sm90Variant { tile: 10, ..v };
+        assert_eq!(deep.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_64x128x64s8");
+        assert_eq!(launch_bounds(deep.entry_name().as_str()), Some((256, 1)));
+        let wide = Sm90Variant { tile: 11, ..v };
+        assert_eq!(wide.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_64x256x64s5");
+        assert!(deep.tile().splits_k() && wide.tile().splits_k() && !wide.tile().paired());
+        // The paired tile: two blocks per SM, 2 x 128 consumers + one producer warp.
+        let pair = Sm90Variant { tile: 12, ..v };
+        assert_eq!(pair.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x128x64s3");
+        assert_eq!(launch_bounds(pair.entry_name().as_str()), Some((288, 2)));
+        assert!(pair.tile().paired() && pair.tile().splits_k() && paired(64, 2, 3) && !paired(64, 2, 6));
+        assert!(TILES.iter().filter(|t| t.paired()).all(|t| t.epilogue_bytes() <= t.barrier_offset()));
     }
 
     /// The TF32 entries: K 32 per stage (a 128-byte row of f32), f32 output, the tiles that

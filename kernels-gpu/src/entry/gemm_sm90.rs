@@ -19,8 +19,7 @@ use crate::arch::sm90::{
 };
 use crate::element::Element;
 use crate::gemm_sm90::{
-    BK_BYTES, CONSUMER_REGS, EPI_PAD, PAIR_CONSUMER_REGS, PAIR_PRODUCER_REGS, PRODUCER_REGS, STAGE_PITCH_BYTES,
-    WG_THREADS, pairs_per_sm, raster,
+    BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_PITCH_BYTES, WG_THREADS, paired, raster,
 };
 use crate::gemm_sm90_split::Sm90Split;
 use half::{bf16, f16};
@@ -246,7 +245,6 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
     let ring = Ring::<NACC, CONS, ST>::new();
     let (bm, bn) = (ring.bm(), ring.bn());
     let tid = thread_idx_x() as usize;
-    let wg = tid / WG_THREADS as usize;
     let (tiles_m, tiles_n) = (out.m.div_ceil(bm), out.n.div_ceil(bn));
     let (tm, tn) = raster(block_idx_x() as usize, tiles_m, tiles_n);
     let z = block_idx_z() as i32;
@@ -255,14 +253,21 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
     let ktiles = kt1 - kt0;
     // SAFETY: every thread calls it first.
     unsafe { ring.init(tid) };
-    let pair = pairs_per_sm(NACC, CONS, ST);
-    if wg == 0 {
-        if CONS == 2 && pair {
-            setmaxnreg_dec::<PAIR_PRODUCER_REGS>();
-        } else if CONS == 2 {
+    // Roles: the producer warpgroup first, the consumers after it; a paired tile has its
+    // consumers first (warpgroups stay 4-warp aligned for wgmma) and one producer warp last.
+    // `ct`: the thread's index among the consumers.
+    let pair = paired(NACC, CONS, ST);
+    let consumers = WG_THREADS as usize * CONS;
+    let (producer, lead, ct) = if pair {
+        (tid >= consumers, consumers, tid)
+    } else {
+        (tid < WG_THREADS as usize, 0, tid.wrapping_sub(WG_THREADS as usize))
+    };
+    if producer {
+        if CONS == 2 && !pair {
             setmaxnreg_dec::<PRODUCER_REGS>();
         }
-        if tid == 0 {
+        if tid == lead {
             for it in 0..ktiles {
                 // SAFETY: the maps describe A and B (caller).
                 unsafe { ring.produce::<E>(it, map_a, map_b, kt0 + it, tm, tn, z) };
@@ -270,13 +275,11 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
         }
         return;
     }
-    if CONS == 2 && pair {
-        setmaxnreg_inc::<PAIR_CONSUMER_REGS>();
-    } else if CONS == 2 {
+    if CONS == 2 && !pair {
         setmaxnreg_inc::<CONSUMER_REGS>();
     }
-    let cw = wg - 1;
-    let lt = tid % WG_THREADS as usize;
+    let cw = ct / WG_THREADS as usize;
+    let lt = ct % WG_THREADS as usize;
     let mut acc = [0.0f32; NACC];
     // The wait closes the wgmma pipeline inside the branch: were it after the join with the
     // K = 0 path (whose accumulators are set by plain moves), ptxas would serialise every
@@ -294,7 +297,7 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
         let cx =
             SplitCtx { ws, split, tiles: tiles_m * tiles_n, tile: block_idx_x() as usize, slice, flag: ring.flag() };
         // SAFETY: every consumer thread calls it (caller: the workspace and the grid).
-        if !unsafe { split_reduce::<NACC>(&mut acc, cx, tid - WG_THREADS as usize, WG_THREADS * CONS as u32) } {
+        if !unsafe { split_reduce::<NACC>(&mut acc, cx, ct, WG_THREADS * CONS as u32) } {
             return;
         }
     }
