@@ -1,9 +1,11 @@
 //! The Hopper split-K (K cut over blocks, slices joined in the kernel by a fixed tree) against
 //! float64 references: shapes whose few output tiles make the plan split (M, N odd or 1, K odd,
-//! uneven last slices, 2 to 61 slices), every epilogue, both output types, NaN-poisoned
+//! uneven last slices, 2 to 64 slices; the plan's streaming tile and, forced, the other split
+//! tiles), every epilogue, both output types, NaN-poisoned
 //! outputs; repeated calls give bit-identical results (the counters reset, the order fixed).
 //! Skips without a device, and on a GPU that does not load the sm_90a module.
 
+use ferrotune::config::GemmPath;
 use ferrotune::ops::gemm::{Gemm, Layout};
 use ferrotune::ops::gemm_plan::{self, Family, Launch};
 use ferrotune::{Backend, DType, bf16, f16};
@@ -46,25 +48,27 @@ fn slices(b: &Backend, g: &Gemm, dt: DType, out: DType) -> Result<usize, String>
 #[test]
 fn gpu_sm90_split_k_shapes_every_epilogue() {
     let Some(b) = hopper("gpu_sm90_split_k_shapes_every_epilogue") else { return };
-    // (m, n, k): one tile of odd edges, odd K, uneven last slices, up to 61 slices.
+    // (m, n, k, forced tile): one tile of odd edges, odd K, uneven last slices, up to 64
+    // slices on the plan's streaming tile; forced, the 128 x 128 tile and the 64 x 128 tile
+    // with two blocks per SM (their own split rule).
     let shapes = [
-        (65, 1, 3000),
-        (129, 257, 4099),
-        (300, 200, 5001),
-        (257, 129, 9000),
-        (128, 128, 70_000),
-        (1000, 1000, 2100),
-        (100, 3, 20_000),
-        // Up to 64 rows: the 64 x 128 tile (two blocks per SM).
-        (48, 1100, 3000),
-        (33, 1030, 5001),
+        (65, 1, 300_000, None),
+        (129, 257, 40_990, None),
+        (300, 200, 50_001, None),
+        (257, 129, 9000, None),
+        (128, 128, 70_000, None),
+        (1000, 1000, 2100, Some(1)),
+        (100, 3, 20_000, None),
+        (48, 1100, 3000, Some(9)),
+        (33, 1030, 5001, Some(9)),
     ];
     let mut seen = vec![];
-    for (i, &(m, n, k)) in shapes.iter().enumerate() {
+    for (i, &(m, n, k, tile)) in shapes.iter().enumerate() {
         let dt = if i % 2 == 0 { DType::Bf16 } else { DType::F16 };
         let out_f32 = i % 3 == 1;
         let out = if out_f32 { DType::F32 } else { dt };
         let g = rc(m, n, k).epilogue(epilogue(i));
+        let g = if let Some(t) = tile { g.path(GemmPath::Sm90(t)) } else { g };
         let s = slices(&b, &g, dt, out).unwrap();
         seen.push(s);
         dispatch(&b, dt, out_f32, g, 300 + i as u64).unwrap_or_else(|e| panic!("{m}x{n}x{k}, {s} slices: {e}"));
@@ -79,7 +83,7 @@ fn gpu_sm90_split_k_is_deterministic_and_reusable() {
     // each run three times: every run checked, all bit-identical.
     let mut rng = Rng::new(77);
     let c1 = make_case::<bf16, bf16>(&mut rng, rc(256, 256, 16_384).epilogue(epilogue(3)));
-    let c2 = make_case::<f16, f32>(&mut rng, rc(384, 130, 6000).epilogue(epilogue(1)));
+    let c2 = make_case::<f16, f32>(&mut rng, rc(384, 130, 20_000).epilogue(epilogue(1)));
     slices(&b, &c1.g, DType::Bf16, DType::Bf16).unwrap();
     slices(&b, &c2.g, DType::F16, DType::F32).unwrap();
     let (mut first1, mut first2) = (None, None);

@@ -84,13 +84,16 @@ fn sm90_tf32_every_tile_and_the_split() {
             assert_eq!(on_hopper(&b, g, 400 + 10 * t as u64 + i as u64).0, t, "{g:?}");
         }
     }
-    // K split over blocks and joined in the kernel: 128 x 128 tiles (uneven last slice) and
-    // the 64 x 128 tile for M <= 64; every epilogue.
+    // K split over blocks and joined in the kernel: the plan's streaming tile (uneven last
+    // slice), and forced, the 128 x 128 tile and the 64 x 128 tile with two blocks per SM;
+    // every epilogue.
     let (t, s) = on_hopper(&b, rc(256, 256, 8196).epilogue(epilogue(3)), 6);
-    assert!(t == 1 && s > 1, "tile {t}, {s} slices");
+    assert!(t == 10 && s > 1, "tile {t}, {s} slices");
     let (t, s) = on_hopper(&b, rc(129, 257, 4100).epilogue(epilogue(1)), 7);
+    assert!(t == 10 && s > 1, "tile {t}, {s} slices");
+    let (t, s) = on_hopper(&b, rc(256, 256, 8196).path(GemmPath::Sm90(1)).epilogue(epilogue(2)), 8);
     assert!(t == 1 && s > 1, "tile {t}, {s} slices");
-    let (t, s) = on_hopper(&b, rc(64, 4096, 4096).epilogue(epilogue(2)), 8);
+    let (t, s) = on_hopper(&b, rc(64, 4096, 4096).path(GemmPath::Sm90(9)).epilogue(epilogue(0)), 9);
     assert!(t == 9 && s > 1, "tile {t}, {s} slices");
     // A tile not compiled for TF32, forced by the call: an error, not a silent fallback.
     let e = ferrotune::ops::gemm_plan::explain(

@@ -117,7 +117,7 @@ const fn pp(slabs: usize, bn: usize, stages: usize) -> Sm90Tile {
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 13] = [
+pub const TILES: [Sm90Tile; 12] = [
     t(256, 2, 4, false),
     t(128, 2, 6, false),
     t(256, 2, 3, true),
@@ -129,14 +129,14 @@ pub const TILES: [Sm90Tile; 13] = [
     t(256, 2, 4, true),
     // 64 x 128, one consumer, two blocks per SM: M <= 64 (no half-empty wgmma rows), split K.
     t(128, 1, 4, false),
-    // Streaming tiles, one consumer, one block per SM, a deep ring (192 and 200 KiB in flight):
-    // for weight-streaming shapes (few rows, or few tiles with a long K), where bytes in flight
-    // per SM, not the tensor cores, set the rate (cuBLAS runs 32x64 and 64x64 tiles 13-16
-    // stages deep there: bench/results/irregular/run12-*/).
+    // The streaming tile: 64 x 128, one consumer, one block per SM, eight stages (192 KiB in
+    // flight): for shapes whose 64 x 128 tiles fit in one wave (few rows, or few tiles and a
+    // long K), where the bytes in flight per SM, not the tensor cores, set the rate (cuBLAS
+    // runs 32x64 and 64x64 tiles 13 to 16 stages deep there: bench/results/irregular/run12-*/).
     t(128, 1, 8, false),
-    t(256, 1, 5, false),
-    // 128 x 128, three stages, two blocks per SM: a short K's epilogue beside the other
-    // block's main loop.
+    // 128 x 128, three stages, two blocks per SM (one's epilogue beside the other's main
+    // loop): a tuner point; on the H100 it did not beat the 128 x 256 tile on K = 512 to 1536
+    // (run12-*/sweep-table.md), so the heuristic does not pick it.
     t(128, 2, 3, false),
 ];
 
@@ -151,10 +151,10 @@ const _: () = {
 };
 
 /// The tiles compiled for f32 inputs on TF32 (f32 output only): the two one-tile shapes the
-/// heuristic picks (128 x 256, 128 x 128, which also splits K) and the small-M split tile.
-/// The persistent and ping-pong tiles lost to tile 0 on every large 16-bit shape, so they
-/// are not compiled for TF32 (PTX size and ptxas time).
-pub const TF32_TILES: [u8; 3] = [0, 1, 9];
+/// heuristic picks (128 x 256, 128 x 128, which also splits K), the small-M split tile and
+/// the streaming tile. The persistent and ping-pong tiles lost to tile 0 on every large
+/// 16-bit shape, so they are not compiled for TF32 (PTX size and ptxas time).
+pub const TF32_TILES: [u8; 4] = [0, 1, 9, 10];
 
 /// A compiled Hopper GEMM entry: f16/bf16 inputs (f32 or same-type output) or f32 inputs on
 /// TF32 (`dtype` F32, f32 output, `out_f32` false), A row-major (M x K) and B column-major
@@ -277,11 +277,9 @@ mod tests {
         let deep = Sm90Variant { tile: 10, ..v };
         assert_eq!(deep.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_64x128x64s8");
         assert_eq!(launch_bounds(deep.entry_name().as_str()), Some((256, 1)));
-        let wide = Sm90Variant { tile: 11, ..v };
-        assert_eq!(wide.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_64x256x64s5");
-        assert!(deep.tile().splits_k() && wide.tile().splits_k() && !wide.tile().paired());
+        assert!(deep.tile().splits_k() && !deep.tile().paired());
         // The paired tile: two blocks per SM, 2 x 128 consumers + one producer warp.
-        let pair = Sm90Variant { tile: 12, ..v };
+        let pair = Sm90Variant { tile: 11, ..v };
         assert_eq!(pair.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x128x64s3");
         assert_eq!(launch_bounds(pair.entry_name().as_str()), Some((288, 2)));
         assert!(pair.tile().paired() && pair.tile().splits_k() && paired(64, 2, 3) && !paired(64, 2, 6));
@@ -296,12 +294,13 @@ mod tests {
         assert_eq!(v(0).entry_name().as_str(), "ft_gemm90_tf32_rc_f32_128x256x32s4");
         assert_eq!(v(1).entry_name().as_str(), "ft_gemm90_tf32_rc_f32_128x128x32s6");
         assert_eq!(v(9).entry_name().as_str(), "ft_gemm90_tf32_rc_f32_64x128x32s4");
+        assert_eq!(v(10).entry_name().as_str(), "ft_gemm90_tf32_rc_f32_64x128x32s8");
         assert_eq!(v(0).out_dtype(), DType::F32);
         assert_eq!(launch_bounds("ft_gemm90_tf32_rc_f32_64x128x32s4"), Some((256, 2)));
         assert!(!v(2).is_compiled() && !Sm90Variant { out_f32: true, ..v(0) }.is_compiled());
         assert_eq!(TILES[0].bk(4), 32);
         assert!(TF32_TILES.iter().all(|&t| !TILES[t as usize].persistent));
-        assert!(TILES[1].splits_k() && TILES[9].splits_k());
+        assert!(TILES[1].splits_k() && TILES[9].splits_k() && TILES[10].splits_k());
     }
 
     #[test]

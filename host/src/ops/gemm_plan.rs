@@ -249,13 +249,16 @@ fn plan_families(
         Ok((v, sp)) => Ok(GemmPlan {
             family: Family::Launch(Launch::Hopper(v, sp)),
             cfg,
-            reason: if dtype == DType::F32 {
-                "Hopper wgmma + TMA on TF32: sm_90a module, f32 rc operands TMA can describe, TF32 math allowed \
-                 (Precision::AllowTf32)"
-                    .into()
-            } else {
-                "Hopper wgmma + TMA: sm_90a module, 16-bit rc operands TMA can describe".into()
-            },
+            reason: format!(
+                "{}{}",
+                if dtype == DType::F32 {
+                    "Hopper wgmma + TMA on TF32: sm_90a module, f32 rc operands TMA can describe, TF32 math \
+                     allowed (Precision::AllowTf32)"
+                } else {
+                    "Hopper wgmma + TMA: sm_90a module, 16-bit rc operands TMA can describe"
+                },
+                gemm_sm90::tile_reason(g, v.tile, g.path.unwrap_or(cfg.path), sm_count)
+            ),
         }),
         Err(why) if matches!(g.path, Some(GemmPath::Sm90(_))) => Err(crate::error::Error::InvalidConfig {
             op: "gemm",
@@ -402,9 +405,10 @@ mod tests {
     }
 
     /// The shape classes of the irregular suite get the family the H100 measurements chose
-    /// (bench/results/irregular/): long K with few tiles the Hopper split, M > 32 against a
-    /// large weight the Hopper tiles, other small M the small-M family; off sm_90a, the
-    /// mma.sync split-K; a call's own split_k keeps it.
+    /// (bench/results/irregular/): long K with few tiles the Hopper split on the streaming
+    /// tile, M > 32 against a large weight the Hopper tiles (the streaming tile while its tiles
+    /// fit one wave), other small M the small-M family; off sm_90a, the mma.sync split-K; a
+    /// call's own split_k keeps it.
     #[test]
     fn plan_families_by_shape_class() {
         if overridden(&[
@@ -416,10 +420,18 @@ mod tests {
             return;
         }
         let a = "sm_90a";
-        assert_eq!(hopper_slices(fam(a, Gemm::new(256, 256, 65_536))), Some(32));
-        assert_eq!(hopper_slices(fam(a, Gemm::new(1024, 1024, 16_384))), Some(2));
+        assert_eq!(hopper_slices(fam(a, Gemm::new(256, 256, 65_536))), Some(16));
+        assert_eq!(hopper_slices(fam(a, Gemm::new(512, 512, 32_768))), Some(4));
+        assert_eq!(hopper_slices(fam(a, Gemm::new(1024, 1024, 16_384))), Some(1));
         assert_eq!(hopper_slices(fam(a, Gemm::new(128, 8192, 1024))), Some(1));
-        assert_eq!(hopper_slices(fam(a, Gemm::new(64, 4096, 4096))), Some(4));
+        assert_eq!(hopper_slices(fam(a, Gemm::new(64, 4096, 4096))), Some(1));
+        // Those are the streaming class: the streaming tile, split or not.
+        for g in [Gemm::new(256, 256, 65_536), Gemm::new(64, 4096, 4096), Gemm::new(128, 8192, 1024)] {
+            let f = fam(a, g);
+            assert!(matches!(f, Family::Launch(Launch::Hopper(v, _)) if v.tile == gemm_sm90::STREAM_TILE), "{f:?}");
+        }
+        let f = fam(a, Gemm::new(128, 14_336, 4096));
+        assert!(matches!(f, Family::Launch(Launch::Hopper(v, _)) if v.tile == 1), "{f:?}");
         assert_eq!(fam(a, Gemm::new(33, 4096, 64)), Family::SmallM);
         assert_eq!(fam(a, Gemm::new(16, 11008, 4096)), Family::SmallM);
         assert_eq!(fam(a, Gemm::new(17, 33, 9000)), Family::SmallM);
@@ -455,8 +467,9 @@ mod tests {
         assert_eq!(hopper(rc(4096, 4096, 4096)), Some((0, 1)));
         assert_eq!(hopper(rc(8192, 3072, 768)), Some((0, 1)));
         assert_eq!(hopper(rc(512, 3072, 768)), Some((1, 1)));
-        assert_eq!(hopper(rc(256, 256, 65_536)), Some((1, 33)));
-        assert_eq!(hopper(rc(64, 4096, 4096)), Some((9, 8)));
+        assert_eq!(hopper(rc(256, 256, 65_536)), Some((10, 16)));
+        assert_eq!(hopper(rc(64, 4096, 4096)), Some((10, 2)));
+        assert_eq!(hopper(rc(128, 8192, 1024)), Some((10, 1)));
         let r = p(rc(4096, 4096, 4096)).unwrap();
         assert!(r.reason.contains("TF32") && r.path().starts_with("sm90:ft_gemm90_tf32_rc_f32_128x256x32s4"), "{r:?}");
         // Exact f32: FFMA; K = 1001 (rows of 4004 bytes), other layouts, pre-Hopper: mma.sync TF32.

@@ -105,35 +105,45 @@ pub fn choose(
     Ok((v, split))
 }
 
-/// The tile split-K runs on above 64 rows (128 x 128, one block per tile: the finer grain of
-/// output tiles).
+/// The 128 x 128 tile (one block per tile, six stages): a tuner point for split-K, and the
+/// forced-tile tests' split tile.
 pub const SPLIT_TILE: u8 = 1;
-/// The tile for M <= 64 (64 x 128, one consumer, two blocks per SM): the 128-row tiles would
-/// spend half their wgmma rows on nothing.
+/// The 64 x 128 tile with two blocks per SM (four stages): a tuner point for M <= 64 split-K.
 pub const SMALL_M_TILE: u8 = 9;
-/// Least k-tiles (of 64) per K slice: shorter slices spend more on the join than they save
-/// (on the H100, 128x8192x1024 ran 0.026 ms in 2 slices of 8, 0.024 ms unsplit).
+/// The streaming tile (64 x 128, one consumer, eight stages, one block per SM): the heuristic's
+/// tile for the streaming class ([`streams`]), split or not.
+pub const STREAM_TILE: u8 = 10;
+/// Least k-tiles (of 64) per K slice on the tiles other than the streaming one: shorter slices
+/// spend more on the join than they save (on the H100, 128x8192x1024 ran 0.026 ms in 2 slices
+/// of 8, 0.024 ms unsplit).
 pub const MIN_KT_PER_SLICE: usize = 16;
 
 /// The tile a K split of `g` would run on: a forced tile that can split, none for a forced
-/// tile that cannot, else [`SMALL_M_TILE`] up to 64 rows when the 128 x 128 tiles would fill
-/// at most a quarter of the SMs, and [`SPLIT_TILE`] otherwise. On the H100 (bf16, committed in
-/// bench/results/irregular/run7-*): the 64-row tile won at 32 and 24 tiles of 128 x 128
-/// (64x4096x4096 0.032 ms against 0.035, 50x3000x2999 0.040 against 0.048) and lost from 64
-/// on (64x11008x4096 0.057 against 0.051, 64x16384x4096 0.068 against 0.063).
+/// tile that cannot, else [`STREAM_TILE`] in the streaming class ([`streams`]; the split then
+/// follows [`split_fill`]) and none outside it: there the tiles fill more than a wave at one
+/// block per SM, and on the H100 no split paid (bench/results/irregular/run12-*/).
 fn split_tile(g: &Gemm, sm_count: u32, forced: Option<u8>) -> Option<u8> {
-    let tiles128 = g.m.div_ceil(128) * g.n.div_ceil(128);
     match forced {
         Some(t) => k90::TILES[t as usize].splits_k().then_some(t),
-        None if g.m <= 64 && 4 * tiles128 <= sm_count.max(1) as usize => Some(SMALL_M_TILE),
-        None => Some(SPLIT_TILE),
+        None => streams(g, sm_count).then_some(STREAM_TILE),
     }
 }
 
-/// The split-K cost rule: a single matrix whose output tiles (of `tile`) fill at most half the
-/// block slots (SMs x blocks per SM) leaves the others idle for the whole of a long K; cut K
-/// into up to `slots / tiles` slices (at most 64) of at least [`MIN_KT_PER_SLICE`] k-tiles, so
-/// the grid is about one wave. Not when the call forces `split_k` (1: no split; above 1: the
+/// Whether `g` is in the streaming class: a single matrix whose 64 x 128 tiles fit in one wave
+/// of one block per SM (few rows against a large weight, or few tiles with a long K). There
+/// the bytes in flight per SM set the rate, and [`STREAM_TILE`] keeps eight stages in flight
+/// (H100, bf16, run12-*/sweep-table.md: 64x4096x4096 0.021 ms against 0.026 for the 64 x 128
+/// four-stage split, 128x8192x1024 0.013 against 0.014, 64x14336x4096 0.048 against 0.051;
+/// at 224 tiles, 128x14336x4096, the 128 x 128 tile stays ahead).
+pub fn streams(g: &Gemm, sm_count: u32) -> bool {
+    let t = k90::TILES[STREAM_TILE as usize];
+    g.batch == 1 && g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn) <= sm_count.max(1) as usize
+}
+
+/// The split-K cost rule: a single matrix whose output tiles (of `tile`) fill at most a
+/// fraction of the block slots (SMs x blocks per SM) leaves the others idle for the whole of
+/// a long K; cut K into up to `slots / tiles` slices (at most 64) of at least a least number
+/// of k-tiles ([`split_fill`]), so the grid is about one wave. Not when the call forces `split_k` (1: no split; above 1: the
 /// `mma.sync` split-K) or is a batch. `FERROTUNE_SM90_SPLIT=s` forces `s` slices (1: off).
 /// A k-tile is 128 bytes of K for every input type (64 of f16/bf16, 32 of f32 on TF32, at half
 /// the rate), so the least slice is the same number of k-tiles, i.e. about the same time.
@@ -148,10 +158,23 @@ pub fn split_for(g: &Gemm, sm_count: u32, tile: u8, dtype: DType) -> Sm90Split {
         return Sm90Split::new(ktiles, s);
     }
     let slots = sm_count.max(1) as usize * t.blocks_per_sm();
-    if tiles == 0 || 2 * tiles > slots {
+    let (fill, min_kt) = split_fill(tile);
+    if tiles == 0 || fill * tiles > slots {
         return Sm90Split::NONE;
     }
-    Sm90Split::new(ktiles, (slots / tiles).min(ktiles / MIN_KT_PER_SLICE))
+    Sm90Split::new(ktiles, (slots / tiles).min(ktiles / min_kt))
+}
+
+/// (`fill`, least k-tiles per slice) of the split rule on `tile`: K is split when the tiles
+/// fill at most 1 / `fill` of the block slots. The streaming tile splits from a quarter of the
+/// SMs into slices of at least 64 k-tiles: on the H100 (run12-*/sweep-table.md) unsplit won at
+/// 32 and more tiles of 64 k-tiles (64x4096x4096 0.021 ms against 0.025 in 4 slices,
+/// 40x8192x8192 0.052 against 0.058 in 2), and slices of 64 to 128 k-tiles won on fewer tiles
+/// and a longer K (256x256x65536 0.042 ms in 16 against 0.184 unsplit, 256x1024x16384 0.030
+/// in 4, 512x512x32768 0.042 in 4). The other tiles keep the rule they were measured with:
+/// half the slots, [`MIN_KT_PER_SLICE`].
+pub fn split_fill(tile: u8) -> (usize, usize) {
+    if tile == STREAM_TILE { (4, 64) } else { (2, MIN_KT_PER_SLICE) }
 }
 
 /// The K slices a tuned config asks of its Hopper tile (`path = "sm90:<t>"` with `split_k`
@@ -180,10 +203,11 @@ pub fn split_reason(g: &Gemm, tile: u8, split: Sm90Split, sm_count: u32) -> Stri
     let t = k90::TILES[tile as usize];
     let tiles = g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn);
     format!(
-        "Hopper split-K: {tiles} output tiles of {}x{} fill at most half of {sm_count} SMs x {} blocks and K = {} \
+        "Hopper split-K: {tiles} output tiles of {}x{} fill at most 1/{} of {sm_count} SMs x {} blocks and K = {} \
          is long: {} K slices of {} k-tiles, joined in the kernel by a fixed tree (deterministic), {} KiB workspace",
         t.bm(),
         t.bn,
+        split_fill(tile).0,
         t.blocks_per_sm(),
         g.k,
         split.slices,
@@ -193,7 +217,8 @@ pub fn split_reason(g: &Gemm, tile: u8, split: Sm90Split, sm_count: u32) -> Stri
 }
 
 /// The tile: forced (the call's path, `FERROTUNE_SM90_TILE`) or tuned (the config's path), else
-/// from the H100 sweep of every tile (bench/results/hopper-run3/sweep-tile*.txt):
+/// the streaming tile in the streaming class ([`streams`]), else from the H100 sweep of every
+/// tile (bench/results/hopper-run3/sweep-tile*.txt):
 /// 128 x 256 one block per tile whenever it gives at least half a wave of blocks (fastest on
 /// 8192³, 4096³, 2048³ and 8192x3072x768), else 128 x 128 (twice the blocks; fastest on
 /// 512x3072x768). The persistent tiles lost on every shape there (with an epilogue since
@@ -203,9 +228,22 @@ fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath) -> u8 {
     if let Some(t) = forced_tile(g, path) {
         return t;
     }
+    if streams(g, sm_count) {
+        return STREAM_TILE;
+    }
     let big = k90::TILES[0];
     let tiles = g.m.div_ceil(big.bm()) * g.n.div_ceil(big.bn) * g.batch;
     if 2 * tiles >= sm_count.max(1) as usize { 0 } else { 1 }
+}
+
+/// Why the heuristic took `tile` (unsplit) for `g`, for the plan's reason: the streaming class
+/// says so; the large-tile rule adds nothing.
+pub fn tile_reason(g: &Gemm, tile: u8, path: GemmPath, sm_count: u32) -> String {
+    if tile != STREAM_TILE || forced_tile(g, path).is_some() {
+        return String::new();
+    }
+    let tiles = g.m.div_ceil(64) * g.n.div_ceil(128);
+    format!("; streaming tile 64x128, 8 stages, one block per SM: its {tiles} tiles fit one wave of {sm_count} SMs")
 }
 
 /// The tile the call's forced path, else `FERROTUNE_SM90_TILE`, else the chosen config's
@@ -365,25 +403,32 @@ mod tests {
         Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).resolved()
     }
 
-    /// The cost rule on the H100's 132 SMs: few 128 x 128 tiles and a long K split into about
-    /// a wave of blocks; a full wave, a short K, batches and a call's own `split_k` do not.
+    /// The rules on the H100's 132 SMs: the streaming class (64 x 128 tiles in one wave) takes
+    /// the streaming tile, split where its tiles fill at most a quarter of the SMs and K gives
+    /// slices of 64 k-tiles; a full wave, a short K, batches and a call's own `split_k` do not
+    /// split.
     #[test]
     fn split_rule_shape_classes() {
-        if std::env::var("FERROTUNE_SM90_SPLIT").is_ok() {
-            return; // the variable overrides the rule under test
+        if std::env::var("FERROTUNE_SM90_SPLIT").is_ok() || std::env::var("FERROTUNE_SM90_TILE").is_ok() {
+            return; // the variables override the rules under test
         }
-        let s = |g: Gemm| split_for(&g, 132, split_tile(&g, 132, None).unwrap(), DType::Bf16);
-        assert_eq!(s(rc(256, 256, 65_536)), Sm90Split { slices: 32, kt_per: 32 });
-        assert_eq!(s(rc(512, 512, 32_768)), Sm90Split { slices: 8, kt_per: 64 });
-        assert_eq!(s(rc(1024, 1024, 16_384)), Sm90Split { slices: 2, kt_per: 128 });
-        // 64 tiles, 32 k-tiles: two slices of the least length; 16 k-tiles: none.
-        assert_eq!(s(rc(128, 8192, 2048)), Sm90Split { slices: 2, kt_per: 16 });
-        assert!(!s(rc(128, 8192, 1024)).is_split());
+        let s = |g: Gemm| split_tile(&g, 132, None).map_or(Sm90Split::NONE, |t| split_for(&g, 132, t, DType::Bf16));
+        // 8 tiles: 16 slices of 64 k-tiles; 32 tiles: 4 slices.
+        assert_eq!(s(rc(256, 256, 65_536)), Sm90Split { slices: 16, kt_per: 64 });
+        assert_eq!(s(rc(512, 512, 32_768)), Sm90Split { slices: 4, kt_per: 128 });
+        assert_eq!(s(rc(256, 1024, 16_384)), Sm90Split { slices: 4, kt_per: 64 });
         // One tile: capped at 64 slices.
-        assert_eq!(s(rc(128, 128, 1 << 20)).slices, 64);
+        assert_eq!(s(rc(64, 128, 1 << 20)).slices, 64);
         for g in [
+            // 32 tiles but 64 k-tiles; 64 tiles; 128 tiles: the streaming tile unsplit.
+            rc(64, 4096, 4096),
+            rc(40, 8192, 8192),
+            rc(1024, 1024, 16_384),
+            rc(128, 8192, 1024),
+            // Outside the streaming class: no split.
             rc(4096, 4096, 4096),
             rc(512, 3072, 768),
+            rc(128, 14_336, 4096),
             rc(256, 256, 960),
             rc(256, 256, 65_536).split_k(1),
             rc(256, 256, 65_536).split_k(8),
@@ -391,22 +436,26 @@ mod tests {
         ] {
             assert!(!s(g).is_split(), "{g:?}");
         }
+        for g in [rc(64, 4096, 4096), rc(128, 8192, 1024), rc(1024, 1024, 16_384), rc(129, 257, 4099)] {
+            assert!(streams(&g, 132) && tile_for(&g, 132, GemmPath::Auto) == STREAM_TILE, "{g:?}");
+            assert!(tile_reason(&g, STREAM_TILE, GemmPath::Auto, 132).contains("fit one wave"), "{g:?}");
+        }
+        for g in [rc(128, 14_336, 4096), rc(512, 3072, 768), rc(64, 128, 64).batched(2).resolved()] {
+            assert!(!streams(&g, 132) && tile_for(&g, 132, GemmPath::Auto) != STREAM_TILE, "{g:?}");
+        }
         // The uneven last slice is never empty and K is covered.
-        let sp = s(rc(129, 257, 4099));
-        let kt = 4099usize.div_ceil(64);
+        let sp = s(rc(129, 257, 40_999));
+        let kt = 40_999usize.div_ceil(64);
         assert!(sp.is_split() && sp.range(sp.slices - 1, kt).1 == kt && sp.range(sp.slices - 1, kt).0 < kt);
-        assert!(split_reason(&rc(256, 256, 65_536), SPLIT_TILE, s(rc(256, 256, 65_536)), 132).contains("32 K slices"));
-        // Up to 64 rows and few tiles the 64 x 128 tile, two blocks per SM: 32 tiles of 64x4096
-        // leave room for 8 slices, 64 k-tiles allow 4. 33x8191 (64 tiles of 128 x 128) stays on
-        // the 128 x 128 tile (2 slices), 64x11008 (86) does not split.
-        assert_eq!(split_tile(&rc(64, 4096, 4096), 132, None), Some(SMALL_M_TILE));
-        assert_eq!(s(rc(64, 4096, 4096)), Sm90Split { slices: 4, kt_per: 16 });
-        assert_eq!(split_tile(&rc(33, 8191, 4099), 132, None), Some(SPLIT_TILE));
-        assert_eq!(split_tile(&rc(64, 11008, 4096), 132, None), Some(SPLIT_TILE));
-        assert!(!s(rc(64, 11008, 4096)).is_split());
-        assert!(split_reason(&rc(64, 4096, 4096), SMALL_M_TILE, s(rc(64, 4096, 4096)), 132).contains("64x128"));
-        // A forced tile splits only where it can.
+        let why = split_reason(&rc(256, 256, 65_536), STREAM_TILE, s(rc(256, 256, 65_536)), 132);
+        assert!(why.contains("16 K slices") && why.contains("64x128") && why.contains("1/4"), "{why}");
+        // A forced tile splits only where it can, by the rule it was measured with.
         assert_eq!(split_tile(&rc(64, 4096, 4096), 132, Some(0)), None);
         assert_eq!(split_tile(&rc(640, 4096, 4096), 132, Some(1)), Some(1));
+        assert_eq!(
+            split_for(&rc(256, 256, 65_536), 132, SPLIT_TILE, DType::Bf16),
+            Sm90Split { slices: 32, kt_per: 32 }
+        );
+        assert_eq!(split_for(&rc(64, 4096, 4096), 132, SMALL_M_TILE, DType::Bf16), Sm90Split { slices: 4, kt_per: 16 });
     }
 }

@@ -501,7 +501,6 @@ macro_rules! sm90_tiles {
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4p"), $E, $O, 128, 2, 4, true, 0);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s4"), $E, $O, 64, 1, 4, false, 0);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s8"), $E, $O, 64, 1, 8, false, 0);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s5"), $E, $O, 128, 1, 5, false, 0);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s3"), $E, $O, 64, 2, 3, false, 0);
     };
 }
@@ -511,8 +510,10 @@ sm90_tiles!("bf16", bf16, "f32", f32);
 sm90_tiles!("f16", f16, "f16", f16);
 sm90_tiles!("f16", f16, "f32", f32);
 
-// f32 inputs on TF32 (f32 output only): the two one-tile shapes the heuristic picks and the
-// small-M split tile (indices 0, 1 and 9 of `TILES`, `gemm_sm90::TF32_TILES`); K 32 per stage.
+// f32 inputs on TF32 (f32 output only): the two one-tile shapes the heuristic picks, the
+// small-M split tile and the streaming tile (indices 0, 1, 9 and 10 of `TILES`,
+// `gemm_sm90::TF32_TILES`); K 32 per stage.
 sm90_entry!("ft_gemm90_tf32_rc_f32_128x256x32s4", f32, f32, 128, 2, 4, false, 0);
 sm90_entry!("ft_gemm90_tf32_rc_f32_128x128x32s6", f32, f32, 64, 2, 6, false, 0);
 sm90_entry!("ft_gemm90_tf32_rc_f32_64x128x32s4", f32, f32, 64, 1, 4, false, 0);
+sm90_entry!("ft_gemm90_tf32_rc_f32_64x128x32s8", f32, f32, 64, 1, 8, false, 0);
