@@ -56,10 +56,12 @@ fn sm90_tf32_edge_shapes_every_epilogue() {
             }
         }
     }
-    // A long K, unsplit; large shapes on both heuristic tiles; strided batches with gaps.
-    assert_eq!(on_hopper(&b, rc(129, 257, 4100).epilogue(epilogue(3)).split_k(1), 1), (1, 1));
+    // A long K, unsplit (the streaming tile: its tiles fit one wave); larger shapes on the
+    // three heuristic tiles; strided batches with gaps.
+    assert_eq!(on_hopper(&b, rc(129, 257, 4100).epilogue(epilogue(3)).split_k(1), 1), (10, 1));
     assert_eq!(on_hopper(&b, rc(2048, 4096, 320).epilogue(epilogue(1)), 2).0, 0);
-    assert_eq!(on_hopper(&b, rc(1000, 1000, 1000).epilogue(epilogue(2)), 3).0, 1);
+    assert_eq!(on_hopper(&b, rc(1000, 1000, 1000).epilogue(epilogue(2)), 3).0, 10);
+    assert_eq!(on_hopper(&b, rc(512, 3072, 300).epilogue(epilogue(0)), 9).0, 1);
     let mut g = rc(200, 300, 136).batched(3).epilogue(epilogue(3));
     g.lda = 140;
     g.ldb = 148;
