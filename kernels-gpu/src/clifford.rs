@@ -12,11 +12,14 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::arch::{MulAdd, Portable, fmaf, sqrt};
-use crate::math::{exp, normal_cdf};
+use crate::math::{exp_with, normal_cdf};
 
 mod cpu;
 mod variants;
-pub use cpu::{LANES, bwd_rows, fcgp_assemble_rows, fcgp_products_rows, fwd_rows, padded, weights_by_path};
+pub use cpu::{
+    LANES, blocked_at, bwd_rows, fcgp_assemble_rows, fcgp_products_rows, fwd_rows, padded, weight_index,
+    weights_by_path,
+};
 pub use variants::{
     BWD_VARIANTS, CliffordKernel, FWD_STREAM_VARIANTS, ROW_VARIANTS, RowVariant, bwd_entry_name, fwd_variants,
     launch_bounds, row_entry_name,
@@ -266,10 +269,23 @@ const INV_SQRT_2PI: f32 = 0.398_942_3;
 #[inline(always)]
 pub fn gate<A: Algebra>(x: &mut Mv) -> f32 {
     let s = normal_cdf(x[0]);
+    apply_gate::<A>(x, s);
+    s
+}
+
+/// The gate with its value `s = Phi(x0)` already known: `x * s` in place (the CPU loops take
+/// the CDFs of a whole lane block first, in a loop of their own).
+#[inline(always)]
+pub fn apply_gate<A: Algebra>(x: &mut Mv, s: f32) {
     for c in 0..A::C {
         x[c] *= s;
     }
-    s
+}
+
+/// The standard normal density `phi(s) = e^{-s^2/2} / sqrt(2 pi)`, multiply-adds by `f`.
+#[inline(always)]
+pub fn normal_pdf_with<F: MulAdd>(f: F, s: f32) -> f32 {
+    INV_SQRT_2PI * exp_with(f, -0.5 * s * s)
 }
 
 /// The weighted geometric product of one feature: `o = sum over paths of w_p <x_i y_k>_g`.
@@ -340,8 +356,12 @@ pub fn product_vjp_with<A: Algebra, F: MulAdd>(
 /// `Phi dg_c` for every component, plus `phi(x0) sum_c x_c dg_c` on the scalar.
 #[inline(always)]
 pub fn gate_vjp<A: Algebra>(x: &Mv, s: f32, dg: &Mv) -> Mv {
-    let x0 = x[0];
-    let pdf = INV_SQRT_2PI * exp(-0.5 * x0 * x0);
+    gate_vjp_pdf::<A>(x, s, normal_pdf_with(Portable, x[0]), dg)
+}
+
+/// [`gate_vjp`] with `pdf = phi(x0)` already known.
+#[inline(always)]
+pub fn gate_vjp_pdf<A: Algebra>(x: &Mv, s: f32, pdf: f32, dg: &Mv) -> Mv {
     let mut dot = 0.0f32;
     let mut dx = [0.0f32; MAX_C];
     for c in 0..A::C {

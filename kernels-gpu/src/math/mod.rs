@@ -3,11 +3,10 @@
 //! [`gelu`]).
 //!
 //! Everything here is branch-light f32 arithmetic with inline constants: no tables, no f64 (slow
-//! on the GPU), and selects instead of divergent branches. Polynomials go through
-//! [`fmaf`](crate::arch::fmaf), which is fused on the GPU and `a * b + c` on the host, or, in
-//! the GELU forms and their exponentials (the `_with` functions), through a
-//! [`MulAdd`](crate::arch::MulAdd) that the caller picks (the host's AVX2/AVX-512 loops pass a
-//! fused one); the stated error bounds hold for every choice.
+//! on the GPU), and selects instead of divergent branches. Polynomials go through a
+//! [`MulAdd`](crate::arch::MulAdd) that the caller picks (the `_with` functions; the plain ones
+//! pass [`Portable`], fused on the GPU and `a * b + c` on the host, and the host's AVX2/AVX-512
+//! loops pass a fused one); the stated error bounds hold for every choice.
 //!
 //! Subnormal results of `exp`, `erfc_pos`, `normal_cdf` and `sigmoid` are produced by gradual
 //! underflow (one rounding). The GELU forms never compute a subnormal value: where their result
@@ -15,7 +14,7 @@
 //! that produces or reads a subnormal takes a microcode assist (about 100 cycles) unless the
 //! thread runs with flush-to-zero, which the CPU backend does not set.
 
-use crate::arch::{MulAdd, Portable, fmaf, recip_ge1};
+use crate::arch::{MulAdd, Portable, recip_ge1};
 
 mod exp2;
 mod gelu;
@@ -117,12 +116,12 @@ fn exp_reduce<F: MulAdd>(f: F, hi: f32, lo: f32) -> (f32, i32) {
 /// `e^(hi + lo)` for any `hi` (see [`exp_reduce`]): overflow gives `+inf`, small results
 /// underflow gradually.
 #[inline(always)]
-fn exp_hl(hi: f32, lo: f32) -> f32 {
+fn exp_hl<F: MulAdd>(f: F, hi: f32, lo: f32) -> f32 {
     // Keeps k in [-150, 128]: e^89 overflows and e^-104 < 2^-150 rounds to 0 anyway.
     // Comparisons rather than min/max so that NaN flows through.
     let hi = if hi > 89.0 { 89.0 } else { hi };
     let hi = if hi < -104.0 { -104.0 } else { hi };
-    let (m, k) = exp_reduce(Portable, hi, lo);
+    let (m, k) = exp_reduce(f, hi, lo);
     // 2^k in two factors, each a normal float for k in [-150, 128]; the first product is
     // exact, so overflow and gradual underflow happen in one correctly rounded multiply.
     let k1 = k >> 1;
@@ -147,30 +146,36 @@ pub(crate) fn exp_normal<F: MulAdd>(f: F, hi: f32, lo: f32) -> f32 {
 /// gradually to subnormals and then to 0, NaN gives NaN.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
+    exp_with(Portable, x)
+}
+
+/// [`exp`] with its multiply-adds done by `f` (same bound, fused or not).
+#[inline(always)]
+pub fn exp_with<F: MulAdd>(f: F, x: f32) -> f32 {
     // Adding -0.0 is a no-op the compiler removes.
-    exp_hl(x, -0.0)
+    exp_hl(f, x, -0.0)
 }
 
 /// The erfc fit `Q(t)` (Horner).
 #[inline(always)]
-pub(crate) fn erfc_q(t: f32) -> f32 {
+pub(crate) fn erfc_q<F: MulAdd>(f: F, t: f32) -> f32 {
     let mut q = ERFC_Q8;
-    q = fmaf(q, t, ERFC_Q7);
-    q = fmaf(q, t, ERFC_Q6);
-    q = fmaf(q, t, ERFC_Q5);
-    q = fmaf(q, t, ERFC_Q4);
-    q = fmaf(q, t, ERFC_Q3);
-    q = fmaf(q, t, ERFC_Q2);
-    q = fmaf(q, t, ERFC_Q1);
-    q = fmaf(q, t, ERFC_Q0);
+    q = f.mul_add(q, t, ERFC_Q7);
+    q = f.mul_add(q, t, ERFC_Q6);
+    q = f.mul_add(q, t, ERFC_Q5);
+    q = f.mul_add(q, t, ERFC_Q4);
+    q = f.mul_add(q, t, ERFC_Q3);
+    q = f.mul_add(q, t, ERFC_Q2);
+    q = f.mul_add(q, t, ERFC_Q1);
+    q = f.mul_add(q, t, ERFC_Q0);
     q
 }
 
 /// `erfc(z)` for `z >= 0`, given `-z^2` as `nz2_hi + nz2_lo` (see [`exp_hl`]).
 #[inline(always)]
-fn erfc_core(z: f32, nz2_hi: f32, nz2_lo: f32) -> f32 {
-    let t = recip_ge1(fmaf(ERFC_A, z, 1.0));
-    exp_hl(nz2_hi, nz2_lo) * (t * erfc_q(t))
+fn erfc_core<F: MulAdd>(f: F, z: f32, nz2_hi: f32, nz2_lo: f32) -> f32 {
+    let t = recip_ge1(f.mul_add(ERFC_A, z, 1.0));
+    exp_hl(f, nz2_hi, nz2_lo) * (t * erfc_q(f, t))
 }
 
 /// `erfc(z)`, made for `z >= 0`: there its relative error stays below about 1e-6 until the
@@ -185,7 +190,7 @@ pub fn erfc_pos(z: f32) -> f32 {
     // erfc(11) is 0 in f32; the clamp keeps inf out of the split below (NaN passes).
     let a = if a > 11.0 { 11.0 } else { a };
     let (ah, al) = split(a);
-    let e = erfc_core(a, -(ah * ah), -(al * (a + ah)));
+    let e = erfc_core(Portable, a, -(ah * ah), -(al * (a + ah)));
     if z < 0.0 { 2.0 - e } else { e }
 }
 
@@ -196,16 +201,22 @@ pub fn erfc_pos(z: f32) -> f32 {
 /// about an ulp of the result.
 #[inline(always)]
 pub fn normal_cdf(s: f32) -> f32 {
+    normal_cdf_with(Portable, s)
+}
+
+/// [`normal_cdf`] with its multiply-adds done by `f` (same bound, fused or not): the host's
+/// AVX loops pass a fused one, which halves the operations of the two polynomials and of the
+/// exact square, and halves their dependency chains.
+#[inline(always)]
+pub fn normal_cdf_with<F: MulAdd>(f: F, s: f32) -> f32 {
     let a = f32::from_bits(s.to_bits() & 0x7FFF_FFFF);
     // Φ(-15) is 0 in f32; the clamp keeps inf out of the split below (NaN passes).
     let a = if a > 15.0 { 15.0 } else { a };
-    // z^2 = a^2 / 2 from a split of `a` itself: z = a / √2 is rounded, and at large a the
-    // exponent would turn that rounding into a relative error of 2 z^2 ulp.
-    let (ah, al) = split(a);
-    let nz2_hi = -0.5 * (ah * ah);
-    let nz2_lo = -0.5 * (al * (a + ah));
+    // z^2 = a^2 / 2 from the exact square of `a` itself: z = a / √2 is rounded, and at large a
+    // the exponent would turn that rounding into a relative error of 2 z^2 ulp.
+    let (q, ql) = square(f, a);
     let z = a * core::f32::consts::FRAC_1_SQRT_2;
-    let tail = 0.5 * erfc_core(z, nz2_hi, nz2_lo);
+    let tail = 0.5 * erfc_core(f, z, -0.5 * q, -0.5 * ql);
     if s > 0.0 { 1.0 - tail } else { tail }
 }
 

@@ -27,6 +27,7 @@ fn fast_gelus_track_the_accurate_ones() {
 
 use super::gelu::{GELU_A_HI, GELU_B_HI, GELU_B_LO};
 use super::*;
+use crate::arch::fmaf;
 use proptest::prelude::*;
 use std::{println, vec::Vec};
 
@@ -211,6 +212,31 @@ fn normal_cdf_sweep() {
 }
 
 #[test]
+fn normal_cdf_fused_sweep() {
+    let mut xs = standard_inputs();
+    // The lower tail, densely, until it underflows.
+    xs.extend(f32_walk(-1.0, -15.0, 17));
+    check("normal_cdf fused", |s| normal_cdf_with(StdFused, s), normal_cdf_ref, xs, 5e-6, REL_FLOOR, ABS_BOUND);
+    assert_eq!(normal_cdf_with(StdFused, 0.0), 0.5);
+    assert_eq!(normal_cdf_with(StdFused, -f32::INFINITY), 0.0);
+    assert_eq!(normal_cdf_with(StdFused, f32::INFINITY), 1.0);
+    assert!(normal_cdf_with(StdFused, f32::NAN).is_nan());
+}
+
+#[test]
+fn exp_fused_sweep() {
+    // As `exp_sweep`, subnormal results included.
+    let mut xs: Vec<f32> = grid(-110.0, 88.72, 1e-3).chain(tiny()).collect();
+    xs.extend(f32_walk(1e-8, 88.72283, 61));
+    xs.extend(f32_walk(-1e-8, -110.0, 61));
+    let min = f32::MIN_POSITIVE as f64;
+    check("exp fused", |x| exp_with(StdFused, x), exp_ref, xs, 5e-7, min, 2.9e-45);
+    assert_eq!(exp_with(StdFused, 0.0), 1.0);
+    assert_eq!(exp_with(StdFused, 100.0), f32::INFINITY);
+    assert_eq!(exp_with(StdFused, -104.0), 0.0);
+}
+
+#[test]
 fn normal_cdf_special() {
     assert_eq!(normal_cdf(0.0), 0.5);
     assert_eq!(normal_cdf(-0.0), 0.5);
@@ -249,6 +275,8 @@ fn the_fused_forms_are_not_the_portable_ones() {
         ("gelu_tanh", gelu_tanh, |x| gelu_tanh_with(StdFused, x)),
         ("gelu_erf_fast", gelu_erf_fast, |x| gelu_erf_fast_with(StdFused, x)),
         ("gelu_tanh_fast", gelu_tanh_fast, |x| gelu_tanh_fast_with(StdFused, x)),
+        ("normal_cdf", normal_cdf, |x| normal_cdf_with(StdFused, x)),
+        ("exp", exp, |x| exp_with(StdFused, x * 7.0)),
     ] {
         let differ = xs.iter().filter(|&&x| portable(x).to_bits() != fused(x).to_bits()).count();
         println!("{name}: {differ} of {} results differ between the portable and fused forms", xs.len());
@@ -381,6 +409,7 @@ proptest! {
     #[test]
     fn normal_cdf_random(s in -16.0f32..16.0) {
         prop_assert!(rel_err(normal_cdf(s), normal_cdf_ref(s as f64)) <= 5e-6);
+        prop_assert!(rel_err(normal_cdf_with(StdFused, s), normal_cdf_ref(s as f64)) <= 5e-6);
     }
 
     #[test]
@@ -405,7 +434,8 @@ proptest! {
         // No panics (overflow checks are on in tests), NaN only for NaN, ranges respected.
         let x = f32::from_bits(bits);
         let outs = [exp(x), erfc_pos(x), normal_cdf(x), gelu_erf(x), gelu_tanh(x), sigmoid(x),
-            gelu_erf_with(StdFused, x), gelu_tanh_with(StdFused, x)];
+            gelu_erf_with(StdFused, x), gelu_tanh_with(StdFused, x), normal_cdf_with(StdFused, x),
+            exp_with(StdFused, x)];
         for y in outs {
             prop_assert_eq!(y.is_nan(), x.is_nan());
         }
@@ -414,6 +444,8 @@ proptest! {
             prop_assert!((0.0..=2.0).contains(&outs[1]));
             prop_assert!((0.0..=1.0).contains(&outs[2]));
             prop_assert!((0.0..=1.0).contains(&outs[5]));
+            prop_assert!((0.0..=1.0).contains(&outs[8]));
+            prop_assert!(outs[9] >= 0.0);
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The FCGP forward (`fused_gelu_fcgp_norm`): per-path products, our GEMM, assembly and norm.
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
-use ferrotune_kernels::clifford::{Algebra, Cl2, Cl3, CliffordKernel};
+use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3, CliffordKernel};
 use rayon::prelude::*;
 
 use super::{
@@ -222,7 +222,7 @@ fn cpu_assemble<A: Algebra, T: Scalar>(cpu: &Cpu, p: &Clifford, cfg: &CliffordCo
     let os = planes_mut(out, A::C, plane, chunk);
     cpu.install(|| {
         os.into_par_iter().zip(ds.par_iter()).for_each(|(mut o, dc)| {
-            let mut scratch = vec![0.0f32; A::C * p.n];
+            let mut scratch = vec![0.0f32; A::C * kc::padded(p.n)];
             super::cpu_loops::assemble_rows::<A, T>(dc, &mut o, p.n, p.normalize, &mut scratch);
         })
     });

@@ -156,7 +156,7 @@ fn cpu_backward<A: Algebra, T: Scalar>(
     let gs = planes(go, A::C, plane, chunk);
     let dxs = planes_mut(dx, A::C, plane, chunk);
     let dys = planes_mut(dy, A::C, plane, chunk);
-    // Weights and weight gradients as f32 planes by path (`kc::weights_by_path`).
+    // Weights and weight gradients as f32 lane blocks (`kc::weights_by_path`).
     let np = kc::padded(p.n);
     let nw = np * A::W;
     let mut wt = vec![0.0f32; nw];
@@ -182,7 +182,7 @@ fn cpu_backward<A: Algebra, T: Scalar>(
     }
     for (f, dwf) in dw.chunks_mut(A::W).enumerate() {
         for (q, d) in dwf.iter_mut().enumerate() {
-            *d = T::from_f32(sum[q * np + f]);
+            *d = T::from_f32(sum[kc::weight_index::<A>(q, f)]);
         }
     }
 }

@@ -105,12 +105,12 @@ fn cpu_forward<A: Algebra, T: Scalar>(
     let xs = planes(x, A::C, plane, chunk);
     let ys = planes(y, A::C, plane, chunk);
     let os = planes_mut(out, A::C, plane, chunk);
-    // The weights once per call as f32 planes by path, so each lane block reads them in order.
+    // The weights once per call as f32 lane blocks, so each lane block reads them in order.
     let mut wt = vec![0.0f32; A::W * kc::padded(p.n)];
     kc::weights_by_path::<A, T>(w, p.n, &mut wt);
     cpu.install(|| {
         os.into_par_iter().zip(xs.par_iter().zip(ys.par_iter())).for_each(|(mut o, (xc, yc))| {
-            let mut scratch = vec![0.0f32; A::C * p.n];
+            let mut scratch = vec![0.0f32; A::C * kc::padded(p.n)];
             super::cpu_loops::fwd_rows::<A, T>(xc, yc, &wt, &mut o, p.n, p.normalize, &mut scratch);
         })
     });
