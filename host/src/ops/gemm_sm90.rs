@@ -136,8 +136,13 @@ fn split_tile(g: &Gemm, sm_count: u32, forced: Option<u8>) -> Option<u8> {
 /// four-stage split, 128x8192x1024 0.013 against 0.014, 64x14336x4096 0.048 against 0.051;
 /// at 224 tiles, 128x14336x4096, the 128 x 128 tile stays ahead).
 pub fn streams(g: &Gemm, sm_count: u32) -> bool {
+    g.batch == 1 && stream_tiles(g) <= sm_count.max(1) as usize
+}
+
+/// Output tiles of `g` (one matrix) on [`STREAM_TILE`].
+fn stream_tiles(g: &Gemm) -> usize {
     let t = k90::TILES[STREAM_TILE as usize];
-    g.batch == 1 && g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn) <= sm_count.max(1) as usize
+    g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn)
 }
 
 /// The split-K cost rule: a single matrix whose output tiles (of `tile`) fill at most a
@@ -242,8 +247,14 @@ pub fn tile_reason(g: &Gemm, tile: u8, path: GemmPath, sm_count: u32) -> String 
     if tile != STREAM_TILE || forced_tile(g, path).is_some() {
         return String::new();
     }
-    let tiles = g.m.div_ceil(64) * g.n.div_ceil(128);
-    format!("; streaming tile 64x128, 8 stages, one block per SM: its {tiles} tiles fit one wave of {sm_count} SMs")
+    let t = k90::TILES[STREAM_TILE as usize];
+    format!(
+        "; streaming tile {}x{}, {} stages, one block per SM: its {} tiles fit one wave of {sm_count} SMs",
+        t.bm(),
+        t.bn,
+        t.stages,
+        stream_tiles(g)
+    )
 }
 
 /// The tile the call's forced path, else `FERROTUNE_SM90_TILE`, else the chosen config's
