@@ -51,6 +51,29 @@ fn finite_differences<T: Scalar>(case: &Case<T>) -> Grads {
     (gx, gy, gw)
 }
 
+/// Per tensor, the largest gradient of the loss with each row's norm held at its value: the
+/// size of the terms the normalised backward subtracts from each other. Where the norm all but
+/// cancels them (a row of one feature, whose normalised output is nearly its sign), the true
+/// gradient is orders of magnitude below the rounding of those terms in f32, so errors are
+/// measured against this scale as well as the gradient's own. Zero without the norm.
+fn term_scales<T: Scalar>(case: &Case<T>) -> [f64; 3] {
+    let p = case.p;
+    if !p.normalize {
+        return [0.0; 3];
+    }
+    let (x, y, w, go) = (f64s(&case.x), f64s(&case.y), f64s(&case.w), f64s(&case.go));
+    let (raw, _) = r::fcgp_forward(p.dim, p.b, p.n, &x, &y, &w, false);
+    let (out, _) = r::fcgp_forward(p.dim, p.b, p.n, &x, &y, &w, true);
+    // go times the row's 1/norm, read off as out / raw (both zero where a blade gets no path).
+    let g_inv: Vec<f64> =
+        go.iter().zip(raw.iter().zip(&out)).map(|(g, (r, o))| if *r == 0.0 { 0.0 } else { g * o / r }).collect();
+    let loss = |x: &[f64], y: &[f64], w: &[f64]| {
+        let (o, _) = r::fcgp_forward(p.dim, p.b, p.n, x, y, w, false);
+        o.iter().zip(&g_inv).map(|(a, b)| a * b).sum::<f64>()
+    };
+    r::central_differences([&x, &y, &w], 1e-5, loss).map(|g| g.iter().fold(0.0f64, |m, v| m.max(v.abs())))
+}
+
 /// Runs the FCGP backward on `backend` with the GEMMs at `precision`; outputs poisoned first.
 fn run_backward<T: Scalar>(backend: &Backend, case: &Case<T>, precision: Precision) -> Result<Grads, Error> {
     let s = backend.stream();
@@ -78,12 +101,13 @@ fn run_backward<T: Scalar>(backend: &Backend, case: &Case<T>, precision: Precisi
     Ok((f64s(&dx.to_vec(&s)?), f64s(&dy.to_vec(&s)?), f64s(&dw.to_vec(&s)?)))
 }
 
-/// `got` against `want` relative to the largest |want| of the tensor (gradients mix signs).
-fn check_grad(what: &str, got: &[f64], want: &[f64], rel: f64) -> Result<(), String> {
+/// `got` against `want` relative to the largest |want| of the tensor (gradients mix signs), or
+/// to `terms` (see `term_scales`) where that is larger.
+fn check_grad(what: &str, got: &[f64], want: &[f64], terms: f64, rel: f64) -> Result<(), String> {
     if got.len() != want.len() {
         return Err(format!("{what}: {} values, want {}", got.len(), want.len()));
     }
-    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-12);
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(terms).max(1e-12);
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         if g.is_nan() || (g - w).abs() > rel * scale {
             return Err(format!("{what}[{i}]: got {g:e}, want {w:e} (scale {scale:e})"));
@@ -92,10 +116,10 @@ fn check_grad(what: &str, got: &[f64], want: &[f64], rel: f64) -> Result<(), Str
     Ok(())
 }
 
-fn check_all(got: &Grads, want: &Grads, rel: f64) -> Result<(), String> {
-    check_grad("dx", &got.0, &want.0, rel)
-        .and_then(|_| check_grad("dy", &got.1, &want.1, rel))
-        .and_then(|_| check_grad("dw", &got.2, &want.2, rel))
+fn check_all(got: &Grads, want: &Grads, terms: [f64; 3], rel: f64) -> Result<(), String> {
+    check_grad("dx", &got.0, &want.0, terms[0], rel)
+        .and_then(|_| check_grad("dy", &got.1, &want.1, terms[1], rel))
+        .and_then(|_| check_grad("dw", &got.2, &want.2, terms[2], rel))
 }
 
 /// Allowed error relative to the tensor's largest gradient: f32 maths throughout; 16-bit
@@ -111,7 +135,8 @@ fn rel_of(dt: DType) -> f64 {
 fn cpu_case<T: Scalar>(p: Clifford, seed: u64) -> Result<(), String> {
     let case = make_case::<T>(p, seed);
     let got = run_backward(&cpu_backend(), &case, Precision::Strict).map_err(|e| e.to_string())?;
-    check_all(&got, &finite_differences(&case), rel_of(T::DTYPE)).map_err(|e| format!("{p:?} {}: {e}", T::DTYPE.name()))
+    check_all(&got, &finite_differences(&case), term_scales(&case), rel_of(T::DTYPE))
+        .map_err(|e| format!("{p:?} {}: {e}", T::DTYPE.name()))
 }
 
 #[test]
@@ -123,6 +148,10 @@ fn cpu_fcgp_gradients_match_finite_differences() {
         let r = cpu_case::<f32>(p, 5 + n as u64);
         assert!(r.is_ok(), "{}", r.unwrap_err());
     }
+    // A one-feature row (normalised output nearly its sign) where f32 rounding of the
+    // cancelling terms is 5e-4 of the true gradient: found by CI's proptest run.
+    let r = cpu_case::<f32>(Clifford::new(2, 1, 1, true), 11079337103216437125);
+    assert!(r.is_ok(), "{}", r.unwrap_err());
 }
 
 proptest! {
@@ -153,7 +182,8 @@ fn fcgp_gradient_check_can_fail() {
     let case = make_case::<f32>(Clifford::new(2, 2, 3, true), 9);
     let got = run_backward(&cpu_backend(), &case, Precision::Strict).unwrap();
     let want = finite_differences(&case);
-    check_all(&got, &want, 1e-4).unwrap();
+    let terms = term_scales(&case);
+    check_all(&got, &want, terms, 1e-4).unwrap();
     for which in 0..3 {
         let mut bad = got.clone();
         let v = match which {
@@ -163,7 +193,7 @@ fn fcgp_gradient_check_can_fail() {
         };
         let scale = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
         v[1] += 1e-3 * scale;
-        assert!(check_all(&bad, &want, 1e-4).is_err(), "a wrong gradient {which} passed");
+        assert!(check_all(&bad, &want, terms, 1e-4).is_err(), "a wrong gradient {which} passed");
     }
 }
 
@@ -244,11 +274,12 @@ fn gpu_typed<T: Scalar>(gpu: &Backend, precision: Precision, rel: f64) -> usize 
             let case = make_case::<T>(p, 40 + i as u64);
             let got = run_backward(gpu, &case, precision).unwrap_or_else(|e| panic!("{p:?}: {e}"));
             let cpu = run_backward(&cpu_backend(), &case, Precision::Strict).unwrap();
-            if let Err(e) = check_all(&got, &cpu, rel) {
+            let terms = term_scales(&case);
+            if let Err(e) = check_all(&got, &cpu, terms, rel) {
                 panic!("GPU vs CPU {} {precision:?} {p:?}: {e}", T::DTYPE.name());
             }
             if n <= 7
-                && let Err(e) = check_all(&got, &finite_differences(&case), rel.max(rel_of(T::DTYPE)))
+                && let Err(e) = check_all(&got, &finite_differences(&case), terms, rel.max(rel_of(T::DTYPE)))
             {
                 panic!("GPU vs finite differences {} {precision:?} {p:?}: {e}", T::DTYPE.name());
             }
