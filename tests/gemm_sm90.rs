@@ -146,3 +146,48 @@ fn sm90_every_tile_forced_through_the_path() {
     let e = gemm_plan::explain(&b.stream(), &g, DType::Bf16, DType::Bf16).unwrap_err();
     assert!(e.to_string().contains("layout"), "{e}");
 }
+
+/// The TMA-store epilogue (one-tile form, D describable by TMA, no C read: fresh allocations
+/// are 256-byte aligned, so every row here of a multiple of 16 bytes takes it): ragged edges
+/// in M and N (partial 64-row slabs, partial and absent 64-column boxes), padded leading
+/// dimensions whose padding must stay poisoned, a strided batch, each activation with and
+/// without a bias, both output types (N = 100: whole 16-byte rows for f32 only, so 16-bit
+/// outputs take the staged epilogue), on each one-tile form (two consumers 128 x 256 and
+/// 128 x 128, one consumer 64 x 128 at 4 and 8 stages) and two persistent ones (128 x 256,
+/// 128 x 128: box by box through two buffers; the device script also runs this with
+/// `FERROTUNE_SM90_MAX_BLOCKS=3`, so each block stores many tiles). A C read (beta != 0) on
+/// the same shapes takes the staged epilogue.
+#[test]
+fn sm90_tma_store_epilogue_edges() {
+    use ferrotune::ops::gemm::Epilogue;
+    use ferrotune_kernels::elementwise::Activation;
+    let Some(b) = hopper("sm90_tma_store_epilogue_edges") else { return };
+    let epis = [
+        Epilogue::PLAIN,
+        Epilogue { alpha: -0.75, beta: 0.0, bias: true, act: Activation::GeluTanh },
+        Epilogue { alpha: 1.0, beta: 0.0, bias: true, act: Activation::GeluErf },
+        Epilogue { alpha: 2.0, beta: 0.0, bias: false, act: Activation::Relu },
+        Epilogue { alpha: 0.5, beta: -1.5, bias: true, act: Activation::None },
+    ];
+    let mut i = 0;
+    for (m, n) in [(1, 8), (63, 136), (65, 64), (129, 264), (200, 520), (257, 1000), (65, 100)] {
+        for (tile, k) in [(0u8, 72), (1, 136), (9, 64), (10, 200), (8, 520), (3, 72)] {
+            let mut g = rc(m, n, k).epilogue(epis[i % epis.len()]).path(GemmPath::Sm90(tile));
+            if i % 3 == 1 {
+                g.ldc = n + 8;
+            }
+            let dt = if i % 2 == 0 { DType::Bf16 } else { DType::F16 };
+            let out_f32 = i % 4 == 3;
+            let out = if out_f32 { DType::F32 } else { dt };
+            let f = family(&b, &g, dt, out);
+            assert!(matches!(f, Family::Launch(Launch::Hopper(..))), "tile {tile}, {g:?}: {f:?}");
+            dispatch(&b, dt, out_f32, g, 300 + i as u64).unwrap_or_else(|e| panic!("tile {tile}: {e}"));
+            i += 1;
+        }
+    }
+    // A strided batch with padded rows and a gap between the matrices (16-byte multiples).
+    let mut g = rc(130, 200, 64).batched(3).epilogue(epis[1]);
+    g.ldc = 208;
+    g.stride_c = 130 * 208 + 16;
+    on_hopper(&b, DType::Bf16, false, g, 399).unwrap();
+}

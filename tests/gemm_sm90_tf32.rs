@@ -60,6 +60,9 @@ fn sm90_tf32_edge_shapes_every_epilogue() {
     // three heuristic tiles; strided batches with gaps.
     assert_eq!(on_hopper(&b, rc(129, 257, 4100).epilogue(epilogue(3)).split_k(1), 1), (10, 1));
     assert_eq!(on_hopper(&b, rc(2048, 4096, 320).epilogue(epilogue(1)), 2).0, 0);
+    // No C read and D rows of whole 16-byte chunks: the persistent 128 x 256 with the TMA store.
+    assert_eq!(on_hopper(&b, rc(2048, 4096, 320).epilogue(epilogue(2)), 10).0, 8);
+    assert_eq!(on_hopper(&b, rc(1100, 2048, 264).epilogue(epilogue(0)), 11).0, 8);
     assert_eq!(on_hopper(&b, rc(1000, 1000, 1000).epilogue(epilogue(2)), 3).0, 10);
     assert_eq!(on_hopper(&b, rc(512, 3072, 300).epilogue(epilogue(0)), 9).0, 1);
     let mut g = rc(200, 300, 136).batched(3).epilogue(epilogue(3));

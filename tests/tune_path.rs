@@ -55,11 +55,16 @@ fn a_tuned_hopper_path_is_what_the_plan_runs() {
     assert!(matches!(pl.family, Family::Launch(Launch::Tiles(v)) if v.tile == 1), "{pl:?}");
     assert!(pl.reason.contains("asks for the mma.sync tiles"), "{}", pl.reason);
 
-    // No entry (f16: the heuristic, `Auto`): the plan's own choice, the Hopper default tile.
+    // No entry (f16: the heuristic, `Auto`): the plan's own choice, the persistent 128 x 256
+    // with the TMA store (D rows of whole 16-byte chunks, no C read), and why.
     let (cfg, src) = gemm_explain_in(&set, &g(4096, 4096, 4096), DType::F16, &s);
     assert!(matches!(src, Source::Heuristic { .. }), "{src}");
     assert_eq!(cfg.path, GemmPath::Auto);
     let pl = plan(&g(4096, 4096, 4096), DType::F16, DType::F16, "sm_90a", 132, cfg, [256, 256]).unwrap();
+    assert_eq!(pl.path(), "sm90:ft_gemm90_f16_rc_f16_128x256x64s4p", "{pl:?}");
+    assert!(pl.reason.contains("TMA-store epilogue"), "{}", pl.reason);
+    // D rows of 4100 halves (not whole 16-byte chunks): the one-tile 128 x 256.
+    let pl = plan(&g(4096, 4100, 4096), DType::F16, DType::F16, "sm_90a", 132, cfg, [256, 256]).unwrap();
     assert_eq!(pl.path(), "sm90:ft_gemm90_f16_rc_f16_128x256x64s4", "{pl:?}");
 }
 

@@ -77,9 +77,6 @@ impl Sm90Tile {
     pub const fn epilogue_bytes(&self) -> usize {
         self.bm() * (self.bn + EPI_PAD) * 4
     }
-    /// Dynamic shared memory a launch asks for: the ring, the barriers, the persistent form's
-    /// per-warp epilogue staging (16 rows each) or the one-tile form's split-K flag word, and
-    /// 1024 bytes of slack to align the base.
     /// Blocks one SM holds: two of a one-block-per-tile form with one consumer, or with two
     /// on 128 columns (64 accumulators each), whose shared memory fits twice in the H100's
     /// 227 KiB (their launch bounds cap registers for it: one block's epilogue then runs
@@ -94,9 +91,28 @@ impl Sm90Tile {
     pub const fn splits_k(&self) -> bool {
         !self.persistent && (self.bn == 128 || self.consumers == 1)
     }
+    /// Whether the form keeps two TMA-store box buffers per consumer warpgroup (the persistent
+    /// cooperative form: its ring is busy with the next tile while a tile is stored).
+    pub const fn store_buffers(&self) -> bool {
+        self.persistent && self.pp_slabs == 0
+    }
+    /// Offset of those buffers from the 1024-aligned base: past the barriers, 1024-aligned.
+    pub const fn store_buffers_offset(&self) -> usize {
+        self.barrier_offset() + 1024
+    }
+    /// Dynamic shared memory a launch asks for: the ring, then the barriers and the persistent
+    /// form's per-warp epilogue staging (16 rows each) or the one-tile form's split-K flag
+    /// word — or, where larger, the persistent cooperative form's TMA-store buffers, which
+    /// share that space (a launch uses one or the other) — and 1024 bytes of slack to align
+    /// the base.
     pub const fn smem_bytes(&self) -> usize {
         let staging = if self.persistent { 4 * self.consumers * 16 * STAGE_PITCH_BYTES } else { 16 };
-        self.barrier_offset() + 16 * self.stages + staging + 1024
+        let mut tail = 16 * self.stages + staging;
+        let buffers = 1024 + 2 * self.consumers * STORE_BOX_BYTES;
+        if self.store_buffers() && buffers > tail {
+            tail = buffers;
+        }
+        self.barrier_offset() + tail + 1024
     }
 }
 
@@ -140,21 +156,25 @@ pub const TILES: [Sm90Tile; 12] = [
     t(128, 2, 3, false),
 ];
 
-// Every tile's epilogue staging fits in its ring and its shared memory in the H100's 227 KiB.
+// Every tile's epilogue staging fits in its ring (the f32 staging, so the TMA-store slabs too)
+// and its shared memory in the H100's 227 KiB.
 const _: () = {
     let mut i = 0;
     while i < TILES.len() {
         assert!(TILES[i].epilogue_bytes() <= TILES[i].barrier_offset());
         assert!(TILES[i].smem_bytes() <= 232_448);
+        // The TMA-store epilogue writes out at most 32 fragment column groups (BN 256).
+        assert!(TILES[i].bn <= 256);
         i += 1;
     }
 };
 
 /// The tiles compiled for f32 inputs on TF32 (f32 output only): the two one-tile shapes the
-/// heuristic picks (128 x 256, 128 x 128, which also splits K), the small-M split tile and
-/// the streaming tile. The persistent and ping-pong tiles lost to tile 0 on every large
-/// 16-bit shape, so they are not compiled for TF32 (PTX size and ptxas time).
-pub const TF32_TILES: [u8; 4] = [0, 1, 9, 10];
+/// heuristic picks (128 x 256, 128 x 128, which also splits K), the persistent 128 x 256 it
+/// takes with the TMA-store epilogue, the small-M split tile and the streaming tile. The other
+/// persistent and the ping-pong tiles lost to these on every large 16-bit shape, so they are
+/// not compiled for TF32 (PTX size and ptxas time).
+pub const TF32_TILES: [u8; 5] = [0, 1, 8, 9, 10];
 
 /// A compiled Hopper GEMM entry: f16/bf16 inputs (f32 or same-type output) or f32 inputs on
 /// TF32 (`dtype` F32, f32 output, `out_f32` false), A row-major (M x K) and B column-major
@@ -167,9 +187,36 @@ pub struct Sm90Variant {
     pub tile: u8,
 }
 
-/// The entry-name prefix of the family and the number of by-value map parameters, for the
-/// PTX build to align them (see `ferrotune-ptx-build`).
-pub const TMAP_PARAMS: (&str, usize) = ("ft_gemm90_", 2);
+/// The entry-name prefix of the family and the number of by-value map parameters (A, B and
+/// D), for the PTX build to align them (see `ferrotune-ptx-build`).
+pub const TMAP_PARAMS: (&str, usize) = ("ft_gemm90_", 3);
+
+/// Epilogue flag bit (beside [`crate::gemm::Epilogue::flags`]'s): the cooperative forms store
+/// D with TMA through the third map, the epilogue applied in registers — the one-tile form
+/// stages each warpgroup's 64-row slab in the idle ring, the persistent form box by box in two
+/// buffers of its own ([`Sm90Tile::store_buffers`]), both in the 128-byte swizzle. The host
+/// sets it only without a C read, on a tile that is not ping-pong, when TMA can describe D
+/// (16-byte aligned base, leading dimension and batch stride).
+pub const TMA_STORE: u32 = 32;
+
+/// Rows of a D box the TMA-store epilogue writes (one consumer warpgroup's rows).
+pub const STORE_BOX_ROWS: usize = 64;
+
+/// Bytes of one D box (64 rows of 128 bytes): a persistent warpgroup's TMA-store buffer.
+pub const STORE_BOX_BYTES: usize = STORE_BOX_ROWS * BK_BYTES;
+
+/// Output elements per row of a D box: one 128-byte swizzle row.
+pub const fn store_box_cols(out_bytes: usize) -> usize {
+    BK_BYTES / out_bytes
+}
+
+/// Byte offset, inside a box of 128-byte rows stored with the 128-byte swizzle (1024-aligned),
+/// of byte `byte` (0..128) of row `row`: the row's 16-byte chunks are permuted by the row's
+/// index modulo 8, the layout TMA reads and writes with `SWIZZLE_128B`.
+#[inline(always)]
+pub const fn sw128_offset(row: usize, byte: usize) -> usize {
+    row * BK_BYTES + (((byte / 16) ^ (row % 8)) * 16) + byte % 16
+}
 
 impl Sm90Variant {
     pub fn out_dtype(&self) -> DType {
@@ -255,6 +302,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn swizzle_is_a_permutation_and_the_fragment_stores_hit_distinct_banks() {
+        // Within each 8-row group, every (row, 16-byte chunk) lands on a distinct chunk.
+        let mut seen = [false; 64];
+        for row in 0..8 {
+            for chunk in 0..8 {
+                let o = sw128_offset(row, chunk * 16);
+                assert_eq!(o % 16, 0);
+                assert!(!seen[o / 16], "row {row} chunk {chunk} collides");
+                seen[o / 16] = true;
+            }
+        }
+        // Row 9 (9 mod 8 = 1), byte 17 (chunk 1): chunk 1 ^ 1 = 0, byte 1 of it.
+        assert_eq!(sw128_offset(9, 17), 1153);
+        assert_eq!(sw128_offset(10, 17), 10 * 128 + 3 * 16 + 1);
+        // A warp's 16-bit pair store of fragment column group j (lane g = row, t = pair):
+        // 32 lanes, 32 distinct banks.
+        for j in 0..8 {
+            let mut banks = [false; 32];
+            for lane in 0..32 {
+                let (g, t) = (lane / 4, lane % 4);
+                let bank = (sw128_offset(g, (j * 8 + 2 * t) * 2) / 4) % 32;
+                assert!(!banks[bank], "j {j} lane {lane} conflicts");
+                banks[bank] = true;
+            }
+        }
+        assert_eq!(store_box_cols(2), 64);
+        assert_eq!(store_box_cols(4), 32);
+    }
+
+    #[test]
     fn names_and_bounds() {
         let v = Sm90Variant { dtype: DType::Bf16, out_f32: false, tile: 0 };
         assert_eq!(v.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s4");
@@ -299,7 +376,8 @@ mod tests {
         assert_eq!(launch_bounds("ft_gemm90_tf32_rc_f32_64x128x32s4"), Some((256, 2)));
         assert!(!v(2).is_compiled() && !Sm90Variant { out_f32: true, ..v(0) }.is_compiled());
         assert_eq!(TILES[0].bk(4), 32);
-        assert!(TF32_TILES.iter().all(|&t| !TILES[t as usize].persistent));
+        assert_eq!(v(8).entry_name().as_str(), "ft_gemm90_tf32_rc_f32_128x256x32s4p");
+        assert!(TF32_TILES.iter().all(|&t| !TILES[t as usize].pingpong()));
         assert!(TILES[1].splits_k() && TILES[9].splits_k() && TILES[10].splits_k());
     }
 

@@ -369,11 +369,12 @@ mod tests {
 
     #[test]
     fn tensor_map_params_get_64_byte_alignment() {
-        let ptx = ".visible .entry ft_gemm90_x(\n\t.param .align 16 .b8 ft_gemm90_x_param_0[128],\n\t.param .align 16 .b8 ft_gemm90_x_param_1[128],\n\t.param .align 16 .b8 ft_gemm90_x_param_2[128]\n)\n.visible .entry ft_other(\n\t.param .align 16 .b8 ft_other_param_0[128]\n)\n";
-        let out = align_tensor_map_params(ptx, ("ft_gemm90_", 2));
+        let ptx = ".visible .entry ft_gemm90_x(\n\t.param .align 16 .b8 ft_gemm90_x_param_0[128],\n\t.param .align 16 .b8 ft_gemm90_x_param_1[128],\n\t.param .align 16 .b8 ft_gemm90_x_param_2[128],\n\t.param .align 16 .b8 ft_gemm90_x_param_3[128]\n)\n.visible .entry ft_other(\n\t.param .align 16 .b8 ft_other_param_0[128]\n)\n";
+        let out = align_tensor_map_params(ptx, ("ft_gemm90_", 3));
         assert!(out.contains(".align 64 .b8 ft_gemm90_x_param_0[128]"));
         assert!(out.contains(".align 64 .b8 ft_gemm90_x_param_1[128]"));
-        assert!(out.contains(".align 16 .b8 ft_gemm90_x_param_2[128]"));
+        assert!(out.contains(".align 64 .b8 ft_gemm90_x_param_2[128]"));
+        assert!(out.contains(".align 16 .b8 ft_gemm90_x_param_3[128]"));
         assert!(out.contains(".align 16 .b8 ft_other_param_0[128]"));
     }
 

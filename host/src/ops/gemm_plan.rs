@@ -257,7 +257,7 @@ fn plan_families(
                 } else {
                     "Hopper wgmma + TMA: sm_90a module, 16-bit rc operands TMA can describe"
                 },
-                gemm_sm90::tile_reason(g, v.tile, g.path.unwrap_or(cfg.path), sm_count)
+                gemm_sm90::tile_reason(g, v.tile, g.path.unwrap_or(cfg.path), sm_count, out)
             ),
         }),
         Err(why) if matches!(g.path, Some(GemmPath::Sm90(_))) => Err(crate::error::Error::InvalidConfig {
@@ -464,14 +464,17 @@ mod tests {
             }
             _ => None,
         };
-        assert_eq!(hopper(rc(4096, 4096, 4096)), Some((0, 1)));
-        assert_eq!(hopper(rc(8192, 3072, 768)), Some((0, 1)));
+        // Large, D stored by TMA: the persistent 128 x 256; with a C read: the one-tile one.
+        assert_eq!(hopper(rc(4096, 4096, 4096)), Some((8, 1)));
+        assert_eq!(hopper(rc(8192, 3072, 768)), Some((8, 1)));
+        let beta = crate::ops::gemm::Epilogue { beta: 1.0, ..crate::ops::gemm::Epilogue::PLAIN };
+        assert_eq!(hopper(rc(8192, 3072, 768).epilogue(beta)), Some((0, 1)));
         assert_eq!(hopper(rc(512, 3072, 768)), Some((1, 1)));
         assert_eq!(hopper(rc(256, 256, 65_536)), Some((10, 16)));
         assert_eq!(hopper(rc(64, 4096, 4096)), Some((10, 2)));
         assert_eq!(hopper(rc(128, 8192, 1024)), Some((10, 1)));
         let r = p(rc(4096, 4096, 4096)).unwrap();
-        assert!(r.reason.contains("TF32") && r.path().starts_with("sm90:ft_gemm90_tf32_rc_f32_128x256x32s4"), "{r:?}");
+        assert!(r.reason.contains("TF32") && r.path() == "sm90:ft_gemm90_tf32_rc_f32_128x256x32s4p", "{r:?}");
         // Exact f32: FFMA; K = 1001 (rows of 4004 bytes), other layouts, pre-Hopper: mma.sync TF32.
         let tiles = |g: Gemm| match p(g).unwrap().family {
             Family::Launch(Launch::Tiles(v)) => v.math,

@@ -1,7 +1,8 @@
 //! The Hopper GEMM family on the host: whether a call can take it (sm_90a module, f16/bf16 or
 //! f32 with TF32 math allowed, `rc` layout, operands TMA can describe) and why not, its tile and split-K choice (the cost
-//! rule for few output tiles and a long K), and the launch (two tensor maps encoded per call,
-//! passed by value; the split's workspace from the stream's cache).
+//! rule for few output tiles and a long K), and the launch (the tensor maps of A, B and, for the
+//! TMA-store epilogue, D encoded per call and passed by value; the split's workspace from the
+//! stream's cache).
 
 use std::sync::Arc;
 
@@ -14,7 +15,8 @@ use crate::backend::Gpu;
 use crate::config::{GemmConfig, GemmPath};
 use crate::error::{DriverContext, Error, Result};
 use crate::ops::gemm::{Gemm, Layout};
-use crate::tma::TileMap;
+use crate::ops::gemm_sm90_store as store;
+use crate::tma::{TensorMap, TileMap};
 
 const OP: &str = "gemm";
 
@@ -86,7 +88,7 @@ pub fn choose(
     };
     let tile = match st {
         Some(t) if split.is_split() => t,
-        _ => tile_for(g, sm_count, path),
+        _ => tile_for(g, sm_count, path, dtype, out),
     };
     let v = Sm90Variant { dtype, out_f32: out == DType::F32 && dtype != DType::F32, tile };
     if v.out_dtype() != out {
@@ -226,10 +228,11 @@ pub fn split_reason(g: &Gemm, tile: u8, split: Sm90Split, sm_count: u32) -> Stri
 /// tile (bench/results/hopper-run3/sweep-tile*.txt):
 /// 128 x 256 one block per tile whenever it gives at least half a wave of blocks (fastest on
 /// 8192³, 4096³, 2048³ and 8192x3072x768), else 128 x 128 (twice the blocks; fastest on
-/// 512x3072x768). The persistent tiles lost on every shape there (with an epilogue since
-/// reworked) and are chosen only when forced or tuned; so are the ping-pong tiles, which lost
-/// to tile 0 on every shape but 512x3072x768 (bench/results/hopper-run5/sweep-tile*.txt).
-fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath) -> u8 {
+/// 512x3072x768). Of those large problems, the ones whose D the TMA-store epilogue can write
+/// (without GELU) take the persistent 128 x 256 tile instead ([`store::PERSIST_TILE`]); with
+/// the staged epilogue the persistent tiles lost everywhere. The ping-pong tiles lost to tile
+/// 0 on every shape but 512x3072x768 (bench/results/hopper-run5/sweep-tile*.txt): tuner points.
+fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath, dtype: DType, out: DType) -> u8 {
     if let Some(t) = forced_tile(g, path) {
         return t;
     }
@@ -238,18 +241,35 @@ fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath) -> u8 {
     }
     let big = k90::TILES[0];
     let tiles = g.m.div_ceil(big.bm()) * g.n.div_ceil(big.bn) * g.batch;
-    if 2 * tiles >= sm_count.max(1) as usize { 0 } else { 1 }
+    if 2 * tiles < sm_count.max(1) as usize {
+        return 1;
+    }
+    if store::persists(g, dtype, out) { store::PERSIST_TILE } else { 0 }
 }
 
 /// Why the heuristic took `tile` (unsplit) for `g`, for the plan's reason: the streaming class
-/// says so; the large-tile rule adds nothing.
-pub fn tile_reason(g: &Gemm, tile: u8, path: GemmPath, sm_count: u32) -> String {
-    if tile != STREAM_TILE || forced_tile(g, path).is_some() {
-        return String::new();
+/// and the persistent tile say so, and whether D leaves through TMA; the large-tile rule adds
+/// nothing.
+pub fn tile_reason(g: &Gemm, tile: u8, path: GemmPath, sm_count: u32, out: DType) -> String {
+    let by_tma = if store::stores_d(g, tile, out.size_bytes()) {
+        "; D stored by TMA (where its base is 16-byte aligned)"
+    } else {
+        ""
+    };
+    if forced_tile(g, path).is_some() {
+        return by_tma.to_string();
+    }
+    if tile == store::PERSIST_TILE {
+        return format!(
+            "; persistent 128x256 tile with the TMA-store epilogue (no C read, no GELU, rows of D whole 16-byte chunks){by_tma}"
+        );
+    }
+    if tile != STREAM_TILE {
+        return by_tma.to_string();
     }
     let t = k90::TILES[STREAM_TILE as usize];
     format!(
-        "; streaming tile {}x{}, {} stages, one block per SM: its {} tiles fit one wave of {sm_count} SMs",
+        "; streaming tile {}x{}, {} stages, one block per SM: its {} tiles fit one wave of {sm_count} SMs{by_tma}",
         t.bm(),
         t.bn,
         t.stages,
@@ -362,6 +382,7 @@ unsafe fn launch_on(
         m.encode().map_err(|e| Error::InvalidConfig { op: OP, why: format!("tensor map of {what}: {e}") })
     };
     let (map_a, map_b) = (enc(ma, "A")?, enc(mb, "B")?);
+    let map_d = store::store_map(g, v, pd).map(|m| enc(m, "D")).transpose()?;
     let kernel = gpu.kernels()?.function_with_smem(name.as_str(), smem)?;
     if t.threads() > kernel.max_threads {
         return Err(Error::InvalidConfig {
@@ -380,16 +401,19 @@ unsafe fn launch_on(
     let dims = [g.m, g.n, g.k, g.ldc, g.batch].map(|x| x as u32);
     let stride_c = g.stride_c as u64;
     let e = g.epilogue;
-    let flags = e.flags();
+    let flags = e.flags() | if map_d.is_some() { k90::TMA_STORE } else { 0 };
+    // Without the TMA store the kernel never reads the third map.
+    let map_d = map_d.unwrap_or(TensorMap { opaque: [0; 16] });
     let mut lb = cs.launch_builder(&kernel.func);
-    lb.arg(&map_a).arg(&map_b).arg(&pc).arg(&pd).arg(&pbias);
+    lb.arg(&map_a).arg(&map_b).arg(&map_d).arg(&pc).arg(&pd).arg(&pbias);
     for x in &dims {
         lb.arg(x);
     }
     lb.arg(&stride_c).arg(&e.alpha).arg(&e.beta).arg(&flags).arg(&ws).arg(&slices).arg(&kt_per);
-    // SAFETY: the arguments match `sm90_entry!` in kernels-gpu/src/entry/gemm_sm90.rs (two
+    // SAFETY: the arguments match `sm90_entry!` in kernels-gpu/src/entry/gemm_sm90.rs (three
     // 128-byte maps by value, 3 pointers, 5 u32, 1 u64, 2 f32, 1 u32, 1 pointer, 2 u32); the
-    // maps describe A and B as the kernel loads them (boxes of the tile); the caller vouches
+    // maps describe A and B as the kernel loads them (boxes of the tile) and, with
+    // `TMA_STORE` in the flags, D as the epilogue stores it (no C read then); the caller vouches
     // for the pointers; block size and shared memory are the tile's; a split runs one-tile
     // blocks of a single matrix, one per (tile, slice), every slice non-empty, on a workspace
     // of the size `gemm_sm90_split` lays out, its counters at zero.
@@ -410,8 +434,39 @@ fn persistent_blocks(tiles: u64, sm_count: u32) -> u32 {
 mod tests {
     use super::*;
 
+    const BF: DType = DType::Bf16;
+
     fn rc(m: usize, n: usize, k: usize) -> Gemm {
         Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).resolved()
+    }
+
+    /// Large problems take the persistent tile where the TMA store writes D (16-bit or TF32
+    /// inputs, no C read, no GELU, D rows whole 16-byte chunks), else the one-tile 128 x 256; fewer
+    /// tiles than half a wave take 128 x 128.
+    #[test]
+    fn large_tile_rule() {
+        if std::env::var("FERROTUNE_SM90_TMA_STORE").is_ok() || std::env::var("FERROTUNE_SM90_TILE").is_ok() {
+            return; // the variables override the rules under test
+        }
+        use crate::ops::gemm::Epilogue;
+        use ferrotune_kernels::elementwise::Activation;
+        let t = |g: &Gemm, dt: DType, out: DType| tile_for(g, 132, GemmPath::Auto, dt, out);
+        for g in [rc(8192, 3072, 768), rc(4096, 4096, 4096), rc(8192, 8192, 512), rc(2048, 2048, 2048)] {
+            assert_eq!(t(&g, BF, BF), store::PERSIST_TILE, "{g:?}");
+            assert_eq!(t(&g, DType::F16, DType::F32), store::PERSIST_TILE, "{g:?}");
+            assert_eq!(t(&g, DType::F32, DType::F32), store::PERSIST_TILE, "TF32: {g:?}");
+            let beta = Epilogue { beta: 1.0, ..Epilogue::PLAIN };
+            assert_eq!(t(&g.epilogue(beta), BF, BF), 0, "C read: {g:?}");
+            let gelu = Epilogue { bias: true, act: Activation::GeluErf, ..Epilogue::PLAIN };
+            assert_eq!(t(&g.epilogue(gelu), BF, BF), 0, "GELU: {g:?}");
+            let relu = Epilogue { bias: true, act: Activation::Relu, ..Epilogue::PLAIN };
+            assert_eq!(t(&g.epilogue(relu), BF, BF), store::PERSIST_TILE, "bias + ReLU: {g:?}");
+            let reason = tile_reason(&g, store::PERSIST_TILE, GemmPath::Auto, 132, BF);
+            assert!(reason.contains("persistent 128x256") && reason.contains("TMA"), "{reason}");
+        }
+        // D rows that are not whole 16-byte chunks: the one-tile form and its staged epilogue.
+        assert_eq!(t(&rc(4096, 4100, 4096), BF, BF), 0);
+        assert_eq!(t(&rc(512, 3072, 768), BF, BF), 1);
     }
 
     /// The rules on the H100's 132 SMs: the streaming class (64 x 128 tiles in one wave) takes
@@ -448,11 +503,11 @@ mod tests {
             assert!(!s(g).is_split(), "{g:?}");
         }
         for g in [rc(64, 4096, 4096), rc(128, 8192, 1024), rc(1024, 1024, 16_384), rc(129, 257, 4099)] {
-            assert!(streams(&g, 132) && tile_for(&g, 132, GemmPath::Auto) == STREAM_TILE, "{g:?}");
-            assert!(tile_reason(&g, STREAM_TILE, GemmPath::Auto, 132).contains("fit one wave"), "{g:?}");
+            assert!(streams(&g, 132) && tile_for(&g, 132, GemmPath::Auto, BF, BF) == STREAM_TILE, "{g:?}");
+            assert!(tile_reason(&g, STREAM_TILE, GemmPath::Auto, 132, BF).contains("fit one wave"), "{g:?}");
         }
         for g in [rc(128, 14_336, 4096), rc(512, 3072, 768), rc(64, 128, 64).batched(2).resolved()] {
-            assert!(!streams(&g, 132) && tile_for(&g, 132, GemmPath::Auto) != STREAM_TILE, "{g:?}");
+            assert!(!streams(&g, 132) && tile_for(&g, 132, GemmPath::Auto, BF, BF) != STREAM_TILE, "{g:?}");
         }
         // The uneven last slice is never empty and K is covered.
         let sp = s(rc(129, 257, 40_999));

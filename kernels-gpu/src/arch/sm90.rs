@@ -105,6 +105,50 @@ pub unsafe fn tma_load_3d(dst: u32, map: u64, c0: i32, c1: i32, c2: i32, bar: u3
     };
 }
 
+/// Stores the shared-memory box at `src` (laid out as the map's swizzle says) to coordinates
+/// (`c0`, `c1`, `c2`) (innermost first) of the tensor map at the generic address `map`, as one
+/// bulk-async operation of this thread's current bulk group. Elements outside the tensor are
+/// not written.
+///
+/// # Safety
+/// `map` is a valid 64-byte aligned `CUtensorMap` of global memory the kernel may write; `src`
+/// is a shared box of the map's box size, aligned as its swizzle needs (1024 for 128 bytes),
+/// written by this block and made visible to the async proxy ([`fence_proxy_async`] and a
+/// barrier) before the call; it stays untouched until [`bulk_wait_read`] returns.
+#[inline(always)]
+pub unsafe fn tma_store_3d(map: u64, c0: i32, c1: i32, c2: i32, src: u32) {
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        asm!(
+            "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [{m}, {{{c0}, {c1}, {c2}}}], [{s}];",
+            m = in(reg64) map, c0 = in(reg32) c0, c1 = in(reg32) c1, c2 = in(reg32) c2, s = in(reg32) src,
+        )
+    };
+}
+
+/// Closes this thread's current bulk-async group (the TMA stores issued since the last one).
+#[inline(always)]
+pub fn bulk_commit() {
+    // SAFETY: no operands; only groups this thread issued are affected.
+    unsafe { asm!("cp.async.bulk.commit_group;") };
+}
+
+/// Waits until all but the most recent bulk-async group of this thread have finished reading
+/// their shared memory (double-buffered stores: the older buffer may then be rewritten).
+#[inline(always)]
+pub fn bulk_wait_read_1() {
+    // SAFETY: no operands.
+    unsafe { asm!("cp.async.bulk.wait_group.read 1;") };
+}
+
+/// Waits until every bulk-async group of this thread has finished reading its shared memory
+/// (the source may then be reused or the block may exit).
+#[inline(always)]
+pub fn bulk_wait_read() {
+    // SAFETY: no operands.
+    unsafe { asm!("cp.async.bulk.wait_group.read 0;") };
+}
+
 /// Shared-memory matrix descriptor of a K-major tile with the 128-byte swizzle: rows of 128
 /// bytes, 8-row groups 1024 bytes apart (the layout TMA writes with `SWIZZLE_128B`). Adding
 /// `32 >> 4 = 2` to the descriptor steps 32 bytes of K inside the row: one wgmma's K, 16

@@ -12,22 +12,25 @@ use crate::arch::nvptx::{
     block_idx_x, block_idx_y, block_idx_z, grid_dim_x, st_shared_v2_f32, sync_threads, thread_idx_x,
 };
 use crate::arch::sm90::{
-    desc_k_sw128, fence_barrier_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier,
-    param_to_generic, setmaxnreg_dec, setmaxnreg_inc, smem_base_1024, tma_load_3d, wgmma_commit, wgmma_fence,
-    wgmma_m64n128k8_tf32, wgmma_m64n128k16_bf16, wgmma_m64n128k16_f16, wgmma_m64n256k8_tf32, wgmma_m64n256k16_bf16,
-    wgmma_m64n256k16_f16, wgmma_wait,
+    bulk_wait_read, desc_k_sw128, fence_barrier_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
+    named_barrier, param_to_generic, setmaxnreg_dec, setmaxnreg_inc, smem_base_1024, tma_load_3d, wgmma_commit,
+    wgmma_fence, wgmma_m64n128k8_tf32, wgmma_m64n128k16_bf16, wgmma_m64n128k16_f16, wgmma_m64n256k8_tf32,
+    wgmma_m64n256k16_bf16, wgmma_m64n256k16_f16, wgmma_wait,
 };
 use crate::element::Element;
 use crate::gemm_sm90::{
-    BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_PITCH_BYTES, WG_THREADS, paired, raster,
+    BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_PITCH_BYTES, STORE_BOX_BYTES, STORE_BOX_ROWS, TMA_STORE,
+    WG_THREADS, paired, raster,
 };
 use crate::gemm_sm90_split::Sm90Split;
 use half::{bf16, f16};
 
 mod epilogue;
 mod pingpong;
+mod tma_store;
 
 use epilogue::{Out, drain, store_staged};
+use tma_store::{Boxes, Slab, store_boxes, store_tma};
 
 /// A `CUtensorMap` passed by value: 128 opaque bytes. Declared align(16) (rustc cannot pass
 /// more); the PTX build raises the parameter's alignment to 64, as TMA needs.
@@ -228,12 +231,15 @@ impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST>
 /// `map_a` / `map_b` are the generic addresses of valid maps of A (dims K, M, batch) and B
 /// (dims K, N, batch) with boxes (64, BM, 1) and (64, BN, 1) and the 128-byte swizzle; C, D
 /// and bias cover the batch of M x N outputs at `ldc`; the launch has `128 (1 + CONS)` threads
-/// and the tile's shared memory.
+/// and the tile's shared memory. With [`TMA_STORE`] in `out.flags` (never with a C read),
+/// `map_d` is D's map (dims N, M, batch; boxes of 128 bytes x 64 rows, 128-byte swizzle) and
+/// `d` is unused.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usize, const ST: usize>(
     map_a: u64,
     map_b: u64,
+    map_d: u64,
     c: *const O,
     d: *mut O,
     bias: *const O,
@@ -301,6 +307,26 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
             return;
         }
     }
+    if out.flags & TMA_STORE != 0 {
+        let bytes = STORE_BOX_ROWS * bn * core::mem::size_of::<O>();
+        let slab = Slab {
+            region: ring.base + (cw * bytes) as u32,
+            map_d,
+            m0: tm * bm + cw * 64,
+            n0: tn * bn,
+            z,
+            bar: 2 + cw as u32,
+        };
+        // SAFETY: the consumers (and only they) reach the barrier; after it no wgmma reads the
+        // ring, whose first `CONS` slabs (64 x BN outputs each: within the ring, as the f32
+        // staging bound asserted in `gemm_sm90` implies) then hold
+        // each warpgroup's outputs; the host set the flag with D's map and no C read.
+        unsafe {
+            named_barrier(1, WG_THREADS * CONS as u32);
+            store_tma::<O, NACC>(&acc, bias, out, slab, lt);
+        }
+        return;
+    }
     // SAFETY: the consumers (and only they) reach both barriers; after the first no wgmma
     // reads the ring, so it holds the f32 staging of each warpgroup's 64 rows.
     unsafe {
@@ -324,15 +350,18 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
 /// The persistent form: `gridDim.x` blocks (one per SM) walk the output tiles of every batch
 /// matrix `gridDim.x` apart in raster order; the producer runs ahead across tile boundaries
 /// (the ring's stage counter never restarts), and each consumer applies the epilogue straight
-/// through a small per-warp staging area (the ring is busy with the next tile).
+/// through a small per-warp staging area (the ring is busy with the next tile) — or, with
+/// [`TMA_STORE`], box by box through TMA from two buffers per warpgroup past the barriers.
 ///
 /// # Safety
-/// As [`sm90_gemm`]; `stride_c` is the batch stride of C and D.
+/// As [`sm90_gemm`]; `stride_c` is the batch stride of C and D; with `TMA_STORE` the launch's
+/// shared memory holds the buffers (`Sm90Tile::store_buffers`).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usize, const ST: usize>(
     map_a: u64,
     map_b: u64,
+    map_d: u64,
     c: *const O,
     d: *mut O,
     bias: *const O,
@@ -375,6 +404,10 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
     }
     let cw = wg - 1;
     let lt = tid % WG_THREADS as usize;
+    let tma = out.flags & TMA_STORE != 0;
+    // Past the barriers, 1024-aligned (`Sm90Tile::store_buffers_offset`).
+    let bufs = ring.base + (ST * Ring::<NACC, CONS, ST>::STAGE + 1024 + cw * 2 * STORE_BOX_BYTES) as u32;
+    let mut boxes = 0;
     let mut it = 0;
     let mut t = first;
     while t < total {
@@ -389,6 +422,14 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
         if ktiles > 0 && lt == 0 {
             // SAFETY: the tile's last stage is no longer read.
             unsafe { mbar_arrive(ring.empty((it - 1) % ST)) };
+        }
+        if tma {
+            let (m0, n0) = (tm * ring.bm() + cw * 64, tn * ring.bn());
+            let s = Boxes { bufs, map_d, m0, n0, z: z as i32, bar: 2 + cw as u32, done: boxes };
+            // SAFETY: the warpgroup calls it together; the buffers and barrier are its own.
+            boxes = unsafe { store_boxes::<O, NACC>(&acc, bias, out, s, lt) };
+            t += step;
+            continue;
         }
         let off = z * stride_c;
         // SAFETY: the tile lies in the batch matrix z, which C and D cover; the warp's staging
@@ -407,10 +448,15 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
         };
         t += step;
     }
+    if tma && lt == 0 {
+        // The last boxes' stores read the buffers: the block stays until they have.
+        bulk_wait_read();
+    }
 }
 
-// ABI: (map_a, map_b, c, d, bias, m, n, k, ldc, batch, stride_c, alpha, beta, flags, ws,
-// slices, kt_per; the last three: split-K, one-tile form only, `slices` 1 = no split); the maps
+// ABI: (map_a, map_b, map_d, c, d, bias, m, n, k, ldc, batch, stride_c, alpha, beta, flags, ws,
+// slices, kt_per; the last three: split-K, one-tile form only, `slices` 1 = no split; map_d:
+// the one-tile form's TMA-store epilogue, read only with `TMA_STORE` in flags); the maps
 // by value (`__grid_constant__`; on the H100 this ran as fast as maps in global memory, see
 // bench/results/hopper-run1/maps-*.txt). Entries ending in `p` are persistent (grid: at most
 // one block per SM, walking the tiles), in `pp` persistent ping-pong (`pingpong.rs`).
@@ -422,6 +468,7 @@ macro_rules! sm90_entry {
             unsafe extern "ptx-kernel" fn entry(
                 _map_a: TensorMap,
                 _map_b: TensorMap,
+                _map_d: TensorMap,
                 c: *const $O,
                 d: *mut $O,
                 bias: *const $O,
@@ -438,14 +485,15 @@ macro_rules! sm90_entry {
                 slices: u32,
                 kt_per: u32,
             ) {
-                let (pa, pb): (u64, u64);
-                // SAFETY: takes the param-space addresses of the first two parameters.
+                let (pa, pb, pd): (u64, u64, u64);
+                // SAFETY: takes the param-space addresses of the first three parameters.
                 unsafe {
             asm!(concat!("mov.u64 {a}, ", $name, "_param_0;"), a = out(reg64) pa);
             asm!(concat!("mov.u64 {b}, ", $name, "_param_1;"), b = out(reg64) pb);
+            asm!(concat!("mov.u64 {d}, ", $name, "_param_2;"), d = out(reg64) pd);
                 }
                 let out = Out { m: m as usize, n: n as usize, ldc: ldc as usize, alpha, beta, flags };
-                let (ma, mb) = (param_to_generic(pa), param_to_generic(pb));
+                let (ma, mb, md) = (param_to_generic(pa), param_to_generic(pb), param_to_generic(pd));
                 // SAFETY: the host encoded the maps for this variant's boxes and checked the
                 // outputs, the block size and the shared memory (and, persistent, launched at
                 // most one block per tile).
@@ -466,6 +514,7 @@ macro_rules! sm90_entry {
                         sm90_gemm_persistent::<$E, $O, $nacc, $cons, $st>(
                             ma,
                             mb,
+                            md,
                             c,
                             d,
                             bias,
@@ -478,7 +527,7 @@ macro_rules! sm90_entry {
                         let z = block_idx_z() as usize * stride_c as usize;
                         let sp = Sm90Split { slices: slices as usize, kt_per: kt_per as usize };
                         let (cz, dz) = (c.add(z), d.add(z));
-                        sm90_gemm::<$E, $O, $nacc, $cons, $st>(ma, mb, cz, dz, bias, k as usize, out, ws, sp)
+                        sm90_gemm::<$E, $O, $nacc, $cons, $st>(ma, mb, md, cz, dz, bias, k as usize, out, ws, sp)
                     }
                 }
             }
@@ -511,9 +560,10 @@ sm90_tiles!("f16", f16, "f16", f16);
 sm90_tiles!("f16", f16, "f32", f32);
 
 // f32 inputs on TF32 (f32 output only): the two one-tile shapes the heuristic picks, the
-// small-M split tile and the streaming tile (indices 0, 1, 9 and 10 of `TILES`,
-// `gemm_sm90::TF32_TILES`); K 32 per stage.
+// persistent 128 x 256, the small-M split tile and the streaming tile (indices 0, 1, 8, 9 and
+// 10 of `TILES`, `gemm_sm90::TF32_TILES`); K 32 per stage.
 sm90_entry!("ft_gemm90_tf32_rc_f32_128x256x32s4", f32, f32, 128, 2, 4, false, 0);
 sm90_entry!("ft_gemm90_tf32_rc_f32_128x128x32s6", f32, f32, 64, 2, 6, false, 0);
+sm90_entry!("ft_gemm90_tf32_rc_f32_128x256x32s4p", f32, f32, 128, 2, 4, true, 0);
 sm90_entry!("ft_gemm90_tf32_rc_f32_64x128x32s4", f32, f32, 64, 1, 4, false, 0);
 sm90_entry!("ft_gemm90_tf32_rc_f32_64x128x32s8", f32, f32, 64, 1, 8, false, 0);

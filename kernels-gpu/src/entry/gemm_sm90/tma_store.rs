@@ -1,0 +1,264 @@
+//! The Hopper GEMM's TMA-store epilogue (one-tile form, no C read): each consumer thread applies
+//! `act(alpha * acc + bias)` to its accumulators in registers, converts them and writes them
+//! into its warpgroup's 64-row slab of the (idle) ring in the 128-byte swizzle; one thread then
+//! stores the slab with TMA, box by box. The warps spend a few dozen shared stores per tile
+//! instead of a staged f32 round trip and a row loop of global stores, and the copy engine
+//! writes D (clipping the ragged edge) while the block retires. The persistent form, whose
+//! ring is busy with the next tile, does the same box by box through two buffers of its own.
+
+use crate::arch::nvptx::{st_shared_f32, st_shared_v2_f32};
+use crate::arch::sm90::{
+    bulk_commit, bulk_wait_read, bulk_wait_read_1, fence_proxy_async, named_barrier, tma_store_3d,
+};
+use crate::element::Element;
+use crate::elementwise::Activation;
+use crate::gemm_sm90::{STORE_BOX_BYTES, WG_THREADS, store_box_cols, sw128_offset};
+
+use super::epilogue::Out;
+
+/// Where a warpgroup's slab goes: its shared staging, the D map, and the slab's output origin.
+#[derive(Clone, Copy)]
+pub(super) struct Slab {
+    /// 1024-aligned shared address of `BN / box_cols` boxes of 64 rows x 128 bytes.
+    pub region: u32,
+    /// Generic address of D's tensor map (dims N, M, batch; boxes of 128 bytes x 64 rows).
+    pub map_d: u64,
+    /// Output row and column of the slab's first element, and the batch matrix.
+    pub m0: usize,
+    pub n0: usize,
+    pub z: i32,
+    /// Named barrier of this warpgroup (its 128 threads only).
+    pub bar: u32,
+}
+
+/// Stores a warpgroup's 64 x `2 NACC` accumulators (wgmma fragment layout) through TMA.
+///
+/// # Safety
+/// The whole warpgroup calls it (`lt` its thread index) after its last wgmma completed and no
+/// other thread reads or writes `s.region` (the ring after the main loop); the bias covers
+/// every column when `out.flags` has bit 0; the map describes D for this launch.
+#[inline(always)]
+pub(super) unsafe fn store_tma<O: Element, const NACC: usize>(
+    acc: &[f32; NACC],
+    bias: *const O,
+    out: Out,
+    s: Slab,
+    lt: usize,
+) {
+    // One monomorph per activation, so each unrolled body carries one activation's code.
+    // SAFETY (each arm): forwarded.
+    unsafe {
+        match (out.flags >> 1) & 3 {
+            0 => store_as::<O, NACC, 0>(acc, bias, out, s, lt),
+            1 => store_as::<O, NACC, 1>(acc, bias, out, s, lt),
+            2 => store_as::<O, NACC, 2>(acc, bias, out, s, lt),
+            _ => store_as::<O, NACC, 3>(acc, bias, out, s, lt),
+        }
+    }
+}
+
+/// Calls `$f(j, [acc[4j], .., acc[4j + 3]])` for every `j < NACC / 4` with constant indices
+/// (written out: a loop the compiler declines to unroll would index the accumulators
+/// dynamically and move them to local memory). The modulo keeps the dead indices in range.
+macro_rules! each_fragment {
+    ($f:ident, $acc:ident, $nacc:expr; $($j:literal)*) => {
+        $(
+            if $j < $nacc / 4 {
+                let i = (4 * $j) % $nacc;
+                $f($j, [$acc[i], $acc[(i + 1) % $nacc], $acc[(i + 2) % $nacc], $acc[(i + 3) % $nacc]]);
+            }
+        )*
+    };
+}
+
+/// [`store_tma`] with activation `ACT` fixed.
+///
+/// # Safety
+/// As [`store_tma`].
+#[inline(always)]
+unsafe fn store_as<O: Element, const NACC: usize, const ACT: u32>(
+    acc: &[f32; NACC],
+    bias: *const O,
+    out: Out,
+    s: Slab,
+    lt: usize,
+) {
+    let box_cols = store_box_cols(core::mem::size_of::<O>());
+    let t = lt % 4;
+    // Fragment column group j covers 8 columns: this thread's pair at 2t, rows g and g + 8.
+    let one = |j: usize, a: [f32; 4]| {
+        let col = j * 8 + 2 * t;
+        let buf = s.region + ((col / box_cols) * STORE_BOX_BYTES) as u32;
+        // SAFETY: the box lies in the warpgroup's slab; forwarded.
+        unsafe { write_fragment::<O, ACT>(a, col, lt, out, bias, s.n0, buf) };
+    };
+    each_fragment!(one, acc, NACC; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
+        16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+    // SAFETY: the warpgroup's 128 threads (and only they) reach the barrier; the fence makes
+    // their shared writes visible to the copy engine first.
+    unsafe {
+        fence_proxy_async();
+        named_barrier(s.bar, WG_THREADS);
+    }
+    if lt == 0 && s.m0 < out.m {
+        for bx in 0..2 * NACC / box_cols {
+            let c0 = s.n0 + bx * box_cols;
+            if c0 < out.n {
+                // SAFETY: the box is staged and fenced (above); the map is D's (caller).
+                unsafe { tma_store_3d(s.map_d, c0 as i32, s.m0 as i32, s.z, s.region + (bx * STORE_BOX_BYTES) as u32) };
+            }
+        }
+        bulk_commit();
+        bulk_wait_read();
+    }
+}
+
+/// Applies the epilogue (`act(alpha x + bias)`, activation `ACT`) to one fragment column
+/// group of thread `lt` of a warpgroup — `a`: its accumulators of rows g and g + 8 at tile
+/// columns `col`, `col + 1` (`col` = 8 j + 2t) — converts them and writes the two pairs into
+/// the swizzled box at `buf` that holds those columns.
+///
+/// # Safety
+/// `buf` is a 1024-aligned shared box (64 rows x 128 bytes) this warpgroup may write; the bias
+/// covers every column when `out.flags` has bit 0; `n0` is the tile's first output column.
+#[inline(always)]
+unsafe fn write_fragment<O: Element, const ACT: u32>(
+    a: [f32; 4],
+    col: usize,
+    lt: usize,
+    out: Out,
+    bias: *const O,
+    n0: usize,
+    buf: u32,
+) {
+    let size = core::mem::size_of::<O>();
+    let (w, g) = (lt / 32, (lt % 32) / 4);
+    let has_bias = out.flags & 1 != 0;
+    let act = Activation::from_code(ACT);
+    let mut b = [0.0f32; 2];
+    if has_bias {
+        for (i, bv) in b.iter_mut().enumerate() {
+            if n0 + col + i < out.n {
+                // SAFETY: the column exists and the bias covers every column (caller).
+                *bv = unsafe { *bias.add(n0 + col + i) }.to_f32();
+            }
+        }
+    }
+    // A select, not an add of 0.0: without a bias, -0.0 stays -0.0.
+    let epi = |x: f32, b: f32| {
+        let v = out.alpha * x;
+        O::from_f32(act.apply_for(O::DTYPE, if has_bias { v + b } else { v }))
+    };
+    for h in 0..2 {
+        let row = w * 16 + g + 8 * h;
+        let mut v = O::from_words([0; 4]);
+        v.as_mut()[0] = epi(a[2 * h], b[0]);
+        v.as_mut()[1] = epi(a[2 * h + 1], b[1]);
+        let words = O::to_words(v);
+        let addr = buf + sw128_offset(row, (col % store_box_cols(size)) * size) as u32;
+        // SAFETY: inside the box (row < 64, byte < 128), aligned to the pair.
+        unsafe {
+            if size == 4 {
+                st_shared_v2_f32(addr, f32::from_bits(words[0]), f32::from_bits(words[1]));
+            } else {
+                st_shared_f32(addr, f32::from_bits(words[0]));
+            }
+        }
+    }
+}
+
+/// Where a persistent warpgroup's tile goes box by box: two buffers of its own, the D map, the
+/// tile's output origin, and how many boxes the warpgroup stored before (which buffer is next).
+#[derive(Clone, Copy)]
+pub(super) struct Boxes {
+    /// 1024-aligned shared address of two [`STORE_BOX_BYTES`] buffers.
+    pub bufs: u32,
+    pub map_d: u64,
+    pub m0: usize,
+    pub n0: usize,
+    pub z: i32,
+    pub bar: u32,
+    /// Boxes stored so far by this warpgroup (box `i` used buffer `i % 2`).
+    pub done: usize,
+}
+
+/// The persistent form's TMA-store epilogue: the warpgroup's 64 x `2 NACC` tile leaves one box
+/// (64 rows x 128 bytes) at a time through two alternating buffers; a buffer is rewritten only
+/// once the store issued from it two boxes before has read it, and the last stores are left in
+/// flight (the ring meanwhile fills with the next tile). Returns the boxes stored so far.
+///
+/// # Safety
+/// The whole warpgroup calls it (`lt` its thread index) after its last wgmma of the tile
+/// completed; only it uses `s.bufs` and barrier `s.bar`; the bias covers every column when
+/// `out.flags` has bit 0; the map describes D. Thread 0 of the warpgroup calls
+/// [`bulk_wait_read`] before it exits.
+#[inline(always)]
+pub(super) unsafe fn store_boxes<O: Element, const NACC: usize>(
+    acc: &[f32; NACC],
+    bias: *const O,
+    out: Out,
+    s: Boxes,
+    lt: usize,
+) -> usize {
+    // SAFETY (each arm): forwarded.
+    unsafe {
+        match (out.flags >> 1) & 3 {
+            0 => boxes_as::<O, NACC, 0>(acc, bias, out, s, lt),
+            1 => boxes_as::<O, NACC, 1>(acc, bias, out, s, lt),
+            2 => boxes_as::<O, NACC, 2>(acc, bias, out, s, lt),
+            _ => boxes_as::<O, NACC, 3>(acc, bias, out, s, lt),
+        }
+    }
+}
+
+/// [`store_boxes`] with activation `ACT` fixed.
+///
+/// # Safety
+/// As [`store_boxes`].
+#[inline(always)]
+unsafe fn boxes_as<O: Element, const NACC: usize, const ACT: u32>(
+    acc: &[f32; NACC],
+    bias: *const O,
+    out: Out,
+    s: Boxes,
+    lt: usize,
+) -> usize {
+    let box_cols = store_box_cols(core::mem::size_of::<O>());
+    // Fragment column groups (8 columns each) per box: 8 for 16-bit outputs, 4 for f32.
+    let per_box = box_cols / 8;
+    let t = lt % 4;
+    let one = |j: usize, a: [f32; 4]| {
+        let bx = j / per_box;
+        let buf = s.bufs + (((s.done + bx) % 2) * STORE_BOX_BYTES) as u32;
+        if j % per_box == 0 {
+            // The buffer's last store (two boxes back) has read it once at most one group
+            // (the other buffer's) is still reading.
+            if lt == 0 {
+                bulk_wait_read_1();
+            }
+            // SAFETY: the warpgroup's 128 threads reach it in the same order.
+            unsafe { named_barrier(s.bar, WG_THREADS) };
+        }
+        // SAFETY: the buffer is free (above) and holds the box of column j * 8 + 2t.
+        unsafe { write_fragment::<O, ACT>(a, j * 8 + 2 * t, lt, out, bias, s.n0, buf) };
+        if j % per_box == per_box - 1 {
+            // SAFETY: as above; the fence makes the box visible to the copy engine first.
+            unsafe {
+                fence_proxy_async();
+                named_barrier(s.bar, WG_THREADS);
+            }
+            if lt == 0 {
+                let c0 = s.n0 + bx * box_cols;
+                if s.m0 < out.m && c0 < out.n {
+                    // SAFETY: the box is staged and fenced; the map is D's (caller).
+                    unsafe { tma_store_3d(s.map_d, c0 as i32, s.m0 as i32, s.z, buf) };
+                }
+                // One group per box, empty or not, so the buffer arithmetic above holds.
+                bulk_commit();
+            }
+        }
+    };
+    each_fragment!(one, acc, NACC; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
+        16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+    s.done + 2 * NACC / box_cols
+}
