@@ -22,7 +22,7 @@ pub(crate) fn temp_dir(name: &str) -> PathBuf {
 }
 
 pub(crate) fn entry_for(s: &ferrotune::Stream, op: ElemOp, n: u64, cfg: &ElemConfig) -> Entry {
-    let (device, build) = fingerprint(s).unwrap();
+    let (device, build) = fingerprint(s, op.name()).unwrap();
     Entry {
         op: op.name().into(),
         dtype: "f32".into(),
@@ -127,8 +127,8 @@ fn bad_files_are_reported_with_file_and_line_and_never_used() {
     foreign.entries[0].device.backend = "cuda".into();
     let path = write(&dir, "foreign.toml.d", &foreign);
     let loaded = Profile::load(&path).unwrap();
-    let (device, build) = fingerprint(&s).unwrap();
-    let w = loaded.foreign(&device, &build);
+    let (device, build) = fingerprint(&s, "add").unwrap();
+    let w = loaded.foreign(&device, &|_| build.clone());
     assert_eq!(w.len(), 1);
     assert_eq!(w[0].line, loaded.entries[0].line);
     assert!(w[0].to_string().contains("foreign.toml.d:"), "{}", w[0]);
@@ -147,6 +147,7 @@ pub(crate) fn gemm_entry_for(
 ) -> Entry {
     Entry {
         op: "gemm".into(),
+        build: fingerprint(s, "gemm").unwrap().1,
         dtype: dtype.into(),
         layout: layout.into(),
         shape: ferrotune::profile::bucket_shape(&mnkb),

@@ -187,7 +187,7 @@ pub(crate) mod tests {
                 sm_count: 132,
                 driver: "13.0".into(),
             },
-            build: "b".into(),
+            builds: crate::protocol::build_keys().into_iter().map(|k| (k, "b".to_string())).collect(),
             limits: Some(crate::space::tests::h100()),
             cache_bytes: 50 << 20,
             peak_gbps: 3350.0,

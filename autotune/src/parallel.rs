@@ -255,7 +255,7 @@ pub fn tune_on_devices(
 /// fingerprint must be the same everywhere (the profile would hold two devices' entries).
 fn merge_reports(opts: &TuneOptions, reports: Vec<TuneReport>) -> Result<TuneReport, TuneError> {
     let first = reports.first().ok_or_else(|| TuneError::Worker("no device produced a report".into()))?.clone();
-    if let Some(r) = reports.iter().find(|r| !r.device.same_device(&first.device) || r.build != first.build) {
+    if let Some(r) = reports.iter().find(|r| !r.device.same_device(&first.device) || r.builds != first.builds) {
         return Err(TuneError::Worker(format!(
             "the devices differ ({} vs {}): their entries were kept in the profile, each under its own device",
             first.device, r.device

@@ -2,6 +2,7 @@
 //! worker's stdin/stdout). Kept small and explicit: the worker may die at any point, and
 //! the tuner must be able to tell a crash from an answer.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use ferrotune::config::{GemmConfig, GemmPath, PackChoice};
@@ -425,7 +426,8 @@ pub struct Description {
     /// `cuda` or `cpu`: what the tuner passes back in every `Prepare`.
     pub backend: String,
     pub device: Device,
-    pub build: String,
+    /// The kernel build id of each op family (`build_of` picks one): see `ferrotune::build_id`.
+    pub builds: BTreeMap<String, String>,
     /// `None` on the CPU backend.
     pub limits: Option<Limits>,
     /// Last-level cache the timings must not hit (L2 on CUDA; an assumed LLC on the CPU).
@@ -440,6 +442,23 @@ pub struct Description {
     pub defaults: Vec<DefaultJson>,
     /// Where the register counts came from (`driver`, `ptxas report`, or an estimate).
     pub resources_from: String,
+}
+
+impl Description {
+    /// The kernel build id that profile entries of `op` are keyed by on this machine: the op's
+    /// own, else its family's (`clifford…` ops), else the whole module's (`*`).
+    pub fn build_of(&self, op: &str) -> &str {
+        let family = if op.starts_with("clifford") { "clifford" } else { "*" };
+        self.builds.get(op).or_else(|| self.builds.get(family)).map_or("", |b| b.as_str())
+    }
+}
+
+/// The op names `Description::builds` is keyed by: every elementwise op, `gemm`, `clifford`
+/// (every `clifford…` op) and `*` (anything else).
+pub fn build_keys() -> Vec<String> {
+    let mut keys: Vec<String> = ElemOp::ALL.iter().map(|o| o.name().to_string()).collect();
+    keys.extend(["gemm", "clifford", "*"].map(String::from));
+    keys
 }
 
 impl Description {

@@ -166,7 +166,8 @@ pub struct ShapeReport {
 pub struct TuneReport {
     pub backend: String,
     pub device: ferrotune_profile::Device,
-    pub build: String,
+    /// The kernel build id of each op family (see `Description::builds`).
+    pub builds: std::collections::BTreeMap<String, String>,
     pub strategy: String,
     pub worker_starts: usize,
     pub shapes: Vec<ShapeReport>,
@@ -221,7 +222,7 @@ impl Session<'_> {
             layout: &layout,
             measured_shape: &measured,
             device: &self.desc.device,
-            build: &self.desc.build,
+            build: self.desc.build_of(op),
         };
         if let Some(j) = self.profile.journalled(&slot, role, &params) {
             return Ok((outcome_from_journal(j), true));
@@ -242,7 +243,7 @@ impl Session<'_> {
             dtype: dtype.into(),
             layout,
             measured_shape: measured,
-            build: self.desc.build.clone(),
+            build: self.desc.build_of(op).to_string(),
             role: role.into(),
             outcome,
             median_ms,
@@ -299,7 +300,8 @@ impl Session<'_> {
             model_compare: None,
             candidates: Vec::new(),
         };
-        let existing = if opts.retune { None } else { self.profile.exact(&key, &self.desc.device, &self.desc.build) };
+        let existing =
+            if opts.retune { None } else { self.profile.exact(&key, &self.desc.device, self.desc.build_of(&key.op)) };
         if let Some(e) = existing {
             report.existing = true;
             report.default_ms = e.default_ms;
@@ -452,7 +454,7 @@ impl Session<'_> {
             layout: key.layout.clone(),
             shape: key.shape.clone(),
             measured_shape: shape.dims(),
-            build: self.desc.build.clone(),
+            build: self.desc.build_of(&key.op).to_string(),
             median_ms: tuned_stats.median_ms,
             mad_ms: tuned_stats.mad_ms,
             throughput_gbps: bytes / (tuned_stats.median_ms * 1e-3) / 1e9,
@@ -487,7 +489,7 @@ impl Session<'_> {
             layout: &layout,
             measured_shape: &measured,
             device: &self.desc.device,
-            build: &self.desc.build,
+            build: self.desc.build_of(shape.op_name()),
         };
         self.profile.clear_journal(&slot);
         self.profile.save_atomic(&self.opts.profile)?;
@@ -555,7 +557,7 @@ pub fn tune_each(
     let resources = opts.resources_dir.as_ref().map(|p| p.display().to_string());
     let desc = ev.describe(&opts.backend, &opts.shapes, resources).map_err(TuneError::Worker)?;
     observe(Event::Machine(&desc));
-    for w in profile.foreign(&desc.device, &desc.build) {
+    for w in profile.foreign(&desc.device, &|op| desc.build_of(op).to_string()) {
         observe(Event::Warning(format!("{w} (kept, not used here)")));
     }
     let mut s = Session { opts, profile, ev, desc };
@@ -567,7 +569,7 @@ pub fn tune_each(
     Ok(TuneReport {
         backend: s.desc.backend.clone(),
         device: s.desc.device.clone(),
-        build: s.desc.build.clone(),
+        builds: s.desc.builds.clone(),
         strategy: opts.strategy.name().into(),
         worker_starts: s.ev.starts,
         shapes,

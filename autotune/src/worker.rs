@@ -229,7 +229,9 @@ fn describe(
     resources_dir: Option<&str>,
 ) -> Result<Description, String> {
     let s = b.stream();
-    let (device, build) = ferrotune::tuned::fingerprint(&s).map_err(|e| e.to_string())?;
+    let (device, machine_builds) = ferrotune::tuned::machine(&s).map_err(|e| e.to_string())?;
+    let builds =
+        crate::protocol::build_keys().into_iter().map(|k| (machine_builds.of(&k), k)).map(|(b, k)| (k, b)).collect();
     let ops: Vec<ElemOp> = ops.iter().filter_map(|o| ElemOp::from_name(o)).collect();
     let dtypes: Vec<DType> = DType::ALL.into_iter().filter(|d| dtypes.iter().any(|x| x == d.name())).collect();
     let mut defaults = Vec::new();
@@ -247,7 +249,7 @@ fn describe(
         return Ok(Description {
             backend: "cpu".into(),
             device,
-            build,
+            builds,
             limits: None,
             cache_bytes: CPU_CACHE_BYTES,
             peak_gbps: 20.0,
@@ -341,7 +343,7 @@ fn describe(
     Ok(Description {
         backend: "cuda".into(),
         device,
-        build,
+        builds,
         limits: Some(Limits {
             sm_count: info.sm_count,
             max_threads_per_block: info.max_threads_per_block,

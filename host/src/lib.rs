@@ -16,6 +16,7 @@
 
 pub mod backend;
 pub mod buffer;
+pub mod build_id;
 pub mod collective;
 pub mod config;
 pub mod device;

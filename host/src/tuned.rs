@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use ferrotune_kernels::DType;
 use ferrotune_kernels::elementwise::{ElemOp, ElemVariant};
@@ -171,17 +171,28 @@ pub fn from_params(m: &Config) -> Option<ElemConfig> {
     })
 }
 
-/// The PTX hash of each architecture, computed once (the text is megabytes).
-fn ptx_hash(arch: &'static str, ptx: &'static str) -> String {
-    static HASHES: OnceLock<Mutex<HashMap<&'static str, String>>> = OnceLock::new();
-    let map = HASHES.get_or_init(Default::default);
-    let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
-    m.entry(arch).or_insert_with(|| ferrotune_profile::build_hash(ptx)).clone()
+/// The kernel builds of one machine, from which each op's build id is derived: on CUDA the
+/// PTX of the module this device loads (hashed per op family, see [`crate::build_id`]), on
+/// the CPU the crate version and worker threads.
+#[derive(Clone, Debug)]
+pub enum Builds {
+    Ptx { arch: &'static str, ptx: &'static str },
+    Cpu(String),
 }
 
-/// The device fingerprint and kernel build hash of the machine behind `s`: what profile
-/// entries are keyed by. CPU: architecture and worker threads; build = crate version + threads.
-pub fn fingerprint(s: &Stream) -> Result<(Device, String)> {
+impl Builds {
+    /// The build id profile entries of `op` are keyed by.
+    pub fn of(&self, op: &str) -> String {
+        match self {
+            Builds::Ptx { arch, ptx } => crate::build_id::ptx_build_of(arch, ptx, op),
+            Builds::Cpu(b) => b.clone(),
+        }
+    }
+}
+
+/// The device fingerprint and kernel builds of the machine behind `s`: what profile entries
+/// are keyed by. CPU: architecture and worker threads; build = crate version + threads.
+pub fn machine(s: &Stream) -> Result<(Device, Builds)> {
     match s {
         Stream::Cuda { gpu, .. } => {
             let d = gpu.info();
@@ -193,7 +204,7 @@ pub fn fingerprint(s: &Stream) -> Result<(Device, String)> {
                 sm_count: d.sm_count,
                 driver: format!("{}.{}", d.driver_version / 1000, d.driver_version % 1000 / 10),
             };
-            Ok((device, ptx_hash(arch, ptx)))
+            Ok((device, Builds::Ptx { arch, ptx }))
         }
         Stream::Cpu(cpu) => {
             let threads = cpu.threads();
@@ -206,9 +217,15 @@ pub fn fingerprint(s: &Stream) -> Result<(Device, String)> {
             };
             let build =
                 ferrotune_profile::build_hash(&format!("ferrotune-cpu {} {threads}", env!("CARGO_PKG_VERSION")));
-            Ok((device, build))
+            Ok((device, Builds::Cpu(build)))
         }
     }
+}
+
+/// The device fingerprint of the machine behind `s` and the build id of `op`'s kernels on it.
+pub fn fingerprint(s: &Stream, op: &str) -> Result<(Device, String)> {
+    let (device, builds) = machine(s)?;
+    Ok((device, builds.of(op)))
 }
 
 /// Where profiles are read from: `FERROTUNE_PROFILE` (a file or a directory) when set, else
@@ -264,8 +281,8 @@ fn shipped_profiles() -> PathBuf {
 /// tuned for another kernel build. One line each, naming the file.
 pub fn unusable_profiles(set: &ProfileSet, s: &Stream) -> Vec<String> {
     let mut out = set.problems.clone();
-    if let Ok((dev, build)) = fingerprint(s) {
-        out.extend(set.unusable_for(&dev, &build, Some(&shipped_profiles())));
+    if let Ok((dev, builds)) = machine(s) {
+        out.extend(set.unusable_for(&dev, &|op| builds.of(op), Some(&shipped_profiles())));
     }
     out
 }
@@ -371,7 +388,7 @@ pub fn explain_in(set: &ProfileSet, op: ElemOp, dtype: DType, n: usize, s: &Stre
     if set.is_empty() {
         return heuristic("no tuning profile loaded (FERROTUNE_PROFILE or ~/.config/ferrotune/profiles)".into());
     }
-    let (dev, build) = match fingerprint(s) {
+    let (dev, build) = match fingerprint(s, op.name()) {
         Ok(f) => f,
         Err(e) => return heuristic(format!("no device fingerprint: {e}")),
     };
@@ -427,7 +444,7 @@ pub fn gemm_explain_in(set: &ProfileSet, g: &Gemm, dtype: DType, s: &Stream) -> 
     if set.is_empty() {
         return heuristic("no tuning profile loaded (FERROTUNE_PROFILE or ~/.config/ferrotune/profiles)".into());
     }
-    let (dev, build) = match fingerprint(s) {
+    let (dev, build) = match fingerprint(s, GEMM_OP) {
         Ok(f) => f,
         Err(e) => return heuristic(format!("no device fingerprint: {e}")),
     };

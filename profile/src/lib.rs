@@ -438,19 +438,24 @@ impl Profile {
         self.entries.sort_by_key(key);
     }
 
-    /// Entries and journal records measured on another device (or another build of the
-    /// kernels), each with its line: they are never used on `device`, and a whole profile of
-    /// them is almost certainly the wrong file.
-    pub fn foreign(&self, device: &Device, build: &str) -> Vec<Warning> {
+    /// Entries and journal records measured on another device (or another build of their op's
+    /// kernels, `build(op)`), each with its line: they are never used on `device`, and a whole
+    /// profile of them is almost certainly the wrong file.
+    pub fn foreign(&self, device: &Device, build: &dyn Fn(&str) -> String) -> Vec<Warning> {
         let path = self.source.clone().unwrap_or_default();
         let mut w = Vec::new();
         for e in &self.entries {
             if !e.device.same_arch(device) {
                 let msg = format!("entry {} {} was measured on {}, not on this {}", e.op, e.dtype, e.device, device);
                 w.push(Warning { path: path.clone(), line: e.line, msg });
-            } else if e.device.same_arch(device) && e.build != build {
-                let msg =
-                    format!("entry {} {} is for kernel build {}, not the current {build}", e.op, e.dtype, e.build);
+            } else if e.device.same_arch(device) && e.build != build(&e.op) {
+                let msg = format!(
+                    "entry {} {} is for kernel build {}, not the current {}",
+                    e.op,
+                    e.dtype,
+                    e.build,
+                    build(&e.op)
+                );
                 w.push(Warning { path: path.clone(), line: e.line, msg });
             }
         }

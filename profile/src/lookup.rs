@@ -103,12 +103,12 @@ impl ProfileSet {
         self.profiles.iter().all(|p| p.entries.is_empty())
     }
 
-    /// Why each loaded profile with entries cannot serve the machine `device` running kernel
-    /// build `build`: every entry is for another architecture or backend (a foreign device), or
-    /// for another kernel build (re-tune after the kernels changed). One line per file, naming it.
-    /// Files under `shipped` (profiles distributed for known devices) are expected to be for
-    /// other devices: only a stale build is reported for them.
-    pub fn unusable_for(&self, device: &Device, build: &str, shipped: Option<&Path>) -> Vec<String> {
+    /// Why each loaded profile with entries cannot serve the machine `device` whose kernels of
+    /// op `o` are build `build(o)`: every entry is for another architecture or backend (a
+    /// foreign device), or for another build of its op's kernels (re-tune after they changed).
+    /// One line per file, naming it. Files under `shipped` (profiles distributed for known
+    /// devices) are expected to be for other devices: only a stale build is reported for them.
+    pub fn unusable_for(&self, device: &Device, build: &dyn Fn(&str) -> String, shipped: Option<&Path>) -> Vec<String> {
         let mut out = Vec::new();
         for p in self.profiles.iter().filter(|p| !p.entries.is_empty()) {
             let is_shipped = shipped.is_some_and(|d| p.source.as_ref().is_some_and(|s| s.starts_with(d)));
@@ -126,9 +126,10 @@ impl ProfileSet {
                 }
                 let devices = list(p.entries.iter().map(|e| e.device.to_string()).collect());
                 out.push(format!("{name}: tuned for another device ({devices}), this machine is {device}"));
-            } else if !same_arch.iter().any(|e| e.build == build) {
-                let builds = list(same_arch.iter().map(|e| e.build.clone()).collect());
-                out.push(format!("{name}: tuned for another kernel build ({builds}), this binary is {build}: re-tune"));
+            } else if !same_arch.iter().any(|e| e.build == build(&e.op)) {
+                let builds = list(same_arch.iter().map(|e| format!("{} {}", e.op, e.build)).collect());
+                let now = list(same_arch.iter().map(|e| format!("{} {}", e.op, build(&e.op))).collect());
+                out.push(format!("{name}: tuned for another kernel build ({builds}), this binary has {now}: re-tune"));
             }
         }
         out

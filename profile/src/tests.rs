@@ -266,13 +266,33 @@ fn foreign_devices_and_stale_builds_are_warned_about_by_line() {
             .to_toml()
             .unwrap();
     let p = parse(&text).unwrap();
-    let w = p.foreign(&h100(), "fnv1a64:1");
+    let w = p.foreign(&h100(), &|_| "fnv1a64:1".into());
     assert_eq!(w.len(), 1);
     assert_eq!(w[0].line, p.entries[0].line);
     assert!(w[0].to_string().starts_with("p.toml:"), "{}", w[0]);
     assert!(w[0].msg.contains("A100"));
-    let w = p.foreign(&h100(), "fnv1a64:other");
+    let w = p.foreign(&h100(), &|_| "fnv1a64:other".into());
     assert_eq!(w.len(), 2, "{w:?}");
+}
+
+/// Each op's entries are judged by that op's kernel build: a GEMM entry goes stale when the
+/// GEMM kernels change, an `add` entry of the same file does not.
+#[test]
+fn builds_are_per_op() {
+    let mut gemm = entry(h100(), 1000, 256);
+    gemm.op = "gemm".into();
+    gemm.build = "fnv1a64:2".into();
+    let text =
+        Profile { source: None, entries: vec![entry(h100(), 1000, 256), gemm], journal: vec![] }.to_toml().unwrap();
+    let p = parse(&text).unwrap();
+    let builds = |op: &str| if op == "gemm" { "fnv1a64:3".to_string() } else { "fnv1a64:1".to_string() };
+    let w = p.foreign(&h100(), &builds);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].msg.contains("entry gemm f32 is for kernel build fnv1a64:2, not the current fnv1a64:3"), "{}", w[0]);
+    let set = ProfileSet { profiles: vec![p], problems: vec![] };
+    assert!(set.unusable_for(&h100(), &builds, None).is_empty(), "one usable op keeps the file in use");
+    let w = set.unusable_for(&h100(), &|_| "fnv1a64:9".into(), None);
+    assert!(w.len() == 1 && w[0].contains("add fnv1a64:1, gemm fnv1a64:2"), "{w:?}");
 }
 
 /// A file is reported as unusable only when none of its entries can serve this machine:
@@ -293,15 +313,16 @@ fn sets_name_files_that_cannot_serve_this_machine() {
         ],
         problems: vec![],
     };
-    let w = set.unusable_for(&h100(), "fnv1a64:1", None);
+    let w = set.unusable_for(&h100(), &|_| "fnv1a64:1".into(), None);
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].starts_with("a100.toml: tuned for another device") && w[0].contains("A100"), "{}", w[0]);
     // Shipped profiles for other devices are expected: not reported.
-    assert!(set.unusable_for(&h100(), "fnv1a64:1", Some(std::path::Path::new("a100.toml"))).is_empty());
-    let w = set.unusable_for(&h100(), "fnv1a64:new", None);
+    let shipped = Some(std::path::Path::new("a100.toml"));
+    assert!(set.unusable_for(&h100(), &|_| "fnv1a64:1".into(), shipped).is_empty());
+    let w = set.unusable_for(&h100(), &|_| "fnv1a64:new".into(), None);
     assert_eq!(w.len(), 2, "{w:?}");
-    assert!(w[1].starts_with("mixed.toml: tuned for another kernel build (fnv1a64:1)"), "{}", w[1]);
-    assert!(w[1].contains("this binary is fnv1a64:new"), "{}", w[1]);
+    assert!(w[1].starts_with("mixed.toml: tuned for another kernel build (add fnv1a64:1)"), "{}", w[1]);
+    assert!(w[1].contains("this binary has add fnv1a64:new"), "{}", w[1]);
 }
 
 #[test]

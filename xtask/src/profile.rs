@@ -272,8 +272,8 @@ fn param(p: &ferrotune::profile::Param) -> String {
 
 fn validate(paths: &[PathBuf], backend: BackendChoice, deny_warnings: bool) -> anyhow::Result<()> {
     let b = Backend::new(backend)?;
-    let (device, build) = ferrotune::tuned::fingerprint(&b.stream())?;
-    println!("this machine: {device}, kernel build {build}");
+    let (device, builds) = ferrotune::tuned::machine(&b.stream())?;
+    println!("this machine: {device}, kernel builds: gemm {}, elementwise and clifford per op", builds.of("gemm"));
     let (mut errors, mut warnings) = (0, 0);
     for path in paths {
         let set = ProfileSet::load(path);
@@ -286,7 +286,7 @@ fn validate(paths: &[PathBuf], backend: BackendChoice, deny_warnings: bool) -> a
             errors += 1;
         }
         for p in &set.profiles {
-            let w = p.foreign(&device, &build);
+            let w = p.foreign(&device, &|op| builds.of(op));
             for x in &w {
                 eprintln!("warning: {x} (never used on this machine)");
             }

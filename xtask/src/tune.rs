@@ -255,8 +255,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             Event::Machine(d) => say(
                 &bar,
                 format!(
-                    "backend: {} on {} (build {}; registers from {})",
-                    d.backend, d.device, d.build, d.resources_from
+                    "backend: {} on {} (kernel builds: gemm {}, clifford {}, elementwise per op; registers from {})",
+                    d.backend,
+                    d.device,
+                    d.build_of("gemm"),
+                    d.build_of("clifford"),
+                    d.resources_from
                 ),
             ),
             Event::Warning(w) => say(&bar, format!("warning: {w}")),

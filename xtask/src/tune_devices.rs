@@ -15,7 +15,9 @@ pub fn run(opts: &TuneOptions, devices: &[usize]) -> anyhow::Result<TuneReport> 
     let report = tune_on_devices(opts, devices, &|d, e| {
         let at = t0.elapsed().as_secs_f64();
         match e {
-            Event::Machine(m) => println!("[gpu {d} +{at:.2}s] {} on {} (build {})", m.backend, m.device, m.build),
+            Event::Machine(m) => {
+                println!("[gpu {d} +{at:.2}s] {} on {} (gemm build {})", m.backend, m.device, m.build_of("gemm"))
+            }
             Event::Warning(w) => println!("[gpu {d} +{at:.2}s] warning: {w}"),
             Event::ShapeStart { shape, candidates, planned, pruned } => println!(
                 "[gpu {d} +{at:.2}s] {}: {candidates} candidates, {planned} planned, {} pruned",

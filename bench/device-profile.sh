@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Per-op kernel build ids on the H100, from a carry built by `bench/prepare-carry.sh`:
+# the whole GPU test binary; the shipped elementwise profile re-tuned (5 ops x f32/bf16 at
+# 32M elements, exhaustive) and checked (`profile validate --deny-warnings`, `explain`); then
+# Nsight Compute's kernel durations at 512x3072x768 bf16 (ours and cuBLAS's kernels in the
+# same `bench` process), to split the small-problem gap between kernel and launch.
+# Every step is bounded by what is left of BUDGET seconds; results under $OUT.
+set -uo pipefail
+START=$(date +%s); BUDGET=${BUDGET:-560}
+left() { echo $(( BUDGET - ($(date +%s) - START) )); }
+cap() { local want=$1 l; l=$(( $(left) - 10 )); [ "$l" -lt "$want" ] && want=$l; [ "$want" -lt 1 ] && want=1; echo $want; }
+stamp() { echo "[$(( $(date +%s) - START )) s] $*"; }
+C=.carry
+if [ ! -x $C/xtask ]; then xz -dc $C/bins.tar.xz | tar -C $C -xf - || exit 1; fi
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+export FERROTUNE_COMMIT=$(cat $C/commit) FERROTUNE_REQUIRE_GPU=1
+R=$(mktemp -d); T=$C/ferrotune_tests; X=$C/xtask
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > $R/nvidia-smi.txt
+echo "commit $(cat $C/commit) date $(date -u +%FT%TZ)" >> $R/nvidia-smi.txt
+
+stamp "=== the whole GPU test binary"
+timeout $(cap 200) $T --test-threads=4 > $R/all-tests.txt 2>&1
+stamp "tests exit $?: $(grep 'test result' $R/all-tests.txt)"; grep -E "^test .*FAILED" $R/all-tests.txt | head
+
+stamp "=== the shipped elementwise profile, re-tuned"
+timeout $(cap 200) $X tune --ops add,axpy,gelu_erf,gelu_tanh,add_mul_gelu_erf --dtypes f32,bf16 \
+  --sizes 33554432 --strategy exhaustive --profile $R/h100.toml --json $R/tune-h100.json > $R/tune-h100.log 2>&1
+stamp "tune exit $?"; tail -4 $R/tune-h100.log
+timeout $(cap 30) $X profile validate $R/h100.toml --deny-warnings > $R/validate.txt 2>&1; stamp "validate exit $?"; cat $R/validate.txt
+for op in add gelu_erf; do
+  timeout $(cap 20) $X profile explain --op $op --dtype bf16 --n 33554432 --profile $R/h100.toml >> $R/explain.txt 2>&1
+done
+stamp "explain: $(grep -c -i 'profile' $R/explain.txt) profile lines"; head -6 $R/explain.txt
+
+stamp "=== kernel durations at 512x3072x768 bf16 (ncu), ours and cuBLAS"
+timeout $(cap 120) ncu --metrics gpu__time_duration.sum --kernel-name-base function \
+  -k 'regex:ft_gemm|nvjet|sm90|cutlass|gemm|Kernel' --launch-skip 0 --launch-count 40 \
+  $X bench --ops gemm --dtypes bf16 --shapes 512x3072x768,2048x2048x2048 --iters 5 --warmup 1 > $R/ncu-small.txt 2>&1
+stamp "ncu exit $?"; grep -E "^\s+[a-zA-Z_0-9]+.*\(|gpu__time_duration" $R/ncu-small.txt | head -40
+
+tar -czf $OUT/profile.tgz -C $R . && cp $R/all-tests.txt $R/h100.toml $R/tune-h100.log $R/ncu-small.txt $OUT/ 2>/dev/null
+stamp done
