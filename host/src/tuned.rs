@@ -1,7 +1,8 @@
 //! Run-time use of tuning profiles: which `ElemConfig` or `GemmConfig` an op call gets and why
 //! (exact profile entry → nearest bucket → same architecture → built-in heuristic). Profiles
 //! are loaded once and lookups are memoised, so an op call does no file I/O. The format itself
-//! lives in `ferrotune-profile`; this file only maps the configs to and from named parameters.
+//! lives in `ferrotune-profile`; this file only maps the configs to and from named parameters
+//! (the Clifford layer's in `tuned_clifford.rs`, re-exported here).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -16,8 +17,14 @@ use ferrotune_profile::{Config, Device, Match, Param, ProfileSet, Query};
 use crate::backend::Backend;
 use crate::config::{ElemConfig, GemmConfig, GemmPath, PackChoice};
 use crate::error::{Error, Result};
+use crate::ops::clifford::CliffordConfig;
 use crate::ops::gemm::{Gemm, Layout, Precision};
 use crate::stream::Stream;
+use crate::tuned_clifford::CliffordMemoKey;
+pub use crate::tuned_clifford::{
+    CliffordPass, clifford_dims, clifford_explain_in, clifford_from_params, clifford_layout, clifford_to_params,
+    variant_label,
+};
 
 /// The layout of every elementwise op in profiles.
 pub const ELEM_LAYOUT: &str = "contiguous";
@@ -289,7 +296,7 @@ pub fn check_usable(s: &Stream) -> Result<()> {
     check_usable_in(&current(), s)
 }
 
-fn check_usable_in(c: &Cache, s: &Stream) -> Result<()> {
+pub(crate) fn check_usable_in(c: &Cache, s: &Stream) -> Result<()> {
     if c.set.problems.is_empty() && c.set.profiles.is_empty() {
         return Ok(());
     }
@@ -315,17 +322,24 @@ type MemoKey = (ElemOp, DType, u64, String);
 /// (dtype key, layout key, bucketed `[m, n, k, batch]`, machine).
 type GemmMemoKey = (&'static str, String, Vec<u64>, String);
 
-struct Cache {
-    set: Arc<ProfileSet>,
+pub(crate) struct Cache {
+    pub(crate) set: Arc<ProfileSet>,
     memo: Mutex<HashMap<MemoKey, (ElemConfig, Source)>>,
     gemm_memo: Mutex<HashMap<GemmMemoKey, (GemmConfig, Source)>>,
+    pub(crate) clifford_memo: Mutex<HashMap<CliffordMemoKey, (Option<CliffordConfig>, Source)>>,
     /// Per machine: why profiles cannot serve it (see `check_usable`).
     checked: Mutex<HashMap<String, Vec<String>>>,
 }
 
 impl Cache {
     fn new(set: ProfileSet) -> Cache {
-        Cache { set: Arc::new(set), memo: Mutex::default(), gemm_memo: Mutex::default(), checked: Mutex::default() }
+        Cache {
+            set: Arc::new(set),
+            memo: Mutex::default(),
+            gemm_memo: Mutex::default(),
+            clifford_memo: Mutex::default(),
+            checked: Mutex::default(),
+        }
     }
 }
 
@@ -334,7 +348,7 @@ fn cache() -> &'static RwLock<Option<Arc<Cache>>> {
     &CACHE
 }
 
-fn current() -> Arc<Cache> {
+pub(crate) fn current() -> Arc<Cache> {
     if let Some(c) = cache().read().unwrap_or_else(|p| p.into_inner()).as_ref() {
         return c.clone();
     }
@@ -408,7 +422,7 @@ pub(crate) fn config_for(s: &Stream, op: ElemOp, dtype: DType, n: usize) -> Resu
     Ok(cfg)
 }
 
-fn machine_of(s: &Stream) -> String {
+pub(crate) fn machine_of(s: &Stream) -> String {
     match s {
         Stream::Cuda { gpu, .. } => format!("cuda{}", gpu.info().ordinal),
         Stream::Cpu(cpu) => format!("cpu{}", cpu.threads()),
