@@ -11,6 +11,7 @@ use ferrotune::tuned::{
     CliffordPass, Source, clifford_dims, clifford_from_params, clifford_layout, clifford_to_params, unusable_profiles,
 };
 use ferrotune::{Backend, Buffer, DType, ElemConfig, ElemOp, Error};
+use ferrotune_kernels::clifford::{BWD_VARIANTS, fwd_variants};
 use ferrotune_testkit::{Rng, cpu_backend, cuda_backend, poison};
 use proptest::prelude::*;
 
@@ -193,8 +194,16 @@ fn run_both(p: &Clifford, cfg: &CliffordConfig) -> [ferrotune::Result<()>; 2] {
     [f, g]
 }
 
+/// Every compiled forward and backward variant, and two that are not compiled.
+fn variants() -> Vec<CliffordVariant> {
+    let mut v: Vec<CliffordVariant> = fwd_variants().chain(BWD_VARIANTS).collect();
+    v.push(CliffordVariant { vec: false, vpt: 3, stream_w: false });
+    v.push(CliffordVariant { vec: true, vpt: 4, stream_w: true });
+    v
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     // Whatever a profile (or a caller) holds, a config runs or is a typed error, never a
     // panic; its named parameters read back as the same config.
@@ -204,22 +213,14 @@ proptest! {
         b in 1usize..12,
         n in 1usize..70,
         normalize: bool,
-        threads in prop::sample::select(vec![0u32, 16, 32, 48, 64, 256, 1024, 2048]),
-        rows in prop::sample::select(vec![0u32, 1, 2, 3, 8, 64, 4096]),
-        vec in any::<bool>(),
-        vpt in 0u32..6,
-        stream_w: bool,
+        threads in prop::sample::select(vec![32u32, 64, 256, 1024, 0, 48, 2048]),
+        rows in prop::sample::select(vec![1u32, 2, 8, 0, 3, 4096]),
+        variant in prop::sample::select(variants()),
         blocks_per_sm in 0u32..9,
-        cpu_rows in 0usize..20,
+        cpu_rows in 0usize..12,
     ) {
         let p = Clifford::new(dim, b, n, normalize);
-        let cfg = CliffordConfig {
-            threads,
-            rows_per_block: rows,
-            variant: CliffordVariant { vec, vpt, stream_w },
-            blocks_per_sm,
-            cpu_rows,
-        };
+        let cfg = CliffordConfig { threads, rows_per_block: rows, variant, blocks_per_sm, cpu_rows };
         for (pass, r) in CliffordPass::ALL.into_iter().zip(run_both(&p, &cfg)) {
             match r {
                 Ok(()) => prop_assert!(pass.validate(&cfg, &p, None).is_ok(), "{pass} ran an invalid {cfg:?}"),
