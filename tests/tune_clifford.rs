@@ -283,14 +283,17 @@ fn gpu_tuned_clifford_configs_run_and_match_the_cpu() {
             Some(c) => cl::run_sgp_forward(&s, &p, c, &x.all(), &y.all(), &w.all(), &mut out.all_mut()).unwrap(),
             None => cl::fused_gelu_sgp_norm(&s, &p, &x.all(), &y.all(), &w.all(), &mut out.all_mut()).unwrap(),
         }
-        let (xv, yv, wv, gv) = (x.all(), y.all(), w.all(), go.all());
-        let (mut dxv, mut dyv, mut dwv) = (dx.all_mut(), dy.all_mut(), dw.all_mut());
-        match gc {
-            Some(c) => cl::run_sgp_backward(&s, &p, c, &xv, &yv, &wv, &gv, &mut dxv, &mut dyv, &mut dwv, &mut ws),
-            None => cl::fused_gelu_sgp_norm_backward(&s, &p, &xv, &yv, &wv, &gv, &mut dxv, &mut dyv, &mut dwv, &mut ws),
+        {
+            let (xv, yv, wv, gv) = (x.all(), y.all(), w.all(), go.all());
+            let (mut dxv, mut dyv, mut dwv) = (dx.all_mut(), dy.all_mut(), dw.all_mut());
+            match gc {
+                Some(c) => cl::run_sgp_backward(&s, &p, c, &xv, &yv, &wv, &gv, &mut dxv, &mut dyv, &mut dwv, &mut ws),
+                None => {
+                    cl::fused_gelu_sgp_norm_backward(&s, &p, &xv, &yv, &wv, &gv, &mut dxv, &mut dyv, &mut dwv, &mut ws)
+                }
+            }
+            .unwrap();
         }
-        .unwrap();
-        drop((dxv, dyv, dwv));
         [out.to_vec(&s).unwrap(), dx.to_vec(&s).unwrap(), dy.to_vec(&s).unwrap(), dw.to_vec(&s).unwrap()]
     };
     let want = run(&cpu, None, None);

@@ -118,3 +118,57 @@ fn clifford_winners_are_verified_written_and_then_chosen_by_the_ops() {
     ferrotune::config::use_profiles(None).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// On a GPU: every candidate of the Clifford space (forward and backward, 2D and 3D, N not a
+/// multiple of 4 and one that is) runs in a CUDA worker and matches the built-in config's
+/// CPU output, or is refused with a reason; none faults. In process: a fault fails the test.
+#[test]
+fn gpu_every_clifford_candidate_is_verified_in_a_cuda_worker() {
+    use ferrotune_autotune::family;
+    use ferrotune_autotune::protocol::{Request, Response, ShapeJson};
+    use ferrotune_autotune::worker::Worker;
+    let mut w = Worker::from_env();
+    let mut ran = 0;
+    for (dim, b, n) in [(2, 67, 130), (3, 33, 200), (3, 16, 777)] {
+        for pass in CliffordPass::ALL {
+            let shape =
+                Shape::Clifford(CliffordShape { pass, dtype: DType::F32, problem: Clifford::new(dim, b, n, n != 200) });
+            let d = match w.handle(Request::Describe {
+                backend: "cuda".into(),
+                ops: vec![],
+                dtypes: vec![],
+                gemm: vec![],
+                clifford: vec![ShapeJson::from(&shape)],
+                resources_dir: None,
+            }) {
+                (Response::Description(d), _) => d,
+                (Response::Error { why }, _) if std::env::var_os("FERROTUNE_REQUIRE_GPU").is_none() => {
+                    println!(
+                        "gpu_every_clifford_candidate_is_verified_in_a_cuda_worker: skipped: no CUDA device ({why})"
+                    );
+                    return;
+                }
+                (other, _) => panic!("describe: {other:?}"),
+            };
+            assert!(!d.clifford_resources.is_empty(), "the kernels' resources are described");
+            let base = family::default_config(&d, &shape).expect("the built-in config is described");
+            let (cands, pruned) = family::candidates(&d, &shape, &base);
+            assert!(!cands.is_empty() && pruned.iter().all(|p| !p.reason.is_empty()));
+            let (Response::Prepared { .. }, false) =
+                w.handle(Request::Prepare { backend: "cuda".into(), shape: (&shape).into(), seed: 3 })
+            else {
+                panic!("prepare failed")
+            };
+            for config in cands {
+                let (Response::Outcome(o), false) = w.handle(Request::Eval { config, warmup: 0, iters: 1 }) else {
+                    panic!("{}: {config}: eval failed", shape.label())
+                };
+                match o {
+                    EvalOutcome::Ok { .. } => ran += 1,
+                    other => panic!("{}: {config}: {other:?}", shape.label()),
+                }
+            }
+        }
+    }
+    println!("{ran} Clifford candidates verified on the GPU");
+}
