@@ -9,6 +9,7 @@ use ferrotune::ops::clifford::{self as cl, Clifford, CliffordConfig};
 use ferrotune::tuned::CliffordPass;
 use ferrotune::{Backend, Buffer, DType, Error, Scalar, Stream, bf16, f16};
 use ferrotune_testkit::{Rng, Tolerance, cpu_backend, poison};
+use rayon::prelude::*;
 
 use crate::clifford::{entry, variants};
 use crate::measure::{Repeat, Stats, time_on_stream};
@@ -30,8 +31,8 @@ pub(crate) struct CliffordBench<T: Scalar> {
     shape: CliffordShape,
     sets: Vec<Set<T>>,
     workspace: Buffer<f32>,
-    /// The reference outputs (forward: out; backward: dx, dy, dw) as f64.
-    want: Vec<Vec<f64>>,
+    /// The reference outputs (forward: out; backward: dx, dy, dw), widened to f32.
+    want: Vec<Vec<f32>>,
 }
 
 /// A prepared Clifford shape of any dtype.
@@ -185,8 +186,8 @@ fn prepare<T: Scalar>(b: &Backend, shape: CliffordShape, seed: u64) -> ferrotune
     let want = reference
         .outs
         .iter()
-        .map(|o| o.to_vec(&cs).map(|v| v.iter().map(|x| f64::from(x.to_f32())).collect()))
-        .collect::<ferrotune::Result<Vec<Vec<f64>>>>()?;
+        .map(|o| o.to_vec(&cs).map(|v| v.iter().map(|x| x.to_f32()).collect()))
+        .collect::<ferrotune::Result<Vec<Vec<f32>>>>()?;
     let elem = T::DTYPE.size_bytes() as u64;
     let set_bytes = (host.iter().map(|h| h.len()).sum::<usize>() + out_lens.iter().sum::<usize>()) as u64 * elem;
     let cache = b.device().map_or(CPU_CACHE_BYTES, |d| u64::from(d.l2_bytes));
@@ -209,23 +210,29 @@ fn prepare<T: Scalar>(b: &Backend, shape: CliffordShape, seed: u64) -> ferrotune
 /// The first element of `got` too far from `want`: the forward element by element (`rel` of
 /// |want| + 1), gradients relative to the tensor's largest |want| (they mix signs, and dw sums
 /// B terms in another order).
-fn compare(pass: CliffordPass, dtype: DType, what: &str, got: &[f64], want: &[f64]) -> Result<(), String> {
+fn compare(pass: CliffordPass, dtype: DType, what: &str, got: &[f32], want: &[f32]) -> Result<(), String> {
     let narrow = dtype != DType::F32;
     let (rel, scale) = match pass {
         CliffordPass::Forward => (Tolerance::of(dtype).rel.max(1e-5), None),
         CliffordPass::Backward => {
-            (if narrow { 2e-2 } else { 1e-4 }, Some(want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-12)))
+            let top = want.par_iter().map(|v| f64::from(v.abs())).reduce(|| 0.0, f64::max);
+            (if narrow { 2e-2 } else { 1e-4 }, Some(top.max(1e-12)))
         }
     };
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let allowed = rel * scale.unwrap_or(w.abs() + 1.0);
-        if !g.is_finite() || (g - w).abs() > allowed {
-            return Err(format!(
-                "{what}[{i}]: got {g:e}, the built-in config on the CPU gave {w:e} (allowed {allowed:e})"
-            ));
-        }
-    }
-    Ok(())
+    // In chunks over the rayon pool (outputs of large shapes hold 10^8 elements), the first
+    // bad element of the first bad chunk reported.
+    const CHUNK: usize = 1 << 16;
+    let bad = got.par_chunks(CHUNK).zip(want.par_chunks(CHUNK)).enumerate().find_map_first(|(c, (gs, ws))| {
+        gs.iter().zip(ws).enumerate().find_map(|(j, (&g, &w))| {
+            let (g, w) = (f64::from(g), f64::from(w));
+            let allowed = rel * scale.unwrap_or(w.abs() + 1.0);
+            (!g.is_finite() || (g - w).abs() > allowed).then(|| {
+                let i = c * CHUNK + j;
+                format!("{what}[{i}]: got {g:e}, the built-in config on the CPU gave {w:e} (allowed {allowed:e})")
+            })
+        })
+    });
+    bad.map_or(Ok(()), Err)
 }
 
 impl<T: Scalar> CliffordBench<T> {
@@ -261,8 +268,8 @@ impl<T: Scalar> CliffordBench<T> {
         }
         let names: &[&str] = if pass == CliffordPass::Forward { &["out"] } else { &["dx", "dy", "dw"] };
         for (k, o) in self.sets[0].outs.iter().enumerate() {
-            let mut got: Vec<f64> = match o.to_vec(s) {
-                Ok(v) => v.iter().map(|x| f64::from(x.to_f32())).collect(),
+            let mut got: Vec<f32> = match o.to_vec(s) {
+                Ok(v) => v.iter().map(|x| x.to_f32()).collect(),
                 Err(e) => return failed(e),
             };
             if k == 0 && wrong_injected(inject, &shape, &config) && !got.is_empty() {
