@@ -21,5 +21,6 @@ mod runtime;
 mod splitk;
 mod tidy;
 mod tune;
+mod tune_clifford;
 mod tune_families;
 mod tune_path;

@@ -195,11 +195,13 @@ pub(crate) mod tests {
             cpu_threads: 16,
             resources,
             gemm_resources: Vec::new(),
+            clifford_resources: Vec::new(),
             defaults: vec![DefaultJson {
                 op: "add".into(),
                 dtype: "f32".into(),
                 config: ElemConfig::heuristic(ElemOp::Add, DType::F32, None).into(),
             }],
+            clifford_defaults: Vec::new(),
             resources_from: "test".into(),
         }
     }

@@ -1,6 +1,7 @@
-//! The op families the tuner knows (elementwise, GEMM): the one place that dispatches on the
-//! family, so the tuning loop, the strategies and the journal stay family-agnostic. Each
-//! family brings its space and cost model (`elem.rs`, `gemm.rs`) and its worker bench.
+//! The op families the tuner knows (elementwise, GEMM, the Clifford SGP layer): the one place
+//! that dispatches on the family, so the tuning loop, the strategies and the journal stay
+//! family-agnostic. Each family brings its space and cost model (`elem.rs`, `gemm.rs`,
+//! `clifford.rs`) and its worker bench.
 
 use ferrotune::config::GemmConfig;
 use ferrotune::tuned;
@@ -8,15 +9,18 @@ use ferrotune_profile::Config;
 
 use crate::protocol::{ConfigJson, Description, Shape};
 use crate::space::Pruned;
-use crate::{elem, gemm};
+use crate::{clifford, elem, gemm};
 
 /// The config the tuned one is compared against: the built-in heuristic for elementwise ops
 /// (from the worker, since it depends on the device); for GEMM the kernels' default config
-/// (tile 0, no split, `path` auto: the plan picks the family as it does untuned).
+/// (tile 0, no split, `path` auto: the plan picks the family as it does untuned); for the
+/// Clifford layer what the op runs untuned (the heuristic fitted to the kernels' registers,
+/// from the worker).
 pub fn default_config(d: &Description, s: &Shape) -> Option<ConfigJson> {
     match s {
         Shape::Elem(e) => d.default_of(e.op, e.dtype).map(Into::into),
         Shape::Gemm(_) => Some(GemmConfig::DEFAULT.into()),
+        Shape::Clifford(c) => d.clifford_default_of(c).map(Into::into),
     }
 }
 
@@ -47,6 +51,10 @@ pub fn candidates(d: &Description, s: &Shape, base: &ConfigJson) -> (Vec<ConfigJ
             }
             (c, p)
         }
+        (Shape::Clifford(s), ConfigJson::Clifford(b)) => {
+            let (c, p) = clifford::candidates(d, s, (*b).into());
+            (c.into_iter().map(Into::into).collect(), p)
+        }
         _ => (Vec::new(), Vec::new()),
     }
 }
@@ -56,6 +64,7 @@ pub fn predict_ms(d: &Description, s: &Shape, c: &ConfigJson) -> f64 {
     match (s, c) {
         (Shape::Elem(e), ConfigJson::Elem(c)) => elem::predict_ms(d, e, &(*c).into()),
         (Shape::Gemm(g), ConfigJson::Gemm(c)) => gemm::predict_ms(d, g, &(*c).into()),
+        (Shape::Clifford(s), ConfigJson::Clifford(c)) => clifford::predict_ms(d, s, &(*c).into()),
         _ => f64::INFINITY,
     }
 }
@@ -65,6 +74,7 @@ pub fn to_params(c: &ConfigJson) -> Config {
     match c {
         ConfigJson::Elem(c) => tuned::to_params(&(*c).into()),
         ConfigJson::Gemm(c) => tuned::gemm_to_params(&(*c).into()),
+        ConfigJson::Clifford(c) => tuned::clifford_to_params(&(*c).into()),
     }
 }
 
@@ -73,6 +83,7 @@ pub fn from_params(s: &Shape, p: &Config) -> Option<ConfigJson> {
     match s {
         Shape::Elem(_) => tuned::from_params(p).map(Into::into),
         Shape::Gemm(_) => tuned::gemm_from_params(p).map(Into::into),
+        Shape::Clifford(_) => tuned::clifford_from_params(p).map(Into::into),
     }
 }
 
@@ -81,13 +92,14 @@ pub fn min_bytes(s: &Shape) -> f64 {
     match s {
         Shape::Elem(e) => e.op.min_bytes(e.n, e.dtype.size_bytes(), 0) as f64,
         Shape::Gemm(g) => g.min_bytes(),
+        Shape::Clifford(c) => c.min_bytes(),
     }
 }
 
 /// Floating-point operations of the op, where that is its measure of work (GEMM).
 pub fn flops(s: &Shape) -> Option<f64> {
     match s {
-        Shape::Elem(_) => None,
+        Shape::Elem(_) | Shape::Clifford(_) => None,
         Shape::Gemm(g) => Some(g.flops()),
     }
 }

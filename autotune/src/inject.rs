@@ -6,7 +6,8 @@
 //! address; CPU: the process aborts), `wrong` (one output element corrupted before
 //! verification), `hang` (never returns) or `error` (a launch error), and keys `threads`,
 //! `vec16`, `unroll`, `blocks_per_sm`, `cpu_chunk` (elementwise), `tile`, `cpu_rows`, `split_k` (GEMM),
-//! `op`, `dtype` selecting the candidates (a key of the other family never matches).
+//! `threads`, `rows_per_block`, `blocks_per_sm`, `cpu_rows` (Clifford), `op`, `dtype` selecting
+//! the candidates (a key of another family never matches).
 //! `FERROTUNE_TUNE_FAKE_TIME=1` replaces measured times by a fixed function of the config
 //! (run and verification stay real), so tests know which candidate must win.
 
@@ -45,7 +46,7 @@ pub fn parse_injections(spec: &str) -> Result<Vec<Injection>, String> {
         for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (k, v) = kv.split_once('=').ok_or_else(|| format!("'{kv}' is not key=value"))?;
             let k = k.trim();
-            const KEYS: [&str; 10] = [
+            const KEYS: [&str; 11] = [
                 "threads",
                 "vec16",
                 "unroll",
@@ -54,6 +55,7 @@ pub fn parse_injections(spec: &str) -> Result<Vec<Injection>, String> {
                 "tile",
                 "cpu_rows",
                 "split_k",
+                "rows_per_block",
                 "op",
                 "dtype",
             ];
@@ -82,6 +84,10 @@ impl Injection {
                 ("cpu_rows", ConfigJson::Gemm(c)) => Some(c.cpu_rows.to_string()),
                 ("split_k", ConfigJson::Gemm(c)) => Some(c.split_k.to_string()),
                 ("path", ConfigJson::Gemm(c)) => Some(ferrotune::config::GemmConfig::from(*c).path.label()),
+                ("threads", ConfigJson::Clifford(c)) => Some(c.threads.to_string()),
+                ("rows_per_block", ConfigJson::Clifford(c)) => Some(c.rows_per_block.to_string()),
+                ("blocks_per_sm", ConfigJson::Clifford(c)) => Some(c.blocks_per_sm.to_string()),
+                ("cpu_rows", ConfigJson::Clifford(c)) => Some(c.cpu_rows.to_string()),
                 _ => None,
             };
             have.as_ref() == Some(v)
@@ -90,7 +96,8 @@ impl Injection {
 }
 
 /// The synthetic time of `FERROTUNE_TUNE_FAKE_TIME`: elementwise, smallest at cpu_chunk 2^14,
-/// 256 threads, vec16, unroll 2, blocks_per_sm 0; GEMM, smallest at cpu_rows 4, tile 0, no split.
+/// 256 threads, vec16, unroll 2, blocks_per_sm 0; GEMM, smallest at cpu_rows 4, tile 0, no split;
+/// Clifford, smallest at cpu_rows 8, 256 threads, one row per block.
 pub fn fake_ms(c: &ConfigJson) -> f64 {
     let lg = |x: f64| x.max(1.0).log2();
     match c {
@@ -103,6 +110,11 @@ pub fn fake_ms(c: &ConfigJson) -> f64 {
         }
         ConfigJson::Gemm(c) => {
             1.0 + 0.1 * (lg(c.cpu_rows as f64) - 2.0).abs() + 0.01 * f64::from(c.tile) + 0.001 * lg(c.split_k as f64)
+        }
+        ConfigJson::Clifford(c) => {
+            1.0 + 0.1 * (lg(c.cpu_rows as f64) - 3.0).abs()
+                + 0.01 * (lg(f64::from(c.threads)) - 8.0).abs()
+                + 0.001 * lg(f64::from(c.rows_per_block))
         }
     }
 }

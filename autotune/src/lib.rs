@@ -3,6 +3,7 @@
 //! device-aware pruning; strategies and budgets; verified, fault-isolated evaluation in a
 //! worker process; and the tuning loop that writes TOML profiles (through `ferrotune-profile`).
 
+pub mod clifford;
 pub mod elem;
 pub mod family;
 pub mod gemm;
@@ -16,16 +17,18 @@ pub mod measure;
 pub mod parallel;
 pub mod process;
 pub mod protocol;
+mod protocol_clifford;
 pub mod queue;
 pub mod shard;
 pub mod space;
 pub mod strategy;
 pub mod tuner;
 pub mod worker;
+mod worker_clifford;
 mod worker_gemm;
 
 pub use process::{ProcessEvaluator, Timeouts, WorkerCommand};
-pub use protocol::{ConfigJson, EvalOutcome, GemmDtype, GemmShape, Shape};
+pub use protocol::{CliffordShape, ConfigJson, EvalOutcome, GemmDtype, GemmShape, Shape};
 pub use shard::Shard;
 pub use strategy::{Budget, Strategy};
 pub use tuner::{Control, Event, TuneError, TuneOptions, TuneReport, tune};

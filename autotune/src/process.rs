@@ -197,7 +197,7 @@ impl ProcessEvaluator {
     ) -> Result<Description, String> {
         let elems = shapes.iter().filter_map(|s| match s {
             Shape::Elem(e) => Some(e),
-            Shape::Gemm(_) => None,
+            _ => None,
         });
         let mut ops: Vec<String> = elems.clone().map(|s| s.op.name().to_string()).collect();
         let mut dtypes: Vec<String> = elems.map(|s| s.dtype.name().to_string()).collect();
@@ -206,7 +206,8 @@ impl ProcessEvaluator {
         dtypes.sort();
         dtypes.dedup();
         let gemm = shapes.iter().filter(|s| matches!(s, Shape::Gemm(_))).map(ShapeJson::from).collect();
-        let req = Request::Describe { backend: backend.into(), ops, dtypes, gemm, resources_dir };
+        let clifford = shapes.iter().filter(|s| matches!(s, Shape::Clifford(_))).map(ShapeJson::from).collect();
+        let req = Request::Describe { backend: backend.into(), ops, dtypes, gemm, clifford, resources_dir };
         match self.call(&req, self.timeouts.describe) {
             Ok(Response::Description(d)) => Ok(*d),
             Ok(Response::Error { why }) => Err(why),

@@ -12,14 +12,16 @@ use ferrotune_profile::Device;
 use serde::{Deserialize, Serialize};
 
 use crate::measure::{Repeat, Stats};
+pub use crate::protocol_clifford::{CliffordConfigJson, CliffordDefaultJson, CliffordShape};
 use crate::space::{KernelResources, Limits};
 
-/// A candidate config on the wire, of either op family.
+/// A candidate config on the wire, of any op family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "family", rename_all = "snake_case")]
 pub enum ConfigJson {
     Elem(ElemConfigJson),
     Gemm(GemmConfigJson),
+    Clifford(CliffordConfigJson),
 }
 
 impl ConfigJson {
@@ -27,7 +29,7 @@ impl ConfigJson {
     pub fn as_elem(&self) -> Option<&ElemConfigJson> {
         match self {
             ConfigJson::Elem(c) => Some(c),
-            ConfigJson::Gemm(_) => None,
+            _ => None,
         }
     }
 
@@ -35,7 +37,15 @@ impl ConfigJson {
     pub fn as_gemm(&self) -> Option<&GemmConfigJson> {
         match self {
             ConfigJson::Gemm(c) => Some(c),
-            ConfigJson::Elem(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The Clifford config, if this is one.
+    pub fn as_clifford(&self) -> Option<&CliffordConfigJson> {
+        match self {
+            ConfigJson::Clifford(c) => Some(c),
+            _ => None,
         }
     }
 }
@@ -62,6 +72,15 @@ impl fmt::Display for ConfigJson {
                     None => Ok(()),
                 }
             }
+            ConfigJson::Clifford(c) => write!(
+                f,
+                "threads={} rows/block={} variant={} blocks/SM={} cpu_rows={}",
+                c.threads,
+                c.rows_per_block,
+                ferrotune::tuned::variant_label(ferrotune::ops::clifford::CliffordConfig::from(*c).variant),
+                c.blocks_per_sm,
+                c.cpu_rows
+            ),
         }
     }
 }
@@ -75,6 +94,12 @@ impl From<ElemConfig> for ConfigJson {
 impl From<GemmConfig> for ConfigJson {
     fn from(c: GemmConfig) -> Self {
         ConfigJson::Gemm(c.into())
+    }
+}
+
+impl From<ferrotune::ops::clifford::CliffordConfig> for ConfigJson {
+    fn from(c: ferrotune::ops::clifford::CliffordConfig) -> Self {
+        ConfigJson::Clifford(c.into())
     }
 }
 
@@ -257,11 +282,12 @@ impl GemmShape {
     }
 }
 
-/// One shape to tune, of either family.
+/// One shape to tune, of any family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Shape {
     Elem(ElemShape),
     Gemm(GemmShape),
+    Clifford(CliffordShape),
 }
 
 impl Shape {
@@ -277,6 +303,7 @@ impl Shape {
                 let batch = if g.batch > 1 { format!(" batch {}", g.batch) } else { String::new() };
                 format!("gemm {} {} {}x{}x{}{batch}", g.dtype.name(), g.layout(), g.m, g.n, g.k)
             }
+            Shape::Clifford(c) => c.label(),
         }
     }
 
@@ -285,6 +312,7 @@ impl Shape {
         match self {
             Shape::Elem(s) => s.op.name(),
             Shape::Gemm(_) => ferrotune::tuned::GEMM_OP,
+            Shape::Clifford(c) => c.pass.op_name(),
         }
     }
 
@@ -292,22 +320,26 @@ impl Shape {
         match self {
             Shape::Elem(s) => s.dtype.name(),
             Shape::Gemm(g) => g.dtype.name(),
+            Shape::Clifford(c) => c.dtype.name(),
         }
     }
 
-    /// The layout key: `contiguous` (elementwise) or `rc`, `rr`, `cr`, `cc` (GEMM).
+    /// The layout key: `contiguous` (elementwise), `rc`, `rr`, `cr`, `cc` (GEMM) or
+    /// `cl<dim>_<norm|plain>` (Clifford).
     pub fn layout(&self) -> String {
         match self {
             Shape::Elem(_) => ferrotune::tuned::ELEM_LAYOUT.into(),
             Shape::Gemm(g) => g.layout(),
+            Shape::Clifford(c) => ferrotune::tuned::clifford_layout(&c.problem),
         }
     }
 
-    /// The measured dimensions as profiles store them: `[n]` or `[m, n, k, batch]`.
+    /// The measured dimensions as profiles store them: `[n]`, `[m, n, k, batch]` or `[B, N]`.
     pub fn dims(&self) -> Vec<u64> {
         match self {
             Shape::Elem(s) => vec![s.n as u64],
             Shape::Gemm(g) => ferrotune::tuned::gemm_dims(&g.gemm()).to_vec(),
+            Shape::Clifford(c) => ferrotune::tuned::clifford_dims(&c.problem).to_vec(),
         }
     }
 }
@@ -318,6 +350,7 @@ impl Shape {
 pub enum ShapeJson {
     Elem { op: String, dtype: String, n: usize },
     Gemm { dtype: String, layout: String, m: usize, n: usize, k: usize, batch: usize },
+    Clifford { op: String, dtype: String, dim: u32, b: usize, n: usize, normalize: bool },
 }
 
 impl From<&Shape> for ShapeJson {
@@ -331,6 +364,14 @@ impl From<&Shape> for ShapeJson {
                 n: g.n,
                 k: g.k,
                 batch: g.batch,
+            },
+            Shape::Clifford(c) => ShapeJson::Clifford {
+                op: c.pass.op_name().into(),
+                dtype: c.dtype.name().into(),
+                dim: c.problem.dim,
+                b: c.problem.b,
+                n: c.problem.n,
+                normalize: c.problem.normalize,
             },
         }
     }
@@ -369,6 +410,20 @@ impl TryFrom<&ShapeJson> for Shape {
                 }
                 Ok(Shape::Gemm(GemmShape { dtype: dt, m: *m, n: *n, k: *k, batch: *batch, a, b }))
             }
+            ShapeJson::Clifford { op, dtype, dim, b, n, normalize } => {
+                let pass = ferrotune::tuned::CliffordPass::from_name(op)
+                    .ok_or_else(|| format!("unknown Clifford op '{op}' (clifford_fwd, clifford_bwd)"))?;
+                let dtype = DType::ALL
+                    .into_iter()
+                    .find(|d| d.name() == dtype)
+                    .ok_or_else(|| format!("unknown Clifford dtype '{dtype}' (f32, f16, bf16)"))?;
+                let problem = ferrotune::ops::clifford::Clifford::new(*dim, *b, *n, *normalize);
+                problem.tables().map_err(|e| e.to_string())?;
+                if *b == 0 || *n == 0 {
+                    return Err(format!("Clifford shape B = {b}, N = {n} has a zero dimension"));
+                }
+                Ok(Shape::Clifford(CliffordShape { pass, dtype, problem }))
+            }
         }
     }
 }
@@ -386,6 +441,9 @@ pub enum Request {
         /// GEMM shapes to describe the kernels (every tile that can run them) of.
         #[serde(default)]
         gemm: Vec<ShapeJson>,
+        /// Clifford shapes to describe the kernels and built-in configs of.
+        #[serde(default)]
+        clifford: Vec<ShapeJson>,
         /// Directory with `ferrotune_kernels.<arch>.resources.json` (from `cargo xtask ptx`).
         resources_dir: Option<String>,
     },
@@ -439,7 +497,13 @@ pub struct Description {
     pub resources: Vec<ResourceJson>,
     #[serde(default)]
     pub gemm_resources: Vec<GemmResourceJson>,
+    /// The launch resources of the Clifford kernels, by entry name (empty on the CPU).
+    #[serde(default)]
+    pub clifford_resources: Vec<GemmResourceJson>,
     pub defaults: Vec<DefaultJson>,
+    /// The built-in config of each Clifford shape described.
+    #[serde(default)]
+    pub clifford_defaults: Vec<CliffordDefaultJson>,
     /// Where the register counts came from (`driver`, `ptxas report`, or an estimate).
     pub resources_from: String,
 }
@@ -475,6 +539,15 @@ impl Description {
 
     pub fn gemm_resources_of(&self, kernel: &str) -> Option<KernelResources> {
         self.gemm_resources.iter().find(|r| r.kernel == kernel).map(|r| r.resources)
+    }
+
+    pub fn clifford_resources_of(&self, kernel: &str) -> Option<KernelResources> {
+        self.clifford_resources.iter().find(|r| r.kernel == kernel).map(|r| r.resources)
+    }
+
+    pub fn clifford_default_of(&self, s: &CliffordShape) -> Option<ferrotune::ops::clifford::CliffordConfig> {
+        let label = s.label();
+        self.clifford_defaults.iter().find(|d| d.shape == label).map(|d| d.config.into())
     }
 }
 

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// A tunable launch parameter. Elementwise uses the first four, GEMM the last five.
+/// A tunable launch parameter. Elementwise uses the first four, GEMM the next five.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Param {
@@ -31,6 +31,10 @@ pub enum Param {
     Path,
     /// Unaligned 16-bit GEMM operands: 0 run as given, 1 packed into an aligned copy first.
     Pack,
+    /// Batch rows a block of a Clifford row kernel works on at once (its team is
+    /// `Threads / RowsPerBlock` threads per row). The Clifford space also uses `Threads`,
+    /// `Variant` (into the pass's compiled variants), `BlocksPerSm` and, on the CPU, `CpuRows`.
+    RowsPerBlock,
 }
 
 /// A parameter and the values it may take.

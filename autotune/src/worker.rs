@@ -22,6 +22,7 @@ use crate::protocol::{
     ResourceJson, Response, Shape,
 };
 use crate::space::{KernelResources, Limits};
+use crate::worker_clifford::{self, CliffordPrepared};
 use crate::worker_gemm::{self, GemmBench};
 
 /// The cache size assumed on the CPU backend (a large last-level cache).
@@ -59,6 +60,7 @@ pub(crate) enum Prepared {
     GemmF32(GemmBench<f32>),
     GemmF16(GemmBench<f16>),
     GemmBf16(GemmBench<bf16>),
+    Clifford(CliffordPrepared),
 }
 
 /// The worker's state between requests.
@@ -100,16 +102,20 @@ impl Worker {
     pub fn handle(&mut self, req: Request) -> (Response, bool) {
         let err = |why: String| (Response::Error { why }, false);
         match req {
-            Request::Describe { backend, ops, dtypes, gemm, resources_dir } => {
+            Request::Describe { backend, ops, dtypes, gemm, clifford, resources_dir } => {
                 if let Err(why) = &self.inject {
                     return err(format!("FERROTUNE_TUNE_INJECT: {why}"));
                 }
-                let gemm = match gemm.iter().map(Shape::try_from).collect::<Result<Vec<_>, _>>() {
+                let shapes = gemm.iter().chain(&clifford).map(Shape::try_from).collect::<Result<Vec<_>, _>>();
+                let shapes = match shapes {
                     Ok(g) => g,
                     Err(why) => return err(why),
                 };
-                let d =
-                    self.backend(&backend).and_then(|b| describe(&b, &ops, &dtypes, &gemm, resources_dir.as_deref()));
+                let d = self.backend(&backend).and_then(|b| {
+                    let mut d = describe(&b, &ops, &dtypes, &shapes, resources_dir.as_deref())?;
+                    (d.clifford_defaults, d.clifford_resources) = worker_clifford::describe(&b, &shapes)?;
+                    Ok(d)
+                });
                 match d {
                     Ok(d) => (Response::Description(Box::new(d)), false),
                     Err(why) => err(why),
@@ -136,6 +142,7 @@ impl Worker {
                         DType::F16 => worker_gemm::prepare::<f16>(&b, g, seed).map(Prepared::GemmF16),
                         DType::Bf16 => worker_gemm::prepare::<bf16>(&b, g, seed).map(Prepared::GemmBf16),
                     },
+                    Shape::Clifford(c) => CliffordPrepared::prepare(&b, c, seed).map(Prepared::Clifford),
                 };
                 match r {
                     Ok(p) => {
@@ -146,6 +153,7 @@ impl Worker {
                             Prepared::GemmF32(b) => b.footprint(),
                             Prepared::GemmF16(b) => b.footprint(),
                             Prepared::GemmBf16(b) => b.footprint(),
+                            Prepared::Clifford(b) => b.footprint(),
                         };
                         self.prepared = Some(p);
                         (Response::Prepared { sets, bytes_per_set: bytes }, false)
@@ -167,6 +175,7 @@ impl Worker {
                     (Some(Prepared::GemmF32(b)), ConfigJson::Gemm(c)) => b.eval(&s, c, repeat, &inject, fake),
                     (Some(Prepared::GemmF16(b)), ConfigJson::Gemm(c)) => b.eval(&s, c, repeat, &inject, fake),
                     (Some(Prepared::GemmBf16(b)), ConfigJson::Gemm(c)) => b.eval(&s, c, repeat, &inject, fake),
+                    (Some(Prepared::Clifford(b)), ConfigJson::Clifford(c)) => b.eval(&s, c, repeat, &inject, fake),
                     (Some(_), c) => return err(format!("config {c} is not of the prepared shape's op family")),
                 };
                 let fatal = matches!(out, EvalOutcome::Failed { fatal: true, .. });
@@ -257,7 +266,9 @@ fn describe(
             cpu_threads,
             resources: Vec::new(),
             gemm_resources: Vec::new(),
+            clifford_resources: Vec::new(),
             defaults,
+            clifford_defaults: Vec::new(),
             resources_from: "not applicable (CPU)".into(),
         });
     };
@@ -362,7 +373,9 @@ fn describe(
         cpu_threads,
         resources,
         gemm_resources,
+        clifford_resources: Vec::new(),
         defaults,
+        clifford_defaults: Vec::new(),
         resources_from: if report.is_empty() {
             "driver (max threads); registers estimated".into()
         } else {
@@ -538,6 +551,7 @@ mod tests {
             ops: vec!["add".into()],
             dtypes: vec!["f16".into()],
             gemm: vec![],
+            clifford: vec![],
             resources_dir: None,
         };
         let (Response::Description(d), false) = w.handle(describe) else { panic!("describe failed") };

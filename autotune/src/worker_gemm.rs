@@ -196,6 +196,7 @@ mod tests {
             ops: vec![],
             dtypes: vec![],
             gemm: vec![ShapeJson::from(&shape)],
+            clifford: vec![],
             resources_dir: None,
         }) else {
             panic!("describe failed")

@@ -13,6 +13,10 @@ use std::sync::{Mutex, OnceLock};
 
 use ferrotune_kernels::DType;
 use ferrotune_kernels::elementwise::ElemOp;
+use ferrotune_profile::Device;
+
+use crate::error::Result;
+use crate::stream::Stream;
 
 /// One top-level PTX item: a directive, a declaration, a global or a function/entry body.
 #[derive(Debug)]
@@ -173,6 +177,63 @@ pub fn ptx_build_of(arch: &'static str, ptx: &'static str, op: &str) -> String {
     };
     let id = ferrotune_profile::build_hash(&family_text(&all, &*family_of(op)));
     ids.lock().unwrap_or_else(|p| p.into_inner()).entry((arch, family)).or_insert(id).clone()
+}
+
+/// The kernel builds of one machine, from which each op's build id is derived: on CUDA the
+/// PTX of the module this device loads (hashed per op family, see [`crate::build_id`]), on
+/// the CPU the crate version and worker threads.
+#[derive(Clone, Debug)]
+pub enum Builds {
+    Ptx { arch: &'static str, ptx: &'static str },
+    Cpu(String),
+}
+
+impl Builds {
+    /// The build id profile entries of `op` are keyed by.
+    pub fn of(&self, op: &str) -> String {
+        match self {
+            Builds::Ptx { arch, ptx } => ptx_build_of(arch, ptx, op),
+            Builds::Cpu(b) => b.clone(),
+        }
+    }
+}
+
+/// The device fingerprint and kernel builds of the machine behind `s`: what profile entries
+/// are keyed by. CPU: architecture and worker threads; build = crate version + threads.
+pub fn machine(s: &Stream) -> Result<(Device, Builds)> {
+    match s {
+        Stream::Cuda { gpu, .. } => {
+            let d = gpu.info();
+            let (arch, ptx) = crate::module::select_ptx(d.compute_capability)?;
+            let device = Device {
+                backend: "cuda".into(),
+                name: d.name.clone(),
+                arch: d.arch(),
+                sm_count: d.sm_count,
+                driver: format!("{}.{}", d.driver_version / 1000, d.driver_version % 1000 / 10),
+            };
+            Ok((device, Builds::Ptx { arch, ptx }))
+        }
+        Stream::Cpu(cpu) => {
+            let threads = cpu.threads();
+            let device = Device {
+                backend: "cpu".into(),
+                name: "cpu".into(),
+                arch: std::env::consts::ARCH.into(),
+                sm_count: threads as u32,
+                driver: "rayon".into(),
+            };
+            let build =
+                ferrotune_profile::build_hash(&format!("ferrotune-cpu {} {threads}", env!("CARGO_PKG_VERSION")));
+            Ok((device, Builds::Cpu(build)))
+        }
+    }
+}
+
+/// The device fingerprint of the machine behind `s` and the build id of `op`'s kernels on it.
+pub fn fingerprint(s: &Stream, op: &str) -> Result<(Device, String)> {
+    let (device, builds) = machine(s)?;
+    Ok((device, builds.of(op)))
 }
 
 #[cfg(test)]

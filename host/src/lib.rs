@@ -40,6 +40,7 @@ pub mod staging;
 pub mod stream;
 pub mod tma;
 pub mod tuned;
+mod tuned_clifford;
 pub mod workspace;
 
 pub use backend::{Backend, BackendChoice, Cpu, Gpu};

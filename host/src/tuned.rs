@@ -1,7 +1,8 @@
 //! Run-time use of tuning profiles: which `ElemConfig` or `GemmConfig` an op call gets and why
 //! (exact profile entry → nearest bucket → same architecture → built-in heuristic). Profiles
 //! are loaded once and lookups are memoised, so an op call does no file I/O. The format itself
-//! lives in `ferrotune-profile`; this file only maps the configs to and from named parameters.
+//! lives in `ferrotune-profile`; this file only maps the configs to and from named parameters
+//! (the Clifford layer's in `tuned_clifford.rs`, re-exported here).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -11,13 +12,21 @@ use std::sync::{Arc, Mutex, RwLock};
 use ferrotune_kernels::DType;
 use ferrotune_kernels::elementwise::{ElemOp, ElemVariant};
 use ferrotune_kernels::gemm::tc::TILES;
-use ferrotune_profile::{Config, Device, Match, Param, ProfileSet, Query};
+use ferrotune_profile::{Config, Match, Param, ProfileSet, Query};
 
 use crate::backend::Backend;
 use crate::config::{ElemConfig, GemmConfig, GemmPath, PackChoice};
 use crate::error::{Error, Result};
+use crate::ops::clifford::CliffordConfig;
 use crate::ops::gemm::{Gemm, Layout, Precision};
 use crate::stream::Stream;
+
+pub use crate::build_id::{Builds, fingerprint, machine};
+use crate::tuned_clifford::CliffordMemoKey;
+pub use crate::tuned_clifford::{
+    CliffordPass, clifford_dims, clifford_explain_in, clifford_from_params, clifford_layout, clifford_to_params,
+    variant_label,
+};
 
 /// The layout of every elementwise op in profiles.
 pub const ELEM_LAYOUT: &str = "contiguous";
@@ -171,63 +180,6 @@ pub fn from_params(m: &Config) -> Option<ElemConfig> {
     })
 }
 
-/// The kernel builds of one machine, from which each op's build id is derived: on CUDA the
-/// PTX of the module this device loads (hashed per op family, see [`crate::build_id`]), on
-/// the CPU the crate version and worker threads.
-#[derive(Clone, Debug)]
-pub enum Builds {
-    Ptx { arch: &'static str, ptx: &'static str },
-    Cpu(String),
-}
-
-impl Builds {
-    /// The build id profile entries of `op` are keyed by.
-    pub fn of(&self, op: &str) -> String {
-        match self {
-            Builds::Ptx { arch, ptx } => crate::build_id::ptx_build_of(arch, ptx, op),
-            Builds::Cpu(b) => b.clone(),
-        }
-    }
-}
-
-/// The device fingerprint and kernel builds of the machine behind `s`: what profile entries
-/// are keyed by. CPU: architecture and worker threads; build = crate version + threads.
-pub fn machine(s: &Stream) -> Result<(Device, Builds)> {
-    match s {
-        Stream::Cuda { gpu, .. } => {
-            let d = gpu.info();
-            let (arch, ptx) = crate::module::select_ptx(d.compute_capability)?;
-            let device = Device {
-                backend: "cuda".into(),
-                name: d.name.clone(),
-                arch: d.arch(),
-                sm_count: d.sm_count,
-                driver: format!("{}.{}", d.driver_version / 1000, d.driver_version % 1000 / 10),
-            };
-            Ok((device, Builds::Ptx { arch, ptx }))
-        }
-        Stream::Cpu(cpu) => {
-            let threads = cpu.threads();
-            let device = Device {
-                backend: "cpu".into(),
-                name: "cpu".into(),
-                arch: std::env::consts::ARCH.into(),
-                sm_count: threads as u32,
-                driver: "rayon".into(),
-            };
-            let build =
-                ferrotune_profile::build_hash(&format!("ferrotune-cpu {} {threads}", env!("CARGO_PKG_VERSION")));
-            Ok((device, Builds::Cpu(build)))
-        }
-    }
-}
-
-/// The device fingerprint of the machine behind `s` and the build id of `op`'s kernels on it.
-pub fn fingerprint(s: &Stream, op: &str) -> Result<(Device, String)> {
-    let (device, builds) = machine(s)?;
-    Ok((device, builds.of(op)))
-}
-
 /// Where profiles are read from: `FERROTUNE_PROFILE` (a file or a directory) when set, else
 /// `~/.config/ferrotune/profiles/` and the `profiles/` directory shipped in the repository.
 pub fn default_profile_paths() -> Vec<PathBuf> {
@@ -306,7 +258,7 @@ pub fn check_usable(s: &Stream) -> Result<()> {
     check_usable_in(&current(), s)
 }
 
-fn check_usable_in(c: &Cache, s: &Stream) -> Result<()> {
+pub(crate) fn check_usable_in(c: &Cache, s: &Stream) -> Result<()> {
     if c.set.problems.is_empty() && c.set.profiles.is_empty() {
         return Ok(());
     }
@@ -332,17 +284,24 @@ type MemoKey = (ElemOp, DType, u64, String);
 /// (dtype key, layout key, bucketed `[m, n, k, batch]`, machine).
 type GemmMemoKey = (&'static str, String, Vec<u64>, String);
 
-struct Cache {
-    set: Arc<ProfileSet>,
+pub(crate) struct Cache {
+    pub(crate) set: Arc<ProfileSet>,
     memo: Mutex<HashMap<MemoKey, (ElemConfig, Source)>>,
     gemm_memo: Mutex<HashMap<GemmMemoKey, (GemmConfig, Source)>>,
+    pub(crate) clifford_memo: Mutex<HashMap<CliffordMemoKey, (Option<CliffordConfig>, Source)>>,
     /// Per machine: why profiles cannot serve it (see `check_usable`).
     checked: Mutex<HashMap<String, Vec<String>>>,
 }
 
 impl Cache {
     fn new(set: ProfileSet) -> Cache {
-        Cache { set: Arc::new(set), memo: Mutex::default(), gemm_memo: Mutex::default(), checked: Mutex::default() }
+        Cache {
+            set: Arc::new(set),
+            memo: Mutex::default(),
+            gemm_memo: Mutex::default(),
+            clifford_memo: Mutex::default(),
+            checked: Mutex::default(),
+        }
     }
 }
 
@@ -351,7 +310,7 @@ fn cache() -> &'static RwLock<Option<Arc<Cache>>> {
     &CACHE
 }
 
-fn current() -> Arc<Cache> {
+pub(crate) fn current() -> Arc<Cache> {
     if let Some(c) = cache().read().unwrap_or_else(|p| p.into_inner()).as_ref() {
         return c.clone();
     }
@@ -425,7 +384,7 @@ pub(crate) fn config_for(s: &Stream, op: ElemOp, dtype: DType, n: usize) -> Resu
     Ok(cfg)
 }
 
-fn machine_of(s: &Stream) -> String {
+pub(crate) fn machine_of(s: &Stream) -> String {
     match s {
         Stream::Cuda { gpu, .. } => format!("cuda{}", gpu.info().ordinal),
         Stream::Cpu(cpu) => format!("cpu{}", cpu.threads()),

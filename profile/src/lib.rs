@@ -97,9 +97,11 @@ pub type Config = BTreeMap<String, Param>;
 pub struct Key {
     pub op: String,
     pub dtype: String,
-    /// `contiguous` for elementwise; `nn`, `nt`, `tn`, `tt` for GEMM.
+    /// `contiguous` for elementwise; `rc`, `rr`, `cr`, `cc` for GEMM; `cl<dim>_<norm|plain>` for
+    /// the Clifford layer.
     pub layout: String,
-    /// Bucketed dimensions: `[elements]` for elementwise, `[m, n, k]` for GEMM.
+    /// Bucketed dimensions: `[elements]` for elementwise, `[m, n, k, batch]` for GEMM, `[B, N]`
+    /// for the Clifford layer.
     pub shape: Vec<u64>,
 }
 

@@ -7,6 +7,7 @@ mod bench_gemm_suite;
 mod bench_multigpu;
 mod bench_roof;
 mod bench_runtime;
+mod explain_clifford;
 mod explain_split;
 mod info;
 mod profile;

@@ -43,6 +43,9 @@ pub enum Cmd {
         /// GEMM: A's and B's layout (rc, rr, cr, cc).
         #[arg(long, default_value = "rc")]
         layout: String,
+        /// Clifford: the problem without the per-grade norm (default: with it).
+        #[arg(long)]
+        no_norm: bool,
         /// A profile file or directory (default: FERROTUNE_PROFILE or the default locations).
         #[arg(long)]
         profile: Option<PathBuf>,
@@ -60,7 +63,7 @@ pub fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Show { path } => show(&path),
         Cmd::Validate { paths, backend, deny_warnings } => validate(&paths, backend, deny_warnings),
         Cmd::Merge { paths, out } => merge(&paths, &out),
-        Cmd::Explain { op, dtype, n, shape, layout, profile, backend, devices } => {
+        Cmd::Explain { op, dtype, n, shape, layout, no_norm, profile, backend, devices } => {
             let b = Backend::new(backend)?;
             let paths = profile.map_or_else(ferrotune::tuned::default_profile_paths, |p| vec![p]);
             let set = ferrotune::tuned::load_profiles(&paths);
@@ -71,7 +74,7 @@ pub fn run(cmd: Cmd) -> anyhow::Result<()> {
                 return explain_gemm(&set, &dtype, shape.as_deref(), &layout, &b, devices.as_deref());
             }
             if op == "clifford" {
-                return explain_clifford(&dtype, shape.as_deref(), &b);
+                return crate::explain_clifford::run(&set, &dtype, shape.as_deref(), !no_norm, &b);
             }
             let n = n.context("elementwise ops need --n")?;
             let op = ElemOp::from_name(&op).with_context(|| format!("unknown op '{op}'"))?;
@@ -84,68 +87,6 @@ pub fn run(cmd: Cmd) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-/// `profile explain --op clifford`: the forward and backward launch configs an SGP problem of
-/// this shape gets (the built-in heuristics: Clifford configs are not in tuning profiles yet).
-fn explain_clifford(dtype: &str, shape: Option<&str>, b: &Backend) -> anyhow::Result<()> {
-    use ferrotune::ops::clifford::{Clifford, CliffordConfig};
-    let shape = shape.context("clifford needs --shape DIMxBxN (e.g. 2x4096x512)")?;
-    let v: Vec<usize> = shape
-        .split('x')
-        .map(|p| p.trim().parse())
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("shape '{shape}' is not DIMxBxN"))?;
-    let [dim, batch, n] = v[..] else { anyhow::bail!("shape '{shape}' is not DIMxBxN") };
-    let dt = DType::ALL.into_iter().find(|d| d.name() == dtype).with_context(|| format!("unknown dtype '{dtype}'"))?;
-    let p = Clifford::new(dim as u32, batch, n, true);
-    p.tables()?;
-    let dev = b.device();
-    let show = |c: &CliffordConfig| {
-        format!(
-            "{} threads, {} rows per block (team of {}), {}_p{}{}, {} blocks per SM",
-            c.threads,
-            c.rows_per_block,
-            c.team(),
-            if c.variant.vec { "v4" } else { "v1" },
-            c.variant.vpt,
-            if c.variant.stream_w { "s (weights re-read per row)" } else { "" },
-            c.blocks_per_sm
-        )
-    };
-    // On the GPU: the first candidate the compiled kernel's registers allow.
-    let s = b.stream();
-    let f = match dt {
-        DType::F32 => ferrotune::ops::clifford::forward_config::<f32>(&s, &p)?,
-        DType::F16 => ferrotune::ops::clifford::forward_config::<ferrotune::f16>(&s, &p)?,
-        DType::Bf16 => ferrotune::ops::clifford::forward_config::<ferrotune::bf16>(&s, &p)?,
-    };
-    let g = CliffordConfig::backward_heuristic(&p, dt, dev);
-    println!("clifford {}D {} B={batch} N={n} on {}:", dim, dt.name(), b.name());
-    println!("  forward:  {}", show(&f));
-    let chain: Vec<String> = CliffordConfig::forward_candidates(&p, dt, dev)
-        .iter()
-        .map(|c| {
-            format!(
-                "{}_p{}{}/{}",
-                if c.variant.vec { "v4" } else { "v1" },
-                c.variant.vpt,
-                if c.variant.stream_w { "s" } else { "" },
-                c.team()
-            )
-        })
-        .collect();
-    println!("  forward candidates (variant/team, first that fits the registers wins): {}", chain.join(" → "));
-    println!(
-        "  backward: {}{}",
-        show(&g),
-        if g.variant.vpt == 0 { " (two passes: no one-pass team within the registers covers N)" } else { "" }
-    );
-    println!(
-        "  from: the built-in heuristics (CliffordConfig::forward_candidates, refit from the H100 sweep in \
-         bench/results/clifford-run2; backward_heuristic); no tuning profile for this family yet"
-    );
-    Ok(())
 }
 
 /// `profile explain --op gemm`: the config a GEMM of this shape gets (tile, CPU rows, split-K,

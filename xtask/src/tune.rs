@@ -5,18 +5,22 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use ferrotune::ops::clifford::Clifford;
+use ferrotune::tuned::CliffordPass;
 use ferrotune::{DType, ElemOp};
 use ferrotune_autotune::measure::Repeat;
 use ferrotune_autotune::protocol::layout_from_code;
 use ferrotune_autotune::tuner::{CANDIDATE_TIMEOUT, Event};
 use ferrotune_autotune::{
-    Budget, Control, EvalOutcome, GemmDtype, GemmShape, Shape, Shard, Strategy, Timeouts, TuneOptions, WorkerCommand,
+    Budget, CliffordShape, Control, EvalOutcome, GemmDtype, GemmShape, Shape, Shard, Strategy, Timeouts, TuneOptions,
+    WorkerCommand,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Ops, comma-separated, or `all` (the elementwise ops); `gemm` for the GEMM tiles.
+    /// Ops, comma-separated, or `all` (the elementwise ops); `gemm` for the GEMM tiles;
+    /// `clifford_fwd`, `clifford_bwd` (or `clifford`: both) for the Clifford SGP layer.
     #[arg(long, value_delimiter = ',', default_value = "add,gelu_erf")]
     ops: Vec<String>,
     /// Dtypes: f32, f16, bf16 for elementwise ops; tf32, f16, bf16 for gemm (comma-separated).
@@ -30,6 +34,13 @@ pub struct Args {
     /// GEMM operand layouts, A then B: rc (x wᵀ), rr, cr, cc (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "rc")]
     layouts: Vec<String>,
+    /// Clifford problems: DIMxBxN, the algebra (2 or 3), batch rows and features
+    /// (e.g. 2x4096x512,3x4096x777; comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    clifford_shapes: Vec<String>,
+    /// Clifford: with the per-grade norm (`on`), without (`off`), or both (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "on")]
+    clifford_norm: Vec<String>,
     /// exhaustive | random | model.
     #[arg(long, default_value = "model")]
     strategy: Strategy,
@@ -107,12 +118,32 @@ fn parse_gemm_size(s: &str) -> anyhow::Result<[usize; 4]> {
     }
 }
 
+/// The Clifford passes `--ops` names (`clifford` is both).
+fn clifford_passes(ops: &[String]) -> Vec<CliffordPass> {
+    let both = ops.iter().any(|o| o == "clifford");
+    CliffordPass::ALL.into_iter().filter(|p| both || ops.iter().any(|o| o == p.op_name())).collect()
+}
+
+/// `DIMxBxN` with DIM 2 or 3, B and N positive.
+fn parse_clifford_shape(s: &str) -> anyhow::Result<[usize; 3]> {
+    let v = crate::validate::shape(s, &[3], "DIMxBxN (e.g. 2x4096x512)")?;
+    anyhow::ensure!(matches!(v[0], 2 | 3), "Clifford shape '{s}': the algebra's dimension must be 2 or 3");
+    Ok([v[0], v[1], v[2]])
+}
+
 /// The shapes of every (op, dtype, size[, layout]) combination the flags name: elementwise
 /// ops take the element counts and f32/f16/bf16, `gemm` takes the MxNxK sizes, tf32/f16/bf16
-/// and the layouts. A dtype or size that no op can use is an error.
+/// and the layouts, the Clifford passes `--clifford-shapes`, f32/f16/bf16 and
+/// `--clifford-norm`. A dtype or size that no op can use is an error.
 fn shapes_of(a: &Args) -> anyhow::Result<Vec<Shape>> {
     let gemm = a.ops.iter().any(|o| o == "gemm");
-    let elem_names: Vec<String> = a.ops.iter().filter(|o| *o != "gemm").cloned().collect();
+    let passes = clifford_passes(&a.ops);
+    let elem_names: Vec<String> = a
+        .ops
+        .iter()
+        .filter(|o| *o != "gemm" && *o != "clifford" && CliffordPass::from_name(o).is_none())
+        .cloned()
+        .collect();
     let ops = crate::parse_list(&elem_names, &ElemOp::ALL, ElemOp::from_name, "op")?;
     let (gemm_sizes, elem_sizes): (Vec<&String>, Vec<&String>) = a.sizes.iter().partition(|s| s.contains('x'));
     let sizes = elem_sizes.iter().map(|s| parse_size(s)).collect::<anyhow::Result<Vec<_>>>()?;
@@ -125,9 +156,10 @@ fn shapes_of(a: &Args) -> anyhow::Result<Vec<Shape>> {
     for d in a.dtypes.iter().filter(|d| *d != "all") {
         let elem_ok = !ops.is_empty() && elem_dtypes.iter().any(|x| x.name() == d);
         let gemm_ok = gemm && gemm_dtypes.iter().any(|x| x.name() == d);
+        let clifford_ok = !passes.is_empty() && elem_dtypes.iter().any(|x| x.name() == d);
         anyhow::ensure!(
-            elem_ok || gemm_ok,
-            "dtype '{d}' fits none of the ops (elementwise: f32, f16, bf16; gemm: tf32, f16, bf16)"
+            elem_ok || gemm_ok || clifford_ok,
+            "dtype '{d}' fits none of the ops (elementwise and clifford: f32, f16, bf16; gemm: tf32, f16, bf16)"
         );
     }
     let mut layouts = Vec::new();
@@ -159,6 +191,25 @@ fn shapes_of(a: &Args) -> anyhow::Result<Vec<Shape>> {
             }
         }
     }
+    if !passes.is_empty() {
+        anyhow::ensure!(
+            !a.clifford_shapes.is_empty(),
+            "clifford ops need DIMxBxN problems in --clifford-shapes (e.g. 2x4096x512)"
+        );
+        let problems = a.clifford_shapes.iter().map(|s| parse_clifford_shape(s)).collect::<anyhow::Result<Vec<_>>>()?;
+        for &pass in &passes {
+            for &dtype in &elem_dtypes {
+                for norm in &a.clifford_norm {
+                    for &[dim, b, n] in &problems {
+                        let problem = Clifford::new(dim as u32, b, n, norm == "on");
+                        shapes.push(Shape::Clifford(CliffordShape { pass, dtype, problem }));
+                    }
+                }
+            }
+        }
+    } else {
+        anyhow::ensure!(a.clifford_shapes.is_empty(), "--clifford-shapes needs a clifford op in --ops");
+    }
     anyhow::ensure!(!shapes.is_empty(), "nothing to tune: no shape for these --ops, --dtypes and --sizes");
     Ok(shapes)
 }
@@ -166,7 +217,13 @@ fn shapes_of(a: &Args) -> anyhow::Result<Vec<Shape>> {
 /// The flags `shapes_of` does not cover, checked before any worker starts.
 fn check(a: &Args) -> anyhow::Result<()> {
     use crate::validate as v;
-    v::ops(&a.ops, &["gemm"])?;
+    v::ops(&a.ops, &["gemm", "clifford", "clifford_fwd", "clifford_bwd"])?;
+    for s in &a.clifford_shapes {
+        parse_clifford_shape(s)?;
+    }
+    for n in &a.clifford_norm {
+        anyhow::ensure!(["on", "off"].contains(&n.as_str()), "unknown --clifford-norm '{n}' (valid: on, off)");
+    }
     v::dtypes(&a.dtypes, &["tf32"])?;
     anyhow::ensure!(
         ["auto", "cuda", "cpu"].contains(&a.backend.as_str()),

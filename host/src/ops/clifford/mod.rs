@@ -2,7 +2,8 @@
 //! `fused_gelu_sgp_norm` (forward and backward, `sgp_fwd.rs`, `sgp_bwd.rs`) and
 //! `fused_gelu_fcgp_norm` (forward `fcgp.rs`, backward `fcgp_bwd.rs`), in f32, f16 and bf16 (f32 maths). Tensors are
 //! `(C, B, N)` (component, batch, feature), contiguous. Launch parameters are a
-//! [`CliffordConfig`] (`config.rs`). This file holds the problem type, the checks and the
+//! [`CliffordConfig`] (`config.rs`); the SGP ops without one take a tuning profile's or the
+//! heuristic's (`choice.rs`). This file holds the problem type, the checks and the
 //! launch pieces the three share.
 
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use ferrotune_kernels::clifford::{self as kc, CliffordKernel, ROW_VARIANTS, RowV
 pub use ferrotune_kernels::clifford::ROW_VARIANTS as ROW_VARIANT_LIST;
 pub use ferrotune_kernels::clifford::RowVariant as CliffordVariant;
 
+mod choice;
 mod config;
 mod cpu_loops;
 mod fcgp;
@@ -22,6 +24,7 @@ mod fcgp_bwd;
 mod sgp_bwd;
 mod sgp_fwd;
 
+pub use choice::{backward_choice, backward_config, backward_entry, choice_in, forward_choice};
 pub use config::CliffordConfig;
 pub use fcgp::{FcgpWorkspace, fused_gelu_fcgp_norm, run_fcgp_forward};
 pub use fcgp_bwd::{fused_gelu_fcgp_norm_backward, run_fcgp_backward};

@@ -8,7 +8,7 @@ use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3, RowVariant};
 use rayon::prelude::*;
 
 use super::{
-    Clifford, CliffordConfig, OP, SCRATCH_BYTES, check_backend, check_len, check_threads, device_ptr, fit_to, grid,
+    Clifford, CliffordConfig, OP, SCRATCH_BYTES, check_backend, check_len, check_threads, device_ptr, grid,
     opt_in_smem, planes, planes_mut,
 };
 use crate::backend::{Cpu, Gpu};
@@ -39,7 +39,8 @@ fn partials(p: &Clifford, cfg: &CliffordConfig, v: RowVariant, sm_count: u32) ->
     Ok((blocks, blocks as usize * per_block))
 }
 
-/// Backward of [`fused_gelu_sgp_norm`] (heuristic config): given `go = dL/dout`, writes
+/// Backward of [`fused_gelu_sgp_norm`] (a tuning profile's config, else the heuristic:
+/// [`super::backward_choice`]): given `go = dL/dout`, writes
 /// `dx`, `dy` (`(C, B, N)`) and `dw` (`(N, W)`). `workspace` holds the per-block weight
 /// gradients; it is reallocated when too small, so keep it across calls.
 #[allow(clippy::too_many_arguments)]
@@ -55,14 +56,7 @@ pub fn fused_gelu_sgp_norm_backward<T: Scalar>(
     dw: &mut ViewMut<'_, T>,
     workspace: &mut Buffer<f32>,
 ) -> Result<()> {
-    let cfg = CliffordConfig::backward_heuristic(p, T::DTYPE, s.gpu().map(|g| g.info()));
-    let (lanes, vpt) = cfg.variant.suffix();
-    let name = if vpt > 0 {
-        kc::bwd_entry_name(p.dim, T::DTYPE, cfg.variant).as_str().to_string()
-    } else {
-        format!("ft_clifford_bwd_d{}_{}_{lanes}", p.dim, T::DTYPE.name())
-    };
-    let cfg = fit_to(s, cfg, &name)?;
+    let (cfg, _) = super::backward_choice::<T>(s, p)?;
     run_sgp_backward(s, p, &cfg, x, y, w, go, dx, dy, dw, workspace)
 }
 

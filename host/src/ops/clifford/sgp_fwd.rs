@@ -13,8 +13,8 @@ use crate::error::Result;
 use crate::stream::Stream;
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 
-/// Forward of the weighted geometric product layer with the launch config from the heuristic:
-/// `out = norm(w-product(gelu_gate(x), gelu_gate(y)))`. `x`, `y`, `out`: `(C, B, N)`;
+/// Forward of the weighted geometric product layer with the launch config of a tuning profile,
+/// else the heuristic ([`super::forward_choice`]): `out = norm(w-product(gelu_gate(x), gelu_gate(y)))`. `x`, `y`, `out`: `(C, B, N)`;
 /// `w`: `(N, W)`.
 pub fn fused_gelu_sgp_norm<T: Scalar>(
     s: &Stream,
@@ -24,7 +24,7 @@ pub fn fused_gelu_sgp_norm<T: Scalar>(
     w: &View<'_, T>,
     out: &mut ViewMut<'_, T>,
 ) -> Result<()> {
-    let cfg = forward_config::<T>(s, p)?;
+    let (cfg, _) = super::forward_choice::<T>(s, p)?;
     run_sgp_forward(s, p, &cfg, x, y, w, out)
 }
 
