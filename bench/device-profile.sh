@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Per-op kernel build ids on the H100, from a carry built by `bench/prepare-carry.sh`:
 # the whole GPU test binary; the shipped elementwise profile re-tuned (5 ops x f32/bf16 at
-# 32M elements, exhaustive) and checked (`profile validate --deny-warnings`, `explain`); then
+# 32M elements, exhaustive) and checked (`profile validate --deny-warnings`, `explain`); a
+# Clifford tune (f32, two shapes, every candidate verified in a CUDA worker); then
 # Nsight Compute's kernel durations at 512x3072x768 bf16 (ours and cuBLAS's kernels in the
 # same `bench` process), to split the small-problem gap between kernel and launch.
 # Every step is bounded by what is left of BUDGET seconds; results under $OUT.
@@ -32,11 +33,20 @@ for op in add gelu_erf; do
 done
 stamp "explain: $(grep -c -i 'profile' $R/explain.txt) profile lines"; head -6 $R/explain.txt
 
+stamp "=== Clifford configs tuned in CUDA workers (every candidate verified), then explained"
+timeout $(cap 150) $X tune --ops clifford --dtypes f32 --clifford-shapes 2x4096x512,3x4096x777 --clifford-norm on \
+  --strategy exhaustive --time-limit 120 --profile $R/clifford.toml --json $R/tune-clifford.json > $R/tune-clifford.log 2>&1
+stamp "clifford tune exit $?"; tail -6 $R/tune-clifford.log
+for sh in 2x4096x512 3x4096x777; do
+  timeout $(cap 20) $X profile explain --op clifford --dtype f32 --shape $sh --profile $R/clifford.toml >> $R/explain-clifford.txt 2>&1
+done
+head -12 $R/explain-clifford.txt
+
 stamp "=== kernel durations at 512x3072x768 bf16 (ncu), ours and cuBLAS"
 timeout $(cap 120) ncu --metrics gpu__time_duration.sum --kernel-name-base function \
   -k 'regex:ft_gemm|nvjet|sm90|cutlass|gemm|Kernel' --launch-skip 0 --launch-count 40 \
   $X bench --ops gemm --dtypes bf16 --shapes 512x3072x768,2048x2048x2048 --iters 5 --warmup 1 > $R/ncu-small.txt 2>&1
 stamp "ncu exit $?"; grep -E "^\s+[a-zA-Z_0-9]+.*\(|gpu__time_duration" $R/ncu-small.txt | head -40
 
-tar -czf $OUT/profile.tgz -C $R . && cp $R/all-tests.txt $R/h100.toml $R/tune-h100.log $R/ncu-small.txt $OUT/ 2>/dev/null
+tar -czf $OUT/profile.tgz -C $R . && cp $R/all-tests.txt $R/h100.toml $R/tune-h100.log $R/tune-clifford.log $R/ncu-small.txt $OUT/ 2>/dev/null
 stamp done
