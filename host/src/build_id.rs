@@ -1,12 +1,11 @@
-//! Kernel build ids per op: the hash of the PTX an op's kernels are made of — its family's
-//! entries plus everything in the module that is not an entry (the header, every function and
-//! global, which any entry may use) — so a profile entry tuned for `add` stays valid when a
-//! GEMM kernel changes, and goes stale when `add`'s own code (or shared code) does. Profiles
-//! key entries by it (`build` in docs/profile-format.md).
-//!
-//! Shared items are not traced to the entries that use them: that needs every identifier of
-//! the module looked up (0.3 s on the 52 MB sm_90a module, measured) where this costs one
-//! pass; the price is that a change to a shared function or table goes stale everywhere.
+//! Kernel build ids per op: the hash of the PTX an op's kernels are made of, so a profile
+//! entry tuned for `add` stays valid when a GEMM kernel changes and goes stale when `add`'s own
+//! code does. Elementwise and Clifford families hash their entries and only the shared
+//! functions and globals those reach, renamed canonically (`ptx_items::traced_text`): LLVM
+//! numbers anonymous globals (panic locations) module-wide, so names alone would leak other
+//! families' edits in. The GEMM family, most of the module, hashes its entries with every
+//! shared item (`ptx_items::shared_text`, one pass instead of a lookup of each of its
+//! identifiers). Profiles key entries by the id (`build` in docs/profile-format.md).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -16,113 +15,8 @@ use ferrotune_kernels::elementwise::ElemOp;
 use ferrotune_profile::Device;
 
 use crate::error::Result;
+use crate::ptx_items::{Item, items, shared_text, traced_text};
 use crate::stream::Stream;
-
-/// One top-level PTX item: a directive, a declaration, a global or a function/entry body.
-#[derive(Debug)]
-struct Item<'a> {
-    text: &'a str,
-    /// What it defines (an entry, function or variable name), if anything.
-    name: Option<&'a str>,
-    entry: bool,
-}
-
-/// Splits PTX text into its top-level items (brace depth 0; braces in `//` comments do not
-/// count). One pass over the bytes: the modules are tens of megabytes.
-fn items(ptx: &str) -> Vec<Item<'_>> {
-    let mut out = Vec::new();
-    let (mut depth, mut start, mut seen_code) = (0i64, 0usize, false);
-    let mut pos = 0;
-    for line in ptx.as_bytes().split_inclusive(|&b| b == b'\n') {
-        // The code part of the line, trimmed, and the braces in it.
-        let mut code_end = line.len();
-        let (mut first, mut last) = (None, None);
-        let mut k = 0;
-        while k < line.len() {
-            match line[k] {
-                b'/' if line.get(k + 1) == Some(&b'/') => {
-                    code_end = k;
-                    break;
-                }
-                b'{' => depth += 1,
-                b'}' => depth -= 1,
-                _ => {}
-            }
-            if !line[k].is_ascii_whitespace() {
-                first.get_or_insert(k);
-                last = Some(k);
-            }
-            k += 1;
-        }
-        pos += line.len();
-        let Some(first) = first.filter(|&f| f < code_end) else { continue };
-        seen_code = true;
-        let t = &line[first..=last.unwrap_or(first)];
-        let ends_item = t.ends_with(b";") || t.ends_with(b"}") || is_header_directive(t);
-        if seen_code && depth <= 0 && ends_item {
-            out.push(item(&ptx[start..pos]));
-            (start, seen_code, depth) = (pos, false, 0);
-        }
-    }
-    if start < ptx.len() {
-        // Trailing blank lines and comments join the last item; code without an end is one.
-        match out.pop() {
-            Some(last) if !seen_code => {
-                let from = start - last.text.len();
-                out.push(item(&ptx[from..]));
-            }
-            last => {
-                out.extend(last);
-                out.push(item(&ptx[start..]));
-            }
-        }
-    }
-    out
-}
-
-/// `.version 8.0`, `.target sm_90a`, `.address_size 64`: one line each, no `;`.
-fn is_header_directive(t: &[u8]) -> bool {
-    [&b".version"[..], b".target", b".address_size"].iter().any(|d| t.starts_with(d))
-}
-
-fn item(text: &str) -> Item<'_> {
-    // The head: up to the body or the initialiser.
-    let head = text.split(['{', '=']).next().unwrap_or(text);
-    let entry = head.split_whitespace().any(|w| w == ".entry");
-    let is_fn = entry || head.split_whitespace().any(|w| w == ".func");
-    let mut rest = head;
-    if is_fn {
-        // Skip to after `.entry`/`.func` and over a return-parameter list `(...)`.
-        let at = rest.find(".entry").or_else(|| rest.find(".func")).unwrap_or(0);
-        rest = rest[at..].split_once(char::is_whitespace).map_or("", |(_, r)| r).trim_start();
-        if rest.starts_with('(') {
-            rest = rest.split_once(')').map_or("", |(_, r)| r);
-        }
-        let name = identifiers(rest).next();
-        return Item { text, name, entry };
-    }
-    let named = head.trim_start().starts_with(".global")
-        || head.trim_start().starts_with(".const")
-        || head.trim_start().starts_with(".shared")
-        || head.trim_start().starts_with(".extern")
-        || head.trim_start().starts_with(".visible")
-        || head.trim_start().starts_with(".weak");
-    // A variable: its name is the last identifier of the head (before `[`, `=` or `;`).
-    let name = if named { identifiers(head.split('[').next().unwrap_or(head)).last() } else { None };
-    Item { text, name, entry: false }
-}
-
-/// PTX identifiers in `s` (letters, digits, `_`, `$`; not starting with a digit or `.`).
-fn identifiers(s: &str) -> impl Iterator<Item = &str> {
-    s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '.'))
-        .filter(|w| w.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$'))
-}
-
-/// The text an op's kernels are made of: every non-entry item (header, functions, globals)
-/// and every entry `wanted` accepts, in file order.
-fn family_text(all: &[Item<'_>], wanted: &dyn Fn(&str) -> bool) -> String {
-    all.iter().filter(|i| !i.entry || i.name.is_none_or(wanted)).map(|i| i.text).collect()
-}
 
 /// Which entries make up `op`'s kernels: an elementwise op's `ft_<op>_<dtype>_…` entries;
 /// `clifford…` ops the `ft_clifford_` entries; `gemm` every entry that is neither (the tensor-
@@ -147,6 +41,16 @@ fn family_of(op: &str) -> Box<dyn Fn(&str) -> bool + Send + Sync> {
         });
     }
     Box::new(|_: &str| true)
+}
+
+/// The text `op`'s build id hashes (see the module's doc).
+fn family_text(all: &[Item<'_>], op: &str) -> String {
+    let wanted = family_of(op);
+    if ElemOp::from_name(op).is_some() || op.starts_with("clifford") {
+        traced_text(all, &*wanted)
+    } else {
+        shared_text(all, &*wanted)
+    }
 }
 
 /// The family key of `op` (what [`family_of`] distinguishes).
@@ -175,8 +79,20 @@ pub fn ptx_build_of(arch: &'static str, ptx: &'static str, op: &str) -> String {
         let mut m = ITEMS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
         m.entry(arch).or_insert_with(|| std::sync::Arc::new(items(ptx))).clone()
     };
-    let id = ferrotune_profile::build_hash(&family_text(&all, &*family_of(op)));
+    let id = ferrotune_profile::build_hash(&family_text(&all, op));
     ids.lock().unwrap_or_else(|p| p.into_inner()).entry((arch, family)).or_insert(id).clone()
+}
+
+/// Every embedded module's build ids: `(arch, [(op family, id)])` for `gemm`, `clifford`
+/// and each elementwise op (what `cargo xtask info` prints; an error without embedded PTX).
+pub fn embedded_builds() -> Result<Vec<(&'static str, Vec<(String, String)>)>> {
+    let mut fams: Vec<String> = vec!["gemm".into(), "clifford".into()];
+    fams.extend(ElemOp::ALL.iter().map(|o| o.name().to_string()));
+    let modules = crate::module::embedded_ptx()?;
+    Ok(modules
+        .into_iter()
+        .map(|(arch, ptx)| (arch, fams.iter().map(|f| (f.clone(), ptx_build_of(arch, ptx, f))).collect()))
+        .collect())
 }
 
 /// The kernel builds of one machine, from which each op's build id is derived: on CUDA the
@@ -249,50 +165,27 @@ mod tests {
         .visible .entry ft_gemm_tc_f16(\n\t.param .u64 p0\n)\n{\n\tld.global.u32 %r1, [OTHER];\n\tret;\n}\n\n\
         .visible .entry ft_clifford_bwd_d2_f32_4(\n\t.param .u64 p0\n)\n{\n\tret;\n}\n";
 
-    #[test]
-    fn items_split_at_top_level_and_are_named() {
-        let it = items(PTX);
-        let names: Vec<_> = it.iter().filter_map(|i| i.name).collect();
-        assert_eq!(
-            names,
-            [
-                "TABLE",
-                "OTHER",
-                "helper",
-                "ft_add_f32_v1_u1",
-                "ft_add_mul_gelu_erf_bf16_v1_u2",
-                "ft_gemm_tc_f16",
-                "ft_clifford_bwd_d2_f32_4"
-            ]
-        );
-        assert_eq!(it.iter().filter(|i| i.entry).count(), 4);
-        assert_eq!(it.iter().map(|i| i.text).collect::<String>(), PTX, "items cover the text exactly");
-        let tail = format!("{PTX}\n// trailing comment {{\n\n");
-        let it = items(&tail);
-        assert_eq!(it.len(), 10, "a trailing comment joins the last item");
-        assert_eq!(it.iter().map(|i| i.text).collect::<String>(), tail);
-    }
-
     fn text(ptx: &str, op: &str) -> String {
-        family_text(&items(ptx), &*family_of(op))
+        family_text(&items(ptx), op)
     }
 
     #[test]
-    fn a_family_takes_its_entries_and_every_shared_item() {
+    fn a_family_takes_its_entries_and_the_shared_items_it_reaches() {
         let add = text(PTX, "add");
-        assert!(add.contains("ft_add_f32_v1_u1") && add.contains("helper(") && add.contains("TABLE[8]"));
-        assert!(add.contains(".target sm_90a") && add.contains("OTHER[4]"));
+        assert!(add.contains("ft_add_f32_v1_u1") && add.contains(".target sm_90a"));
+        assert!(add.contains("$S0(") && add.contains("$S1[8]"), "helper and TABLE, renamed: {add}");
         assert!(!add.contains("ft_add_mul_gelu") && !add.contains("ft_gemm") && !add.contains("ft_clifford"));
+        assert!(!add.contains("OTHER"), "a shared item no add entry reaches");
         let gemm = text(PTX, "gemm");
         assert!(gemm.contains("ft_gemm_tc_f16") && gemm.contains("OTHER[4]") && gemm.contains("helper("));
         assert!(!gemm.contains("ft_add_") && !gemm.contains("ft_clifford"));
         let cl = text(PTX, "clifford_fwd");
-        assert!(cl.contains("ft_clifford_bwd_d2_f32_4") && !cl.contains("ft_gemm"));
+        assert!(cl.contains("ft_clifford_bwd_d2_f32_4") && !cl.contains("ft_gemm") && !cl.contains("TABLE"));
         assert_eq!(text(PTX, "something_else"), PTX);
     }
 
     #[test]
-    fn an_op_build_changes_with_its_own_entries_and_shared_code_only() {
+    fn an_op_build_changes_with_its_own_code_only() {
         let h = |ptx: &str, op: &str| ferrotune_profile::build_hash(&text(ptx, op));
         let gemm_changed = PTX.replace("[OTHER]", "[OTHER+4]");
         assert_eq!(h(PTX, "add"), h(&gemm_changed, "add"));
@@ -302,12 +195,19 @@ mod tests {
         assert_ne!(h(PTX, "add"), h(&add_changed, "add"));
         assert_eq!(h(PTX, "gemm"), h(&add_changed, "gemm"));
         assert_eq!(h(PTX, "add_mul_gelu_erf"), h(&add_changed, "add_mul_gelu_erf"));
+        // A table add reaches (through helper): add and gemm (every shared item) change.
         let table_changed = PTX.replace("{1, 0, 0, 0, 2", "{3, 0, 0, 0, 2");
-        for op in ["add", "gemm", "clifford_fwd"] {
-            assert_ne!(h(PTX, op), h(&table_changed, op), "{op}: shared globals belong to every family");
-        }
+        assert_ne!(h(PTX, "add"), h(&table_changed, "add"));
+        assert_ne!(h(PTX, "gemm"), h(&table_changed, "gemm"));
+        assert_eq!(h(PTX, "clifford_fwd"), h(&table_changed, "clifford_fwd"));
+        // A GEMM-only global renamed (LLVM renumbers anonymous globals): add is unchanged.
+        let renamed = PTX.replace("OTHER", "OTHER2");
+        assert_eq!(h(PTX, "add"), h(&renamed, "add"));
+        // add's own shared items renamed consistently: still the same code.
+        let add_renamed = PTX.replace("TABLE", "anon_$_7").replace("helper", "_RNvhelper");
+        assert_eq!(h(PTX, "add"), h(&add_renamed, "add"));
         let target_changed = PTX.replace("sm_90a", "sm_80");
-        assert_ne!(h(PTX, "gemm"), h(&target_changed, "gemm"), "the header belongs to every family");
+        assert_ne!(h(PTX, "add"), h(&target_changed, "add"), "the header belongs to every family");
     }
 
     /// On the PTX this build embeds (the CI and GPU builds have it): the items cover each
@@ -332,7 +232,7 @@ mod tests {
             }
             for op in &ops {
                 assert!(entries.iter().any(|n| family_of(op)(n)), "{arch}: no entry for {op}");
-                assert!(family_text(&all, &*family_of(op)).len() < ptx.len(), "{arch}: {op} is the whole module");
+                assert!(family_text(&all, op).len() < ptx.len(), "{arch}: {op} is the whole module");
             }
         }
     }

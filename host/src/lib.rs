@@ -35,6 +35,7 @@ pub mod peer_access;
 pub mod pinned;
 pub mod pool;
 pub mod profiler;
+mod ptx_items;
 pub mod split;
 pub mod staging;
 pub mod stream;

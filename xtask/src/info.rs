@@ -42,8 +42,10 @@ pub fn run() -> anyhow::Result<()> {
                 Ok(_) => {}
                 Err(e) => println!("kernels: {e}"),
             }
+            builds();
         }
         Err(e) => {
+            builds();
             let b = Backend::new(BackendChoice::Cpu)?;
             let threads = match &b {
                 Backend::Cpu(c) => c.threads(),
@@ -53,6 +55,20 @@ pub fn run() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The kernel build id of each op family in each embedded module: what profile entries
+/// tuned with this binary are keyed by (docs/profile-format.md).
+fn builds() {
+    match ferrotune::build_id::embedded_builds() {
+        Ok(mods) => {
+            for (arch, ids) in mods {
+                let list: Vec<String> = ids.iter().map(|(f, id)| format!("{f} {id}")).collect();
+                println!("kernel builds ({arch}): {}", list.join(", "));
+            }
+        }
+        Err(e) => println!("kernel builds: {e}"),
+    }
 }
 
 /// Which device pairs have peer access and what kind of link the driver reports.
