@@ -25,7 +25,9 @@ timeout $(cap 240) $T --test-threads=4 > $R/all-tests.txt 2>&1
 stamp "tests exit $?: $(grep 'test result' $R/all-tests.txt)"; grep -E "^test .*FAILED" $R/all-tests.txt | head
 
 stamp "=== the shipped elementwise profile, re-tuned"
-timeout $(cap 200) $X tune --ops add,axpy,gelu_erf,gelu_tanh,add_mul_gelu_erf --dtypes f32,bf16 \
+# RESUME=path: a profile of an earlier, cut-off run of this step (its entries are kept).
+[ -n "${RESUME:-}" ] && cp "$RESUME" $R/h100.toml
+timeout $(cap 300) $X tune --ops add,axpy,gelu_erf,gelu_tanh,add_mul_gelu_erf --dtypes f32,bf16 \
   --sizes 33554432 --strategy exhaustive --profile $R/h100.toml --json $R/tune-h100.json > $R/tune-h100.log 2>&1
 stamp "tune exit $?"; tail -4 $R/tune-h100.log
 timeout $(cap 30) $X profile validate $R/h100.toml --deny-warnings > $R/validate.txt 2>&1; stamp "validate exit $?"; cat $R/validate.txt

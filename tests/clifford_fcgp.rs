@@ -274,12 +274,14 @@ fn gpu_typed<T: Scalar>(gpu: &Backend, precision: Precision, rel: f64) -> usize 
             let case = make_case::<T>(p, 40 + i as u64);
             let got = run_backward(gpu, &case, precision).unwrap_or_else(|e| panic!("{p:?}: {e}"));
             let cpu = run_backward(&cpu_backend(), &case, Precision::Strict).unwrap();
-            let terms = term_scales(&case);
-            if let Err(e) = check_all(&got, &cpu, terms, rel) {
+            // The CPU runs the same maths: its error is not the finite differences' (and
+            // `term_scales` differentiates every weight: far too slow for the large N here).
+            if let Err(e) = check_all(&got, &cpu, [0.0; 3], rel) {
                 panic!("GPU vs CPU {} {precision:?} {p:?}: {e}", T::DTYPE.name());
             }
             if n <= 7
-                && let Err(e) = check_all(&got, &finite_differences(&case), terms, rel.max(rel_of(T::DTYPE)))
+                && let Err(e) =
+                    check_all(&got, &finite_differences(&case), term_scales(&case), rel.max(rel_of(T::DTYPE)))
             {
                 panic!("GPU vs finite differences {} {precision:?} {p:?}: {e}", T::DTYPE.name());
             }
