@@ -58,10 +58,12 @@ fi
 
 if [ "${NSYS:-1}" = 1 ]; then
 stamp "=== host side of one GEMM call at 512x3072x768 bf16 (nsys CUDA API summary)"
-timeout $(cap 90) nsys profile -t cuda --stats=false -o $R/gemm-small --force-overwrite true \
+NS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/nsight-systems*/bin/nsys 2>/dev/null | head -1)
+[ -z "$NS" ] && NS=nsys && echo "nsys not found on this machine"
+timeout $(cap 90) $NS profile -t cuda --stats=false -o $R/gemm-small --force-overwrite true \
   $X bench --ops gemm --dtypes bf16 --shapes 512x3072x768 --iters 200 --warmup 20 > $R/nsys-bench.txt 2>&1
 stamp "nsys exit $?"
-timeout $(cap 60) nsys stats -r cuda_api_sum,cuda_gpu_kern_sum $R/gemm-small.nsys-rep > $R/nsys-stats.txt 2>&1
+timeout $(cap 60) $NS stats -r cuda_api_sum,cuda_gpu_kern_sum $R/gemm-small.nsys-rep > $R/nsys-stats.txt 2>&1
 grep -E "cuLaunch|cuTensorMap|cuEvent|cuStreamSync|cuCtx|Kernel|nvjet|ft_gemm" $R/nsys-stats.txt | cut -c1-200 | head -24
 rm -f $R/gemm-small.nsys-rep $R/gemm-small.sqlite
 fi
