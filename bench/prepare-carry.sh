@@ -4,8 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup component add rust-src --toolchain nightly >/dev/null
+# ptxas for the cubins (without them every process on the GPU machine JIT-compiles the PTX,
+# which takes minutes there).
+python3 -m pip install --quiet --disable-pip-version-check nvidia-cuda-nvcc
 export FERROTUNE_CUBIN=1  # ptxas-assembled cubins ride along: no JIT on the GPU machine
-cargo build --release -p xtask
+if cargo build --release -p xtask 2>&1 | tee /dev/stderr | grep -q "cubins not built"; then
+  echo "prepare-carry: the cubins were not built (see the warning above); refusing a JIT-only carry" >&2
+  exit 1
+fi
 test_bin=$(cargo test --release --no-run -p ferrotune-testkit --message-format=json 2>/dev/null \
   | python3 -c 'import sys, json
 for l in sys.stdin:
