@@ -8,7 +8,9 @@ rustup component add rust-src --toolchain nightly >/dev/null
 # which takes minutes there).
 python3 -m pip install --quiet --disable-pip-version-check nvidia-cuda-nvcc
 export FERROTUNE_CUBIN=1  # ptxas-assembled cubins ride along: no JIT on the GPU machine
-if cargo build --release -p xtask 2>&1 | tee /dev/stderr | grep -q "cubins not built"; then
+log=$(mktemp)
+cargo build --release -p xtask 2>&1 | tee "$log"
+if grep -q "cubins not built" "$log"; then
   echo "prepare-carry: the cubins were not built (see the warning above); refusing a JIT-only carry" >&2
   exit 1
 fi
