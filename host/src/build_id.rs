@@ -83,9 +83,12 @@ pub fn ptx_build_of(arch: &'static str, ptx: &'static str, op: &str) -> String {
     ids.lock().unwrap_or_else(|p| p.into_inner()).entry((arch, family)).or_insert(id).clone()
 }
 
-/// Every embedded module's build ids: `(arch, [(op family, id)])` for `gemm`, `clifford`
-/// and each elementwise op (what `cargo xtask info` prints; an error without embedded PTX).
-pub fn embedded_builds() -> Result<Vec<(&'static str, Vec<(String, String)>)>> {
+/// One module's build ids: its arch and `(op family, id)` pairs.
+pub type ModuleBuilds = (&'static str, Vec<(String, String)>);
+
+/// Every embedded module's build ids for `gemm`, `clifford` and each elementwise op (what
+/// `cargo xtask info` prints; an error without embedded PTX).
+pub fn embedded_builds() -> Result<Vec<ModuleBuilds>> {
     let mut fams: Vec<String> = vec!["gemm".into(), "clifford".into()];
     fams.extend(ElemOp::ALL.iter().map(|o| o.name().to_string()));
     let modules = crate::module::embedded_ptx()?;
