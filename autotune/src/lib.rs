@@ -4,6 +4,7 @@
 //! worker process; and the tuning loop that writes TOML profiles (through `ferrotune-profile`).
 
 pub mod clifford;
+pub mod confirm;
 pub mod elem;
 pub mod family;
 pub mod gemm;

@@ -1,6 +1,8 @@
 //! Timing a piece of work on a stream: warm-up, then each repetition bracketed by events
 //! (device time on CUDA, wall time on the synchronous CPU backend), summarised robustly.
 
+use std::time::{Duration, Instant};
+
 use ferrotune::{Error, EventTimer, Result, Stream};
 use serde::{Deserialize, Serialize};
 
@@ -48,17 +50,34 @@ fn median_sorted(v: &[f64]) -> f64 {
     if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) }
 }
 
-/// Runs `work` `warmup` times untimed, then `iters` times each between two events on
-/// `stream`; returns the statistics. `work(i)` gets the repetition index so callers can
+/// The least wall time a (non-zero) warm-up lasts. A GPU left idle while the worker verified the
+/// previous candidate on the CPU drops its clocks, and a few 0.1 ms runs do not bring them back:
+/// the H200 tuning runs of bench/results/multigpu-h200/run4 timed the same config 8% apart.
+pub const WARM_FLOOR: Duration = Duration::from_millis(10);
+/// The most extra warm-up runs the floor may add (a kernel of 1 µs stops here, at ~1 ms).
+pub const WARM_FLOOR_MAX_RUNS: usize = 1000;
+
+/// Runs `work` `warmup` times untimed (and on, until [`WARM_FLOOR`] has passed, when `warmup`
+/// is not 0: `warmup: 0` times a cold first run), then `iters` times each between two events
+/// on `stream`; returns the statistics. `work(i)` gets the repetition index so callers can
 /// rotate inputs.
 pub fn time_on_stream(stream: &Stream, repeat: Repeat, mut work: impl FnMut(usize) -> Result<()>) -> Result<Stats> {
     if repeat.iters == 0 {
         return Err(Error::InvalidConfig { op: "time_on_stream", why: "iters must be at least 1".into() });
     }
+    let start = Instant::now();
     for i in 0..repeat.warmup {
         work(i)?;
     }
     stream.synchronize()?;
+    if repeat.warmup > 0 {
+        let mut i = repeat.warmup;
+        while start.elapsed() < WARM_FLOOR && i < repeat.warmup + WARM_FLOOR_MAX_RUNS {
+            work(i)?;
+            stream.synchronize()?;
+            i += 1;
+        }
+    }
     let mut samples = Vec::with_capacity(repeat.iters);
     for i in 0..repeat.iters {
         let t = EventTimer::start(stream)?;
@@ -82,5 +101,35 @@ mod tests {
         assert_eq!(Stats::from_samples(&[2.0, 4.0]).unwrap().median_ms, 3.0);
         assert!(Stats::from_samples(&[]).is_none());
         assert!(Stats::from_samples(&[1.0, f64::NAN]).is_none());
+    }
+
+    #[test]
+    fn a_warm_up_lasts_the_floor_and_a_cold_run_stays_cold() {
+        let s = ferrotune::Stream::Cpu(ferrotune::Cpu::new(1).unwrap());
+        let mut calls = 0;
+        time_on_stream(&s, Repeat { warmup: 0, iters: 3 }, |_| {
+            calls += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(calls, 3, "warmup 0: no warm-up at all");
+        // 1 ms a run: the 10 ms floor takes about 10 runs beyond the one asked for.
+        let (mut calls, t) = (0, Instant::now());
+        time_on_stream(&s, Repeat { warmup: 1, iters: 2 }, |_| {
+            calls += 1;
+            std::thread::sleep(Duration::from_millis(1));
+            Ok(())
+        })
+        .unwrap();
+        assert!(t.elapsed() >= WARM_FLOOR, "{:?}", t.elapsed());
+        assert!((1 + 2 + 5..=1 + 2 + 12).contains(&calls), "{calls} runs");
+        // A run too short for the floor stops at the cap.
+        let mut calls = 0;
+        time_on_stream(&s, Repeat { warmup: 2, iters: 1 }, |_| {
+            calls += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert!(calls <= 2 + WARM_FLOOR_MAX_RUNS + 1, "{calls} runs");
     }
 }

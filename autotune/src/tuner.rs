@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use ferrotune_profile::{Entry, JournalRecord, JournalSlot, Key, Outcome, Profile, ProfileError, Ranked, bucket_shape};
 use serde::{Deserialize, Serialize};
 
+use crate::confirm;
 use crate::family::{self, to_params};
 use crate::measure::{Repeat, Stats};
 use crate::process::{ProcessEvaluator, Timeouts, WorkerCommand};
@@ -40,6 +41,9 @@ pub struct TuneOptions {
     /// With the exhaustive strategy: also replay the model-guided strategy with this budget
     /// over the exhaustive measurements, to report how close it gets and how fast.
     pub compare_model: Option<usize>,
+    /// The least relative gain a challenger needs over the built-in config in the final
+    /// comparison ([`confirm::DEFAULT_MIN_GAIN`] unless set).
+    pub min_gain: f64,
     /// Where `cargo xtask ptx` wrote `*.resources.json` (register counts for pruning).
     pub resources_dir: Option<PathBuf>,
 }
@@ -157,6 +161,10 @@ pub struct ShapeReport {
     /// The profile already had this bucket; nothing was measured.
     pub existing: bool,
     pub model_compare: Option<ModelCompare>,
+    /// The search's winner was faster than the built-in config by this much (relative) in the
+    /// final comparison, but not by more than the margin: the built-in config was kept.
+    #[serde(default)]
+    pub within_margin: Option<f64>,
     /// Every search measurement in the order made (journalled ones included).
     pub candidates: Vec<CandidateReport>,
 }
@@ -298,6 +306,7 @@ impl Session<'_> {
             stop: String::new(),
             existing: false,
             model_compare: None,
+            within_margin: None,
             candidates: Vec::new(),
         };
         let existing =
@@ -414,28 +423,22 @@ impl Session<'_> {
         report.heuristic_ms =
             report.heuristic_config.and_then(|h| ranked.iter().find(|(c, _)| *c == h)).map(|(_, s)| s.median_ms);
 
-        // Confirm: the winner and the built-in config measured again, longer, back to back;
-        // the reported speedup comes from these, not from the (optimistically biased) best
-        // of many short searches.
-        let (cd, r1) = self.measure(shape, &base, "confirm-default", opts.confirm_repeat)?;
-        tally(&cd, r1, &mut counts, &mut report);
-        let default_stats = match &cd {
-            EvalOutcome::Ok { stats, .. } => Some(*stats),
-            _ => None,
-        };
+        // Confirm: the winner and the built-in config measured again, longer, in alternating
+        // rounds; the reported speedup comes from these, not from the (optimistically biased)
+        // best of many short searches, and the winner must beat the built-in config by the
+        // margin (`confirm`).
+        let challenger = ranked.first().map(|(c, _)| *c).filter(|c| *c != base);
+        let (default_stats, decided) =
+            confirm::run(base, challenger, opts.confirm_repeat, opts.min_gain, |cfg, role, repeat| {
+                let (o, reused) = self.measure(shape, cfg, role, repeat)?;
+                tally(&o, reused, &mut counts, &mut report);
+                Ok::<_, TuneError>(o)
+            })?;
         report.default_ms = default_stats.map(|s| s.median_ms);
-        let mut chosen: Option<(ConfigJson, Stats)> = default_stats.map(|s| (base, s));
-        if let Some((best, _)) = ranked.first().copied()
-            && best != base
-        {
-            let (cb, r2) = self.measure(shape, &best, "confirm-best", opts.confirm_repeat)?;
-            tally(&cb, r2, &mut counts, &mut report);
-            if let EvalOutcome::Ok { stats, .. } = cb
-                && chosen.is_none_or(|(_, d)| stats.median_ms < d.median_ms)
-            {
-                chosen = Some((best, stats));
-            }
+        if let Some((_, _, confirm::Verdict::WithinMargin { gain })) = decided {
+            report.within_margin = Some(gain);
         }
+        let chosen = decided.map(|(c, s, _)| (c, s));
         let Some((tuned, tuned_stats)) = chosen else {
             report.stop = format!("{}; no candidate passed verification", report.stop);
             self.finish_shape(shape)?;

@@ -60,6 +60,7 @@ fn clifford_winners_are_verified_written_and_then_chosen_by_the_ops() {
         seed: 1,
         retune: false,
         compare_model: None,
+        min_gain: ferrotune_autotune::confirm::DEFAULT_MIN_GAIN,
         resources_dir: None,
     };
     let mut outcomes = Vec::new();

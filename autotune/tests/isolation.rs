@@ -52,6 +52,7 @@ fn options(profile: PathBuf, inject: &str) -> TuneOptions {
         seed: 1,
         retune: false,
         compare_model: Some(3),
+        min_gain: ferrotune_autotune::confirm::DEFAULT_MIN_GAIN,
         resources_dir: None,
     }
 }
@@ -129,8 +130,8 @@ fn an_interrupted_run_resumes_without_measuring_twice() {
     let report = tune(&opts, &mut |_| Control::Continue).unwrap();
     let s = &report.shapes[0];
     assert_eq!(s.reused, 4, "{s:?}");
-    // 3 more candidates + the two confirmations; nothing measured twice.
-    assert_eq!(s.measured, 3 + 2, "{s:?}");
+    // 3 more candidates + the confirmation rounds of both; nothing measured twice.
+    assert_eq!(s.measured, 3 + 2 * ferrotune_autotune::confirm::ROUNDS, "{s:?}");
     assert_eq!(s.evaluations, 6);
     assert_eq!(s.failed, 1);
     let p = Profile::load(&path).unwrap();
@@ -233,5 +234,31 @@ fn gemm_candidates_are_isolated_verified_and_resumed_like_elementwise_ones() {
     assert_eq!(rows_of(&e.config), 8);
     assert!(e.tflops.is_some_and(|t| t > 0.0));
     assert!(e.runners_up.iter().all(|r| rows_of(&r.config) != 4), "an invalid result is no runner-up");
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn a_win_within_the_margin_keeps_the_built_in_config() {
+    // The synthetic times: the built-in chunk 1.23 ms, the best (2^14) 1.03 ms, 16% faster.
+    let path = temp_profile("margin");
+    let mut opts = options(path.clone(), "");
+    opts.min_gain = 0.20;
+    let report = tune(&opts, &mut |_| Control::Continue).unwrap();
+    let s = &report.shapes[0];
+    assert_eq!(s.tuned_config, Some(s.default_config), "{s:?}");
+    assert_eq!(s.speedup, Some(1.0));
+    let gain = s.within_margin.expect("the margin's verdict is reported");
+    assert!((gain - (1.0 - 1.03 / 1.23)).abs() < 1e-9, "{gain}");
+    let p = Profile::load(&path).unwrap();
+    assert_eq!(chunk_of(&p.entries[0].config), 65536, "the profile keeps the built-in chunk");
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+
+    // Under the gain, the winner is kept.
+    let path = temp_profile("margin-under");
+    let mut opts = options(path.clone(), "");
+    opts.min_gain = 0.10;
+    let s = &tune(&opts, &mut |_| Control::Continue).unwrap().shapes[0];
+    assert_eq!(s.within_margin, None);
+    assert_eq!(chunk_of(&Profile::load(&path).unwrap().entries[0].config), 16384, "the winner is kept");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }

@@ -52,6 +52,7 @@ fn options(profile: PathBuf) -> TuneOptions {
         seed: 1,
         retune: false,
         compare_model: None,
+        min_gain: ferrotune_autotune::confirm::DEFAULT_MIN_GAIN,
         resources_dir: None,
     }
 }

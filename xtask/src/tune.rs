@@ -79,6 +79,11 @@ pub struct Args {
     /// exhaustive measurements and report its gap to the exhaustive best.
     #[arg(long)]
     compare_model: Option<usize>,
+    /// The least gain (percent) the search's winner needs over the built-in config in the final,
+    /// alternating comparison to be kept; a smaller win keeps the built-in config, so near-ties
+    /// give the same profile on every run. 0 keeps the plain fastest.
+    #[arg(long, default_value_t = 100.0 * ferrotune_autotune::confirm::DEFAULT_MIN_GAIN)]
+    min_gain: f64,
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -232,6 +237,11 @@ fn check(a: &Args) -> anyhow::Result<()> {
     );
     v::at_least_one("--iters", Some(a.iters))?;
     v::at_least_one("--confirm-iters", Some(a.confirm_iters))?;
+    anyhow::ensure!(
+        a.min_gain.is_finite() && (0.0..50.0).contains(&a.min_gain),
+        "--min-gain {} is not a percentage in [0, 50)",
+        a.min_gain
+    );
     v::at_least_one("--budget", a.budget)?;
     v::at_least_one("--patience", a.patience)?;
     v::seconds("--time-limit", a.time_limit)?;
@@ -281,6 +291,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         seed: a.seed,
         retune: a.retune,
         compare_model: a.compare_model,
+        min_gain: a.min_gain / 100.0,
         // Register counts from `cargo xtask ptx`'s report: in the current directory's target/
         // (where the binary was carried to another machine) or this workspace's.
         resources_dir: Some(if std::path::Path::new("target/ptx").is_dir() {
@@ -385,6 +396,9 @@ fn print_report(a: &Args, report: &ferrotune_autotune::TuneReport) -> anyhow::Re
         if let (Some(h), Some(t)) = (s.heuristic_config, s.tuned_ms) {
             let hm = s.heuristic_ms.map_or("not measured".into(), |m| format!("{m:.4} ms, tuned {:.3}x", m / t));
             println!("{:>36} built-in heuristic: {h} ({hm})", "");
+        }
+        if let Some(g) = s.within_margin {
+            println!("{:>36} the search's winner was {:.1}% faster, within --min-gain: built-in kept", "", 100.0 * g);
         }
         if let Some(m) = &s.model_compare {
             println!(
