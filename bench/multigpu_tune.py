@@ -234,6 +234,9 @@ if __name__ == "__main__":
         sys.exit(watch(args[0], int(args[1]), int(args[2]), int(args[3]), float(args[4])))
     elif cmd == "snapshot":
         snapshot(args[0], args[1])
+    elif cmd == "compare":
+        # compare A.toml B.toml: the two profiles' entries and configs, as JSON on stdout.
+        print(json.dumps(compare(entries(args[0]), entries(args[1])), indent=1))
     elif cmd == "summary":
         t, r, out = args[:3]
         t1, t2, e1, e2, shapes = map(int, args[3:8])
