@@ -1,10 +1,14 @@
 //! Split-K of the Hopper GEMM (long K, few output tiles): K is cut into slices of whole
 //! k-tiles, one block per (output tile, slice), and the slices' f32 accumulators are added in
-//! the same kernel by a fixed binary tree whose nodes are joined by whichever of their two
-//! children arrives second (an atomic counter per node, reset by that block). The sum's order
-//! is the tree's, whatever the arrival order, so results are deterministic; the root block
-//! runs the ordinary epilogue. Shared by the PTX entry (`entry/gemm_sm90_split.rs`), the host
-//! launcher (workspace size) and the CPU tests.
+//! the same kernel by a fixed tree of radix [`RADIX`]: the children of a node publish their
+//! partials, count their arrival at the node's counter, and the last to arrive (which also
+//! resets the counter) adds all of them in child order and carries the node up. The sum's
+//! order is the tree's, whatever the arrival order, so results are deterministic; the root
+//! block runs the ordinary epilogue. Radix 8 keeps the chain of joins (each a store, a fence,
+//! an atomic and a load the blocks wait on) at 1 level up to 8 slices and 2 up to 64: with
+//! radix 2, 16 slices took 4 levels and left the SMs idle a third of the kernel
+//! (bench/results/ncu-stream-fc7474928a0e). Shared by the PTX entry
+//! (`entry/gemm_sm90_split.rs`), the host launcher (workspace size) and the CPU tests.
 
 /// Most K slices (the tree has at most [`LEVELS`] levels of joins).
 pub const MAX_SLICES: usize = 64;
@@ -72,32 +76,47 @@ impl Sm90Split {
     }
 }
 
+/// Children per node of the join tree.
+pub const RADIX: usize = 8;
+
 /// What the block carrying tree node `node` of level `level` does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TreeStep {
     /// The node is the whole sum: run the epilogue.
     Root,
-    /// The node has no sibling (odd count at this level): it is its own parent.
+    /// The node is its parent's only child: it is its own parent.
     Up,
-    /// Publish the node's value in slot `mine`, count the arrival at counter `counter`; the
-    /// second to arrive adds the sibling's value from slot `sibling` and carries the parent.
-    Join { mine: usize, sibling: usize, counter: usize },
+    /// Publish the node's value in slot `mine` and count the arrival at counter `counter`;
+    /// the last of the `count` siblings to arrive adds the slots `first + i * stride`
+    /// (`i` in `0..count`, in that order; its own among them) and carries the parent.
+    Join { mine: usize, first: usize, stride: usize, count: usize, counter: usize },
 }
 
-/// The step of node `node` at `level` (leaves: level 0, node = slice) of a tree over `slices`
-/// leaves. A node's slot is its first leaf; its join counter is unique per (level, parent).
+/// The step of node `node` at `level` (leaves: level 0, node = slice) of the radix-[`RADIX`]
+/// tree over `slices` leaves. A node's slot is its first leaf (so a parent's slot is its first
+/// child's); its join counter is unique per (level, parent).
 #[inline(always)]
 pub fn tree_step(node: usize, level: usize, slices: usize) -> TreeStep {
-    let nodes = slices.div_ceil(1 << level);
+    let mut span = 1;
+    for _ in 0..level {
+        span *= RADIX;
+    }
+    let nodes = slices.div_ceil(span);
     if nodes <= 1 {
-        TreeStep::Root
-    } else if (node ^ 1) >= nodes {
+        return TreeStep::Root;
+    }
+    let parent = node / RADIX;
+    let first_child = parent * RADIX;
+    let count = if nodes - first_child < RADIX { nodes - first_child } else { RADIX };
+    if count == 1 {
         TreeStep::Up
     } else {
         TreeStep::Join {
-            mine: node << level,
-            sibling: (node ^ 1) << level,
-            counter: level * slices + ((node >> 1) << (level + 1)),
+            mine: node * span,
+            first: first_child * span,
+            stride: span,
+            count,
+            counter: level * slices + parent,
         }
     }
 }
@@ -156,18 +175,22 @@ mod tests {
                                 break;
                             }
                             TreeStep::Up => {}
-                            TreeStep::Join { mine, sibling, counter } => {
+                            TreeStep::Join { mine, first, stride, count, counter } => {
+                                assert!(level < LEVELS && counter < LEVELS * slices);
                                 slots[mine] = acc;
                                 let old = counters[counter];
                                 counters[counter] += 1;
-                                if old == 0 {
+                                if old as usize + 1 < count {
                                     break;
                                 }
                                 counters[counter] = 0;
-                                acc += slots[sibling];
+                                acc = slots[first];
+                                for i in 1..count {
+                                    acc += slots[first + i * stride];
+                                }
                             }
                         }
-                        node >>= 1;
+                        node /= RADIX;
                         level += 1;
                     }
                 }
@@ -178,6 +201,44 @@ mod tests {
                 let exact: f64 = vals.iter().map(|&v| v as f64).sum();
                 assert!((roots[0] as f64 - exact).abs() <= 1e-6 * exact);
             }
+        }
+    }
+
+    /// Every leaf is added exactly once (small integers: f32 sums are exact), and the chain of
+    /// joins is 1 level deep up to RADIX slices and 2 up to RADIX².
+    #[test]
+    fn each_leaf_counts_once_and_the_tree_is_shallow() {
+        for slices in 2..=MAX_SLICES {
+            let mut counters = vec![0u32; LEVELS * slices];
+            let mut slots = vec![f32::NAN; slices];
+            let (mut roots, mut depth) = (vec![], 0);
+            for leaf in (0..slices).rev() {
+                let (mut node, mut level, mut acc) = (leaf, 0, (leaf + 1) as f32);
+                loop {
+                    match tree_step(node, level, slices) {
+                        TreeStep::Root => {
+                            roots.push(acc);
+                            depth = level;
+                            break;
+                        }
+                        TreeStep::Up => {}
+                        TreeStep::Join { mine, first, stride, count, counter } => {
+                            assert!((first..first + count * stride).step_by(stride).any(|x| x == mine));
+                            slots[mine] = acc;
+                            counters[counter] += 1;
+                            if (counters[counter] as usize) < count {
+                                break;
+                            }
+                            counters[counter] = 0;
+                            acc = (0..count).map(|i| slots[first + i * stride]).sum();
+                        }
+                    }
+                    node /= RADIX;
+                    level += 1;
+                }
+            }
+            assert_eq!(roots, vec![(slices * (slices + 1) / 2) as f32], "{slices} slices");
+            assert_eq!(depth, if slices <= RADIX { 1 } else { 2 }, "{slices} slices");
         }
     }
 }

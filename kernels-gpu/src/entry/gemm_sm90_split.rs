@@ -1,15 +1,16 @@
 //! The in-kernel reduction of the Hopper split-K (sm_90a PTX only): after its K slice, a
-//! block's consumer warpgroups walk the fixed join tree of `gemm_sm90_split` — publish the
-//! f32 accumulators (fragment order, 16-byte coalesced stores) in the workspace, count the
-//! arrival at the join's counter, and either leave (first to arrive) or add the sibling's
-//! partials and go on up (second, which also resets the counter). The block that reaches the
-//! root holds the whole sum in its registers and runs the ordinary epilogue.
+//! block's consumer warpgroups walk the fixed radix-8 join tree of `gemm_sm90_split` — publish
+//! the f32 accumulators (fragment order, 16-byte coalesced stores) in the workspace, count the
+//! arrival at the join's counter, and either leave (not the last of the siblings to arrive) or
+//! add every sibling's partials in child order and go on up (the last, which also resets the
+//! counter). The block that reaches the root holds the whole sum in its registers and runs the
+//! ordinary epilogue.
 
 use crate::arch::nvptx::{
     atom_add_global_u32, fence_gpu, ld_global_cg_v4_f32, ld_shared_b32, st_global_v4, st_shared_f32,
 };
 use crate::arch::sm90::named_barrier;
-use crate::gemm_sm90_split::{Sm90Split, TreeStep, tree_step};
+use crate::gemm_sm90_split::{RADIX, Sm90Split, TreeStep, tree_step};
 
 /// Where a block's split reduction works: the workspace (counters, then partials), its output
 /// tile among `tiles`, its slice, and a shared-memory word to broadcast the arrival count.
@@ -48,7 +49,7 @@ pub(super) unsafe fn split_reduce<const NACC: usize>(
         match tree_step(node, level, sp.slices) {
             TreeStep::Root => return true,
             TreeStep::Up => {}
-            TreeStep::Join { mine, sibling, counter } => {
+            TreeStep::Join { mine, first, stride, count, counter } => {
                 // SAFETY: slots and counters lie inside the workspace (caller); the barrier
                 // orders every consumer's fenced stores before the one atomic.
                 unsafe {
@@ -62,29 +63,40 @@ pub(super) unsafe fn split_reduce<const NACC: usize>(
                     if ct == 0 {
                         let c = counters.add(sp.counter_index(cx.tile, counter));
                         let old = atom_add_global_u32(c, 1);
-                        if old != 0 {
-                            // Both children arrived: leave the counter at zero for the next call.
+                        if old as usize + 1 == count {
+                            // Every sibling arrived: leave the counter at zero for the next call.
                             core::ptr::write_volatile(c, 0);
                         }
                         st_shared_f32(cx.flag, f32::from_bits(old));
                     }
                     named_barrier(1, consumers);
-                    if ld_shared_b32(cx.flag) == 0 {
+                    if (ld_shared_b32(cx.flag) as usize) + 1 < count {
                         return false;
                     }
                     fence_gpu();
-                    let src = parts.add(sp.partial_offset(sibling, cx.tile, cx.tiles, tile_floats)) as *const f32;
-                    for j in 0..NACC / 4 {
-                        let v = ld_global_cg_v4_f32(src.add((j * consumers as usize + ct) * 4));
-                        acc[4 * j] += v[0];
-                        acc[4 * j + 1] += v[1];
-                        acc[4 * j + 2] += v[2];
-                        acc[4 * j + 3] += v[3];
+                    // The siblings' partials (this block's own among them) in child order.
+                    for i in 0..count {
+                        let slot = first + i * stride;
+                        let src = parts.add(sp.partial_offset(slot, cx.tile, cx.tiles, tile_floats)) as *const f32;
+                        for j in 0..NACC / 4 {
+                            let v = ld_global_cg_v4_f32(src.add((j * consumers as usize + ct) * 4));
+                            if i == 0 {
+                                acc[4 * j] = v[0];
+                                acc[4 * j + 1] = v[1];
+                                acc[4 * j + 2] = v[2];
+                                acc[4 * j + 3] = v[3];
+                            } else {
+                                acc[4 * j] += v[0];
+                                acc[4 * j + 1] += v[1];
+                                acc[4 * j + 2] += v[2];
+                                acc[4 * j + 3] += v[3];
+                            }
+                        }
                     }
                 }
             }
         }
-        node >>= 1;
+        node /= RADIX;
         level += 1;
     }
 }
