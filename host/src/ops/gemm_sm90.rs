@@ -180,7 +180,7 @@ pub fn split_for(g: &Gemm, sm_count: u32, tile: u8, dtype: DType) -> Sm90Split {
 /// and a longer K (256x256x65536 0.042 ms in 16 against 0.184 unsplit, 256x1024x16384 0.030
 /// in 4, 512x512x32768 0.042 in 4). Re-checked with the radix-8 join (bench/results/
 /// splitk-tree-*/: 1 to 32 slices forced on 10 streaming shapes): the rule's split is within
-/// 2% of the best forced one on each. The other tiles keep the rule they were measured with:
+/// 2.5% of the best forced one on each. The other tiles keep the rule they were measured with:
 /// half the slots, [`MIN_KT_PER_SLICE`].
 pub fn split_fill(tile: u8) -> (usize, usize) {
     if tile == STREAM_TILE { (4, 64) } else { (2, MIN_KT_PER_SLICE) }
