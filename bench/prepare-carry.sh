@@ -10,8 +10,8 @@ python3 -m pip install --quiet --disable-pip-version-check nvidia-cuda-nvcc
 export FERROTUNE_CUBIN=1  # ptxas-assembled cubins ride along: no JIT on the GPU machine
 log=$(mktemp)
 cargo build --release -p xtask 2>&1 | tee "$log"
-if grep -q "cubins not built" "$log"; then
-  echo "prepare-carry: the cubins were not built (see the warning above); refusing a JIT-only carry" >&2
+if grep -qE "cubins not built|GPU kernels not built" "$log"; then
+  echo "prepare-carry: the kernels or their cubins were not built (see the warning above); refusing the carry" >&2
   exit 1
 fi
 test_bin=$(cargo test --release --no-run -p ferrotune-testkit --message-format=json 2>/dev/null \
