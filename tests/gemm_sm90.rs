@@ -147,6 +147,32 @@ fn sm90_every_tile_forced_through_the_path() {
     assert!(e.to_string().contains("layout"), "{e}");
 }
 
+/// The cluster tiles (12: persistent 128 x 256, 13: one-tile 128 x 256; two blocks along M
+/// that load half of the shared B tile each and multicast it): odd and even counts of row
+/// tiles (an odd count leaves the last cluster's second block past the edge, loading zeros for
+/// its partner), several tile pairs per persistent cluster, K = 4099, a strided batch, both
+/// output types, every epilogue. Small enough for compute-sanitizer (the device script runs
+/// it under memcheck, racecheck and synccheck).
+#[test]
+fn sm90_cluster_tiles() {
+    let Some(b) = hopper("sm90_cluster_tiles") else { return };
+    let mut i = 0;
+    for t in [12u8, 13] {
+        let cases = [rc(129, 257, 65), rc(300, 520, 200), rc(1000, 264, 136), rc(65, 300, 4099).split_k(1)];
+        for g in cases.into_iter().chain([rc(200, 136, 72).batched(3)]) {
+            let g = g.path(GemmPath::Sm90(t)).epilogue(epilogue(i));
+            let dt = if i % 2 == 0 { DType::Bf16 } else { DType::F16 };
+            let out_f32 = i % 3 == 1;
+            let out = if out_f32 { DType::F32 } else { dt };
+            let want = ferrotune_kernels::gemm_sm90::Sm90Variant { dtype: dt, out_f32, tile: t };
+            let none = ferrotune_kernels::gemm_sm90_split::Sm90Split::NONE;
+            assert_eq!(family(&b, &g, dt, out), Family::Launch(Launch::Hopper(want, none)), "tile {t}, {g:?}");
+            dispatch(&b, dt, out_f32, g, 500 + i as u64).unwrap_or_else(|e| panic!("tile {t}: {e}"));
+            i += 1;
+        }
+    }
+}
+
 /// The TMA-store epilogue (one-tile form, D describable by TMA, no C read: fresh allocations
 /// are 256-byte aligned, so every row here of a multiple of 16 bytes takes it): ragged edges
 /// in M and N (partial 64-row slabs, partial and absent 64-column boxes), padded leading
@@ -155,8 +181,9 @@ fn sm90_every_tile_forced_through_the_path() {
 /// outputs take the staged epilogue), on each one-tile form (two consumers 128 x 256 and
 /// 128 x 128, one consumer 64 x 128 at 4 and 8 stages) and two persistent ones (128 x 256,
 /// 128 x 128: box by box through two buffers; the device script also runs this with
-/// `FERROTUNE_SM90_MAX_BLOCKS=3`, so each block stores many tiles). A C read (beta != 0) on
-/// the same shapes takes the staged epilogue.
+/// `FERROTUNE_SM90_MAX_BLOCKS=3`, so each block stores many tiles), and the 128 x 256 tiles
+/// in clusters of two blocks (persistent and one-tile; 257 rows leave the last cluster's second
+/// block past the edge). A C read (beta != 0) on the same shapes takes the staged epilogue.
 #[test]
 fn sm90_tma_store_epilogue_edges() {
     use ferrotune::ops::gemm::Epilogue;
@@ -171,7 +198,7 @@ fn sm90_tma_store_epilogue_edges() {
     ];
     let mut i = 0;
     for (m, n) in [(1, 8), (63, 136), (65, 64), (129, 264), (200, 520), (257, 1000), (65, 100)] {
-        for (tile, k) in [(0u8, 72), (1, 136), (9, 64), (10, 200), (8, 520), (3, 72)] {
+        for (tile, k) in [(0u8, 72), (1, 136), (9, 64), (10, 200), (8, 520), (3, 72), (12, 264), (13, 72)] {
             let mut g = rc(m, n, k).epilogue(epis[i % epis.len()]).path(GemmPath::Sm90(tile));
             if i % 3 == 1 {
                 g.ldc = n + 8;

@@ -135,7 +135,8 @@ const JOIN_CLK: f64 = 1500.0;
 /// Predicted time (ms) of a Hopper point: the busiest SM's tiles (wave quantisation: one
 /// block per SM; persistent blocks walk the tiles), each a mainloop at the wgmma rate plus the
 /// ring fill (per-tile launches) and the epilogue (hidden behind the other warpgroup's
-/// mainloop in the ping-pong form), against the L2 traffic of the A and B tiles and the DRAM
+/// mainloop in the ping-pong form), against the L2 traffic of the A and B tiles (B's shared by
+/// a cluster's blocks) and the DRAM
 /// traffic of the operands and output. A K split (`split_k` above 1, else the plan's own on a
 /// tile that splits) multiplies the blocks, divides the mainloop, and adds the join tree's
 /// levels and the f32 partials' L2 traffic. Only the ranking matters.
@@ -168,7 +169,8 @@ pub fn predict_ms(d: &Description, l: &Limits, shape: &GemmShape, tile: u8, spli
     };
     let compute_s = per_sm * tile_clk / clk;
     let partials = if split.is_split() { 2.0 * slices * tiles * (bm * bn) as f64 * 4.0 } else { 0.0 };
-    let l2_bytes = tiles * (bm + bn) as f64 * shape.k as f64 * elem + partials;
+    // A cluster's blocks read B once between them (multicast).
+    let l2_bytes = tiles * (bm + bn / t.cluster) as f64 * shape.k as f64 * elem + partials;
     let dram_bytes = ((shape.m + shape.n) * shape.k + 2 * shape.m * shape.n) as f64 * elem * shape.batch.max(1) as f64;
     let peak = d.peak_gbps.max(1.0) * 1e9;
     let memory_s = (l2_bytes / (L2_FACTOR * peak)).max(dram_bytes / peak);

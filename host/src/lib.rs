@@ -17,6 +17,7 @@
 pub mod backend;
 pub mod buffer;
 pub mod build_id;
+pub mod cluster;
 pub mod collective;
 pub mod config;
 pub mod device;

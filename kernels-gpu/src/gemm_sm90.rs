@@ -39,9 +39,17 @@ pub struct Sm90Tile {
     /// `64 * pp_slabs` x `bn` (1 or 2 slabs of 64 rows) and the two alternate, one's
     /// epilogue overlapping the other's mainloop. 0: the consumers share each tile.
     pub pp_slabs: usize,
+    /// Blocks per thread-block cluster (1 or 2), along M: the blocks of a cluster compute
+    /// vertically adjacent tiles of the same B panel, each loads `1 / cluster` of the B tile
+    /// and TMA multicasts it to both (half the L2 reads of B).
+    pub cluster: usize,
 }
 
 impl Sm90Tile {
+    /// Rows of each block's B box: the B tile split over the cluster's blocks.
+    pub const fn b_box_rows(&self) -> usize {
+        self.bn / self.cluster
+    }
     /// Rows of the block's output tile (a ping-pong tile is one warpgroup's).
     pub const fn bm(&self) -> usize {
         if self.pp_slabs > 0 { 64 * self.pp_slabs } else { 64 * self.consumers }
@@ -89,7 +97,7 @@ impl Sm90Tile {
     /// and `bn` 128 or one consumer (the tiles the in-kernel join is compiled for; the two-
     /// consumer 128 x 256 keeps its registers for the main loop).
     pub const fn splits_k(&self) -> bool {
-        !self.persistent && (self.bn == 128 || self.consumers == 1)
+        !self.persistent && self.cluster == 1 && (self.bn == 128 || self.consumers == 1)
     }
     /// Whether the form keeps two TMA-store box buffers per consumer warpgroup (the persistent
     /// cooperative form: its ring is busy with the next tile while a tile is stored).
@@ -123,17 +131,22 @@ pub const fn paired(nacc: usize, consumers: usize, stages: usize) -> bool {
 }
 
 const fn t(bn: usize, consumers: usize, stages: usize, persistent: bool) -> Sm90Tile {
-    Sm90Tile { bn, consumers, stages, persistent, pp_slabs: 0 }
+    Sm90Tile { bn, consumers, stages, persistent, pp_slabs: 0, cluster: 1 }
+}
+
+/// A cooperative tile run in clusters of 2 blocks along M, B multicast.
+const fn c2(bn: usize, consumers: usize, stages: usize, persistent: bool) -> Sm90Tile {
+    Sm90Tile { bn, consumers, stages, persistent, pp_slabs: 0, cluster: 2 }
 }
 
 /// A persistent ping-pong tile: two consumer warpgroups, each owning a `64 slabs` x `bn` tile.
 const fn pp(slabs: usize, bn: usize, stages: usize) -> Sm90Tile {
-    Sm90Tile { bn, consumers: 2, stages, persistent: true, pp_slabs: slabs }
+    Sm90Tile { bn, consumers: 2, stages, persistent: true, pp_slabs: slabs, cluster: 1 }
 }
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 12] = [
+pub const TILES: [Sm90Tile; 14] = [
     t(256, 2, 4, false),
     t(128, 2, 6, false),
     t(256, 2, 3, true),
@@ -154,6 +167,11 @@ pub const TILES: [Sm90Tile; 12] = [
     // loop): a tuner point; on the H100 it did not beat the 128 x 256 tile on K = 512 to 1536
     // (run12-*/sweep-table.md), so the heuristic does not pick it.
     t(128, 2, 3, false),
+    // Tiles 8 and 0 in clusters of two blocks along M: each block loads half of the shared
+    // 256-row B tile and multicasts it to both (`cp.async.bulk.tensor … multicast::cluster`),
+    // and frees a stage only when the consumers of both blocks have (remote mbarrier arrivals).
+    c2(256, 2, 4, true),
+    c2(256, 2, 4, false),
 ];
 
 // Every tile's epilogue staging fits in its ring (the f32 staging, so the TMA-store slabs too)
@@ -165,6 +183,8 @@ const _: () = {
         assert!(TILES[i].smem_bytes() <= 232_448);
         // The TMA-store epilogue writes out at most 32 fragment column groups (BN 256).
         assert!(TILES[i].bn <= 256);
+        // A cluster splits the B tile into whole 8-row swizzle groups, and is cooperative.
+        assert!(TILES[i].cluster == 1 || (TILES[i].b_box_rows().is_multiple_of(8) && TILES[i].pp_slabs == 0));
         i += 1;
     }
 };
@@ -227,8 +247,8 @@ impl Sm90Variant {
         TILES[self.tile as usize]
     }
 
-    /// `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x<BK>s<stages>[p|pp]` (`p`: persistent, `pp`:
-    /// persistent ping-pong; `<in>` is `tf32` for f32 inputs), e.g.
+    /// `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x<BK>s<stages>[p|pp][c2]` (`p`: persistent, `pp`:
+    /// persistent ping-pong, `c2`: clusters of 2; `<in>` is `tf32` for f32 inputs), e.g.
     /// `ft_gemm90_bf16_rc_bf16_128x256x64s4`, `ft_gemm90_tf32_rc_f32_128x256x32s4`.
     pub fn entry_name(&self) -> EntryName {
         let t = self.tile();
@@ -250,6 +270,10 @@ impl Sm90Variant {
         }
         if t.pingpong() {
             n.push("p");
+        }
+        if t.cluster > 1 {
+            n.push("c");
+            n.push_num(t.cluster);
         }
         n
     }
@@ -295,6 +319,17 @@ pub fn raster(bid: usize, tiles_m: usize, tiles_n: usize) -> (usize, usize) {
     let rows = if tiles_m - first < RASTER_GROUP { tiles_m - first } else { RASTER_GROUP };
     let r = bid % per_group;
     (first + r % rows, r / rows)
+}
+
+/// The output tile (row, column) that block `rank` of cluster `c` computes, with clusters of
+/// `cl` blocks along M: cluster `c` takes the `cl` vertically adjacent tiles of pair row `pm`
+/// in column `tn`, walked as [`raster`] walks `ceil(tiles_m / cl) x tiles_n`. With an odd
+/// `tiles_m` the last pair's second row lies past the last tile: that block still loads (zeros)
+/// and multiplies alongside its partner, whose B half it supplies, and stores nothing.
+#[inline(always)]
+pub fn raster_cluster(c: usize, rank: usize, cl: usize, tiles_m: usize, tiles_n: usize) -> (usize, usize) {
+    let (pm, tn) = raster(c, tiles_m.div_ceil(cl), tiles_n);
+    (pm * cl + rank, tn)
 }
 
 #[cfg(test)]
@@ -361,6 +396,13 @@ mod tests {
         assert_eq!(launch_bounds(pair.entry_name().as_str()), Some((288, 2)));
         assert!(pair.tile().paired() && pair.tile().splits_k() && paired(64, 2, 3) && !paired(64, 2, 6));
         assert!(TILES.iter().filter(|t| t.paired()).all(|t| t.epilogue_bytes() <= t.barrier_offset()));
+        // The cluster tiles: 8 and 0 in pairs of blocks, half a B tile each, never split.
+        let cp = Sm90Variant { tile: 12, ..v };
+        assert_eq!(cp.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s4pc2");
+        assert_eq!(Sm90Variant { tile: 13, ..v }.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s4c2");
+        assert_eq!(launch_bounds(cp.entry_name().as_str()), Some((384, 1)));
+        assert!(TILES[12].b_box_rows() == 128 && !TILES[12].splits_k() && !TILES[13].splits_k());
+        assert_eq!((TILES[12].smem_bytes(), TILES[13].smem_bytes()), (TILES[8].smem_bytes(), TILES[0].smem_bytes()));
     }
 
     /// The TF32 entries: K 32 per stage (a 128-byte row of f32), f32 output, the tiles that
@@ -387,6 +429,25 @@ mod tests {
             assert!(t.persistent && t.consumers == 2 && matches!(t.bm(), 64 | 128), "{t:?}");
             // Room for both warpgroups' epilogue staging past the ring and barriers.
             assert!(t.smem_bytes() >= t.barrier_offset() + 16 * t.stages + 8 * 16 * STAGE_PITCH_BYTES);
+        }
+    }
+
+    #[test]
+    fn cluster_raster_pairs_vertical_neighbours_and_covers_every_tile_once() {
+        for (tm, tn) in [(1usize, 1usize), (2, 3), (3, 5), (17, 9), (64, 24)] {
+            let mut seen = [[false; 64]; 64];
+            let pairs = tm.div_ceil(2) * tn;
+            for c in 0..pairs {
+                let ((i0, j0), (i1, j1)) = (raster_cluster(c, 0, 2, tm, tn), raster_cluster(c, 1, 2, tm, tn));
+                assert!(j0 == j1 && i1 == i0 + 1 && i0 % 2 == 0 && j0 < tn, "{tm}x{tn}: {c}");
+                for (i, j) in [(i0, j0), (i1, j1)].into_iter().filter(|&(i, _)| i < tm) {
+                    assert!(!seen[i][j], "{tm}x{tn}: {c} -> ({i}, {j}) twice");
+                    seen[i][j] = true;
+                }
+            }
+            assert_eq!(seen.iter().flatten().filter(|&&x| x).count(), tm * tn);
+            // One block per cluster is the plain raster.
+            assert!((0..tm * tn).all(|b| raster_cluster(b, 0, 1, tm, tn) == raster(b, tm, tn)));
         }
     }
 

@@ -4,7 +4,8 @@
 //! TMA-store epilogue, D encoded per call and passed by value; the split's workspace from the
 //! stream's cache).
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use ferrotune_kernels::gemm_sm90::{self as k90, Sm90Variant};
@@ -12,6 +13,7 @@ use ferrotune_kernels::gemm_sm90_split::Sm90Split;
 
 use crate::DType;
 use crate::backend::Gpu;
+use crate::cluster::{self, ClusterArgs};
 use crate::config::{GemmConfig, GemmPath};
 use crate::error::{DriverContext, Error, Result};
 use crate::ops::gemm::{Gemm, Layout};
@@ -303,7 +305,8 @@ fn maps(g: &Gemm, v: Sm90Variant, pa: u64, pb: u64) -> (TileMap, TileMap) {
         box_rows: t.bm() as u32,
         box_cols: bk,
     };
-    let b = TileMap { base: pb, rows: g.n, ld: g.ldb, stride: g.stride_b, box_rows: t.bn as u32, ..a };
+    // In a cluster each block loads (and multicasts) its share of the B tile.
+    let b = TileMap { base: pb, rows: g.n, ld: g.ldb, stride: g.stride_b, box_rows: t.b_box_rows() as u32, ..a };
     (a, b)
 }
 
@@ -392,13 +395,30 @@ unsafe fn launch_on(
             why: format!("{} allows {} threads per block, needs {}", name.as_str(), kernel.max_threads, t.threads()),
         });
     }
-    // Persistent: one block per SM at most, walking every tile of every batch matrix.
-    let grid = if t.persistent {
-        (persistent_blocks(tiles as u64 * g.batch as u64, gpu.info.sm_count), 1, 1)
-    } else {
-        (tiles, slices, g.batch as u32)
+    // Persistent: one block per SM at most, walking every tile of every batch matrix; in
+    // clusters, one cluster per pair of vertically adjacent tiles (one-tile form) or as many
+    // clusters as the GPU holds at once (persistent).
+    let cl = t.cluster as u32;
+    let units = (g.m.div_ceil(t.bm()).div_ceil(t.cluster) * g.n.div_ceil(t.bn)) as u32;
+    let block = (t.threads(), 1, 1);
+    let grid = match (t.persistent, cl) {
+        (true, 1) => (persistent_blocks(tiles as u64 * g.batch as u64, gpu.info.sm_count), 1, 1),
+        (true, _) => {
+            let probe = LaunchConfig { grid_dim: (cl, 1, 1), block_dim: block, shared_mem_bytes: smem };
+            let fit = max_clusters(cs, &kernel.func, probe, cl)
+                .ctx(|| format!("querying the clusters of {} the device holds", name.as_str()))?;
+            if fit == 0 {
+                return Err(Error::InvalidConfig {
+                    op: OP,
+                    why: format!("no cluster of {cl} blocks of {} ({smem} bytes of shared memory) fits", name.as_str()),
+                });
+            }
+            let want = persistent_blocks(units as u64 * g.batch as u64 * cl as u64, fit * cl);
+            ((want / cl).max(1) * cl, 1, 1)
+        }
+        (false, _) => (units * cl, slices, g.batch as u32),
     };
-    let cfg = LaunchConfig { grid_dim: grid, block_dim: (t.threads(), 1, 1), shared_mem_bytes: smem };
+    let cfg = LaunchConfig { grid_dim: grid, block_dim: block, shared_mem_bytes: smem };
     // m, n, k, ldc, batch: the entry's five u32 parameters.
     let dims = [g.m, g.n, g.k, g.ldc, g.batch].map(|x| x as u32);
     let stride_c = g.stride_c as u64;
@@ -406,6 +426,20 @@ unsafe fn launch_on(
     let flags = e.flags() | if map_d.is_some() { k90::TMA_STORE } else { 0 };
     // Without the TMA store the kernel never reads the third map.
     let map_d = map_d.unwrap_or(TensorMap { opaque: [0; 16] });
+    let what = || format!("launching {} ({}x{}x{}, batch {})", name.as_str(), g.m, g.n, g.k, g.batch);
+    if cl > 1 {
+        let mut args = ClusterArgs::new();
+        args.arg(&map_a).arg(&map_b).arg(&map_d).arg(&pc).arg(&pd).arg(&pbias);
+        for x in &dims {
+            args.arg(x);
+        }
+        args.arg(&stride_c).arg(&e.alpha).arg(&e.beta).arg(&flags).arg(&ws).arg(&slices).arg(&kt_per);
+        // SAFETY: as the builder's launch below (the same arguments); the grid's x is a
+        // multiple of the cluster, whose blocks walk the same tile pairs (`raster_cluster`),
+        // and B's map boxes are the tile's share (`b_box_rows`).
+        unsafe { cluster::launch(cs, &kernel.func, cfg, cl, &mut args) }.ctx(what)?;
+        return Ok(());
+    }
     let mut lb = cs.launch_builder(&kernel.func);
     lb.arg(&map_a).arg(&map_b).arg(&map_d).arg(&pc).arg(&pd).arg(&pbias);
     for x in &dims {
@@ -419,9 +453,27 @@ unsafe fn launch_on(
     // for the pointers; block size and shared memory are the tile's; a split runs one-tile
     // blocks of a single matrix, one per (tile, slice), every slice non-empty, on a workspace
     // of the size `gemm_sm90_split` lays out, its counters at zero.
-    unsafe { lb.launch(cfg) }
-        .ctx(|| format!("launching {} ({}x{}x{}, batch {})", name.as_str(), g.m, g.n, g.k, g.batch))?;
+    unsafe { lb.launch(cfg) }.ctx(what)?;
     Ok(())
+}
+
+/// Clusters of `cl` blocks of `f` the device holds at once, asked of the driver once per
+/// function (the answer depends only on the function, its block and shared memory, which a
+/// tile fixes).
+fn max_clusters(
+    cs: &CudaStream,
+    f: &cudarc::driver::CudaFunction,
+    probe: LaunchConfig,
+    cl: u32,
+) -> std::result::Result<u32, cudarc::driver::DriverError> {
+    static FIT: Mutex<BTreeMap<(usize, u32, u32), u32>> = Mutex::new(BTreeMap::new());
+    let key = (f.cu_function() as usize, probe.shared_mem_bytes, cl);
+    if let Some(&n) = FIT.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(n);
+    }
+    let n = cluster::max_active_clusters(cs, f, probe, cl)?;
+    FIT.lock().unwrap_or_else(|p| p.into_inner()).insert(key, n);
+    Ok(n)
 }
 
 /// Blocks of a persistent launch: one per SM at most, no more than the tiles, and no more than

@@ -105,6 +105,64 @@ pub unsafe fn tma_load_3d(dst: u32, map: u64, c0: i32, c1: i32, c2: i32, bar: u3
     };
 }
 
+/// As [`tma_load_3d`], but the box lands at the same shared offset `dst` in every CTA of the
+/// cluster whose bit is set in `mask`, and completes its bytes on the mbarrier at the same
+/// offset `bar` in each of them (one global read, several copies).
+///
+/// # Safety
+/// As [`tma_load_3d`], for every CTA of `mask`: each has initialised its barrier at `bar`
+/// (ordered before this call by a cluster barrier) and expects these bytes on it.
+#[inline(always)]
+pub unsafe fn tma_load_3d_multicast(dst: u32, map: u64, c0: i32, c1: i32, c2: i32, bar: u32, mask: u16) {
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        asm!(
+            "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [{d}], [{m}, {{{c0}, {c1}, {c2}}}], [{b}], {k};",
+            d = in(reg32) dst, m = in(reg64) map, c0 = in(reg32) c0, c1 = in(reg32) c1, c2 = in(reg32) c2,
+            b = in(reg32) bar, k = in(reg16) mask,
+        )
+    };
+}
+
+/// This block's rank in its cluster (`%cluster_ctarank`; 0 without a cluster).
+#[inline(always)]
+pub fn cluster_ctarank() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %cluster_ctarank;", r = out(reg32) r) };
+    r
+}
+
+/// A barrier over every thread of the cluster (`barrier.cluster.arrive` then `wait`, release
+/// and acquire: shared-memory writes and mbarrier initialisations before it are visible to the
+/// other blocks of the cluster after it).
+///
+/// # Safety
+/// Every thread of every block of the cluster reaches it the same number of times (none exits
+/// first).
+#[inline(always)]
+pub unsafe fn cluster_sync() {
+    // SAFETY: as the caller guarantees.
+    unsafe { asm!("barrier.cluster.arrive.release;", "barrier.cluster.wait.acquire;") };
+}
+
+/// One arrival on the mbarrier at the shared offset `bar` of the cluster's block `rank`
+/// (`mapa` then a remote `mbarrier.arrive`; the default `.release.cta` semantics, as a local
+/// arrive: a cluster-scope release would wait for this thread's in-flight wgmma reads).
+///
+/// # Safety
+/// Block `rank` of the cluster has initialised an mbarrier at `bar` and has not exited.
+#[inline(always)]
+pub unsafe fn mbar_arrive_cluster(bar: u32, rank: u32) {
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        asm!(
+            "{{ .reg .b32 ra; mapa.shared::cluster.u32 ra, {b}, {r}; mbarrier.arrive.shared::cluster.b64 _, [ra]; }}",
+            b = in(reg32) bar, r = in(reg32) rank,
+        )
+    };
+}
+
 /// Stores the shared-memory box at `src` (laid out as the map's swizzle says) to coordinates
 /// (`c0`, `c1`, `c2`) (innermost first) of the tensor map at the generic address `map`, as one
 /// bulk-async operation of this thread's current bulk group. Elements outside the tensor are

@@ -8,28 +8,27 @@
 use core::arch::asm;
 
 use super::gemm_sm90_split::{SplitCtx, split_reduce};
-use crate::arch::nvptx::{
-    block_idx_x, block_idx_y, block_idx_z, grid_dim_x, st_shared_v2_f32, sync_threads, thread_idx_x,
-};
+use crate::arch::nvptx::{block_idx_x, block_idx_y, block_idx_z, grid_dim_x, st_shared_v2_f32, thread_idx_x};
 use crate::arch::sm90::{
-    bulk_wait_read, desc_k_sw128, fence_barrier_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
-    named_barrier, param_to_generic, setmaxnreg_dec, setmaxnreg_inc, smem_base_1024, tma_load_3d, wgmma_commit,
-    wgmma_fence, wgmma_m64n128k8_tf32, wgmma_m64n128k16_bf16, wgmma_m64n128k16_f16, wgmma_m64n256k8_tf32,
-    wgmma_m64n256k16_bf16, wgmma_m64n256k16_f16, wgmma_wait,
+    bulk_wait_read, cluster_sync, named_barrier, param_to_generic, setmaxnreg_dec, setmaxnreg_inc,
+    wgmma_m64n128k8_tf32, wgmma_m64n128k16_bf16, wgmma_m64n128k16_f16, wgmma_m64n256k8_tf32, wgmma_m64n256k16_bf16,
+    wgmma_m64n256k16_f16, wgmma_wait,
 };
 use crate::element::Element;
 use crate::gemm_sm90::{
-    BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STAGE_PITCH_BYTES, STORE_BOX_BYTES, STORE_BOX_ROWS, TMA_STORE,
-    WG_THREADS, paired, raster,
+    BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STORE_BOX_BYTES, STORE_BOX_ROWS, TMA_STORE, WG_THREADS, paired,
+    raster_cluster,
 };
 use crate::gemm_sm90_split::Sm90Split;
 use half::{bf16, f16};
 
 mod epilogue;
 mod pingpong;
+mod ring;
 mod tma_store;
 
 use epilogue::{Out, drain, store_staged};
+use ring::{K_STEPS, Ring};
 use tma_store::{Boxes, Slab, store_boxes, store_tma};
 
 /// A `CUtensorMap` passed by value: 128 opaque bytes. Declared align(16) (rustc cannot pass
@@ -84,145 +83,6 @@ impl WgmmaElem for f32 {
     }
 }
 
-/// wgmmas per stage: each takes 32 bytes of K (descriptor step 2).
-const K_STEPS: u64 = (BK_BYTES / 32) as u64;
-
-/// Row pitch of a warp's persistent-epilogue staging (64 floats plus padding).
-const STG_PITCH: usize = STAGE_PITCH_BYTES;
-
-/// The shared-memory ring of one block: `ST` stages of an A tile (BM x BK) and a B tile
-/// (BN x BK) at a 1024-aligned base, then the full and empty mbarriers of each stage.
-#[derive(Clone, Copy)]
-struct Ring<const NACC: usize, const CONS: usize, const ST: usize> {
-    base: u32,
-}
-
-impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST> {
-    const BN: usize = 2 * NACC;
-    const BM: usize = 64 * CONS;
-    const A_BYTES: usize = Self::BM * BK_BYTES;
-    const STAGE: usize = (Self::BM + Self::BN) * BK_BYTES;
-
-    #[inline(always)]
-    fn new() -> Self {
-        Ring { base: smem_base_1024() }
-    }
-    #[inline(always)]
-    fn bm(&self) -> usize {
-        Self::BM
-    }
-    #[inline(always)]
-    fn bn(&self) -> usize {
-        Self::BN
-    }
-    #[inline(always)]
-    fn stage(&self, s: usize) -> u32 {
-        self.base + (s * Self::STAGE) as u32
-    }
-    #[inline(always)]
-    fn full(&self, s: usize) -> u32 {
-        self.base + (ST * Self::STAGE + 8 * s) as u32
-    }
-    #[inline(always)]
-    fn empty(&self, s: usize) -> u32 {
-        self.base + (ST * Self::STAGE + 8 * (ST + s)) as u32
-    }
-
-    /// The split reduction's shared flag word (one-tile form): just past the barriers.
-    #[inline(always)]
-    fn flag(&self) -> u32 {
-        self.base + (ST * Self::STAGE + 16 * ST) as u32
-    }
-
-    /// The staging area of warp `w` of consumer `cw` (persistent form): past the barriers,
-    /// 16 rows of [`STG_PITCH`] bytes per warp.
-    #[inline(always)]
-    fn staging(&self, cw: usize, w: usize) -> u32 {
-        self.base + (ST * Self::STAGE + 16 * ST + (cw * 4 + w) * 16 * STG_PITCH) as u32
-    }
-
-    /// Thread 0 initialises the barriers (full: the producer's arrival plus the bytes;
-    /// empty: one arrival per consumer warpgroup); then the whole block syncs.
-    ///
-    /// # Safety
-    /// Every thread of the block calls it once, first.
-    #[inline(always)]
-    unsafe fn init(&self, tid: usize) {
-        // SAFETY: forwarded.
-        unsafe { self.init_counts(tid, CONS as u32) }
-    }
-
-    /// As [`Ring::init`] with `consumers` arrivals completing a stage's empty barrier.
-    ///
-    /// # Safety
-    /// As [`Ring::init`].
-    #[inline(always)]
-    unsafe fn init_counts(&self, tid: usize, consumers: u32) {
-        if tid == 0 {
-            for s in 0..ST {
-                // SAFETY: the barriers lie past the ring, 8-byte aligned; the sync below
-                // orders the initialisation before every other use.
-                unsafe {
-                    mbar_init(self.full(s), 1);
-                    mbar_init(self.empty(s), consumers);
-                }
-            }
-            fence_barrier_init();
-        }
-        // SAFETY: every thread reaches it.
-        unsafe { sync_threads() };
-    }
-
-    /// The producer's `it`-th load (ring-wide count): waits for the stage to be free, then
-    /// loads k-tile `kt` of A rows `tm BM..` and B rows `tn BN..` of batch matrix `z`.
-    ///
-    /// # Safety
-    /// One thread; the maps describe A and B with this ring's boxes.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    unsafe fn produce<E: WgmmaElem>(&self, it: usize, map_a: u64, map_b: u64, kt: usize, tm: usize, tn: usize, z: i32) {
-        let s = it % ST;
-        let sa = self.stage(s);
-        // SAFETY: the stage is free once its empty barrier completed the previous round.
-        unsafe {
-            if it >= ST {
-                mbar_wait(self.empty(s), ((it / ST - 1) & 1) as u32);
-            }
-            mbar_arrive_expect_tx(self.full(s), Self::STAGE as u32);
-            let k0 = (kt * E::BK) as i32;
-            tma_load_3d(sa, map_a, k0, (tm * Self::BM) as i32, z, self.full(s));
-            tma_load_3d(sa + Self::A_BYTES as u32, map_b, k0, (tn * Self::BN) as i32, z, self.full(s));
-        }
-    }
-
-    /// Consumer warpgroup `cw`'s `it`-th stage: waits for it, issues its wgmmas into `acc`,
-    /// keeps that group in flight and, with `release`, frees the previous stage (whose group
-    /// is then complete).
-    ///
-    /// # Safety
-    /// The whole warpgroup calls it, in the producer's order.
-    #[inline(always)]
-    unsafe fn consume<E: WgmmaElem>(&self, it: usize, cw: usize, acc: &mut [f32; NACC], release: bool) {
-        let s = it % ST;
-        let sa = self.stage(s) + (cw * 64 * BK_BYTES) as u32;
-        let sb = self.stage(s) + Self::A_BYTES as u32;
-        // SAFETY: the full barrier says the stage landed; the warpgroup issues together.
-        unsafe {
-            mbar_wait(self.full(s), ((it / ST) & 1) as u32);
-            wgmma_fence();
-            let (da, db) = (desc_k_sw128(sa), desc_k_sw128(sb));
-            for kk in 0..K_STEPS {
-                E::mma::<NACC>(acc, da + 2 * kk, db + 2 * kk);
-            }
-            wgmma_commit();
-            wgmma_wait::<1>();
-            if release {
-                mbar_arrive(self.empty((it + ST - 1) % ST));
-            }
-        }
-    }
-}
-
 /// The kernel body: one block per output tile (and K slice, `blockIdx.y`, with `split`).
 /// `NACC` = BN / 2 accumulators per thread, `CONS` consumer warpgroups (BM = 64 CONS), `ST` stages.
 ///
@@ -236,7 +96,14 @@ impl<const NACC: usize, const CONS: usize, const ST: usize> Ring<NACC, CONS, ST>
 /// `d` is unused.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usize, const ST: usize>(
+unsafe fn sm90_gemm<
+    E: WgmmaElem,
+    O: Element,
+    const NACC: usize,
+    const CONS: usize,
+    const ST: usize,
+    const CL: usize,
+>(
     map_a: u64,
     map_b: u64,
     map_d: u64,
@@ -248,11 +115,11 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
     ws: *mut f32,
     split: Sm90Split,
 ) {
-    let ring = Ring::<NACC, CONS, ST>::new();
+    let ring = Ring::<NACC, CONS, ST, CL>::new();
     let (bm, bn) = (ring.bm(), ring.bn());
     let tid = thread_idx_x() as usize;
     let (tiles_m, tiles_n) = (out.m.div_ceil(bm), out.n.div_ceil(bn));
-    let (tm, tn) = raster(block_idx_x() as usize, tiles_m, tiles_n);
+    let (tm, tn) = raster_cluster(block_idx_x() as usize / CL, ring.rank(), CL, tiles_m, tiles_n);
     let z = block_idx_z() as i32;
     let slice = block_idx_y() as usize;
     let (kt0, kt1) = split.range(slice, k.div_ceil(E::BK));
@@ -296,6 +163,11 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
             unsafe { ring.consume::<E>(kt, cw, &mut acc, kt > 0 && lt == 0) };
         }
         wgmma_wait::<0>();
+    }
+    // The second block of a cluster's last pair row with an odd number of row tiles: it only
+    // helped its partner load B.
+    if tm >= tiles_m {
+        return;
     }
     // Only the split tiles (N 128: `NACC` 64, or one consumer) have this code; the two-consumer
     // 128 x 256 keeps its registers.
@@ -358,7 +230,14 @@ unsafe fn sm90_gemm<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usi
 /// shared memory holds the buffers (`Sm90Tile::store_buffers`).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, const CONS: usize, const ST: usize>(
+unsafe fn sm90_gemm_persistent<
+    E: WgmmaElem,
+    O: Element,
+    const NACC: usize,
+    const CONS: usize,
+    const ST: usize,
+    const CL: usize,
+>(
     map_a: u64,
     map_b: u64,
     map_d: u64,
@@ -370,13 +249,15 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
     stride_c: usize,
     out: Out,
 ) {
-    let ring = Ring::<NACC, CONS, ST>::new();
+    let ring = Ring::<NACC, CONS, ST, CL>::new();
     let tid = thread_idx_x() as usize;
     let wg = tid / WG_THREADS as usize;
     let (tiles_m, tiles_n) = (out.m.div_ceil(ring.bm()), out.n.div_ceil(ring.bn()));
-    let per_batch = tiles_m * tiles_n;
+    // Clusters walk pairs of vertically adjacent tiles (single tiles without a cluster).
+    let per_batch = tiles_m.div_ceil(CL) * tiles_n;
     let total = per_batch * batch;
-    let (first, step) = (block_idx_x() as usize, grid_dim_x() as usize);
+    let (first, step) = (block_idx_x() as usize / CL, grid_dim_x() as usize / CL);
+    let rank = ring.rank();
     let ktiles = k.div_ceil(E::BK);
     // SAFETY: thread 0 initialises, every thread syncs.
     unsafe { ring.init(tid) };
@@ -388,7 +269,7 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
             let mut it = 0;
             let mut t = first;
             while t < total {
-                let (z, (tm, tn)) = (t / per_batch, raster(t % per_batch, tiles_m, tiles_n));
+                let (z, (tm, tn)) = (t / per_batch, raster_cluster(t % per_batch, rank, CL, tiles_m, tiles_n));
                 for kt in 0..ktiles {
                     // SAFETY: as in `sm90_gemm`.
                     unsafe { ring.produce::<E>(it, map_a, map_b, kt, tm, tn, z as i32) };
@@ -406,12 +287,12 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
     let lt = tid % WG_THREADS as usize;
     let tma = out.flags & TMA_STORE != 0;
     // Past the barriers, 1024-aligned (`Sm90Tile::store_buffers_offset`).
-    let bufs = ring.base + (ST * Ring::<NACC, CONS, ST>::STAGE + 1024 + cw * 2 * STORE_BOX_BYTES) as u32;
+    let bufs = ring.base + (ST * Ring::<NACC, CONS, ST, CL>::STAGE + 1024 + cw * 2 * STORE_BOX_BYTES) as u32;
     let mut boxes = 0;
     let mut it = 0;
     let mut t = first;
     while t < total {
-        let (z, (tm, tn)) = (t / per_batch, raster(t % per_batch, tiles_m, tiles_n));
+        let (z, (tm, tn)) = (t / per_batch, raster_cluster(t % per_batch, rank, CL, tiles_m, tiles_n));
         let mut acc = [0.0f32; NACC];
         for kt in 0..ktiles {
             // SAFETY: as in `sm90_gemm`.
@@ -421,7 +302,12 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
         wgmma_wait::<0>();
         if ktiles > 0 && lt == 0 {
             // SAFETY: the tile's last stage is no longer read.
-            unsafe { mbar_arrive(ring.empty((it - 1) % ST)) };
+            unsafe { ring.release((it - 1) % ST) };
+        }
+        if tm >= tiles_m {
+            // Past the last row tile (a cluster's pair with an odd count): nothing to store.
+            t += step;
+            continue;
         }
         if tma {
             let (m0, n0) = (tm * ring.bm() + cw * 64, tn * ring.bn());
@@ -459,9 +345,10 @@ unsafe fn sm90_gemm_persistent<E: WgmmaElem, O: Element, const NACC: usize, cons
 // the one-tile form's TMA-store epilogue, read only with `TMA_STORE` in flags); the maps
 // by value (`__grid_constant__`; on the H100 this ran as fast as maps in global memory, see
 // bench/results/hopper-run1/maps-*.txt). Entries ending in `p` are persistent (grid: at most
-// one block per SM, walking the tiles), in `pp` persistent ping-pong (`pingpong.rs`).
+// one block per SM, walking the tiles), in `pp` persistent ping-pong (`pingpong.rs`); `c2`
+// entries run in clusters of 2 blocks along M (`ring.rs`), launched with that cluster shape.
 macro_rules! sm90_entry {
-    ($name:expr, $E:ty, $O:ty, $nacc:literal, $cons:literal, $st:literal, $persist:literal, $pp:literal) => {
+    ($name:expr, $E:ty, $O:ty, $nacc:literal, $cons:literal, $st:literal, $persist:literal, $pp:literal, $cl:literal) => {
         const _: () = {
             #[unsafe(export_name = $name)]
             #[allow(clippy::too_many_arguments)]
@@ -511,7 +398,7 @@ macro_rules! sm90_entry {
                             out,
                         )
                     } else if $persist {
-                        sm90_gemm_persistent::<$E, $O, $nacc, $cons, $st>(
+                        sm90_gemm_persistent::<$E, $O, $nacc, $cons, $st, $cl>(
                             ma,
                             mb,
                             md,
@@ -527,7 +414,12 @@ macro_rules! sm90_entry {
                         let z = block_idx_z() as usize * stride_c as usize;
                         let sp = Sm90Split { slices: slices as usize, kt_per: kt_per as usize };
                         let (cz, dz) = (c.add(z), d.add(z));
-                        sm90_gemm::<$E, $O, $nacc, $cons, $st>(ma, mb, md, cz, dz, bias, k as usize, out, ws, sp)
+                        sm90_gemm::<$E, $O, $nacc, $cons, $st, $cl>(ma, mb, md, cz, dz, bias, k as usize, out, ws, sp)
+                    }
+                    // A cluster's blocks stay until all are done: a partner may still arrive
+                    // on this block's barriers, and every thread of every block reaches this.
+                    if $cl > 1 {
+                        cluster_sync();
                     }
                 }
             }
@@ -536,21 +428,23 @@ macro_rules! sm90_entry {
 }
 
 /// Every tile of `gemm_sm90::TILES` for one (input, output): (NACC = BN / 2, consumers,
-/// stages, persistent, ping-pong slabs (0: cooperative)), in order.
+/// stages, persistent, ping-pong slabs (0: cooperative), blocks per cluster), in order.
 macro_rules! sm90_tiles {
     ($in:literal, $E:ty, $out:literal, $O:ty) => {
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4"), $E, $O, 128, 2, 4, false, 0);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s6"), $E, $O, 64, 2, 6, false, 0);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s3p"), $E, $O, 128, 2, 3, true, 0);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5p"), $E, $O, 64, 2, 5, true, 0);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s4pp"), $E, $O, 128, 2, 4, true, 1);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s7pp"), $E, $O, 64, 2, 7, true, 1);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5pp"), $E, $O, 64, 2, 5, true, 2);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s5pp"), $E, $O, 128, 2, 5, true, 1);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4p"), $E, $O, 128, 2, 4, true, 0);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s4"), $E, $O, 64, 1, 4, false, 0);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s8"), $E, $O, 64, 1, 8, false, 0);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s3"), $E, $O, 64, 2, 3, false, 0);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4"), $E, $O, 128, 2, 4, false, 0, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s6"), $E, $O, 64, 2, 6, false, 0, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s3p"), $E, $O, 128, 2, 3, true, 0, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5p"), $E, $O, 64, 2, 5, true, 0, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s4pp"), $E, $O, 128, 2, 4, true, 1, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s7pp"), $E, $O, 64, 2, 7, true, 1, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s5pp"), $E, $O, 64, 2, 5, true, 2, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x256x64s5pp"), $E, $O, 128, 2, 5, true, 1, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4p"), $E, $O, 128, 2, 4, true, 0, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s4"), $E, $O, 64, 1, 4, false, 0, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s8"), $E, $O, 64, 1, 8, false, 0, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s3"), $E, $O, 64, 2, 3, false, 0, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4pc2"), $E, $O, 128, 2, 4, true, 0, 2);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4c2"), $E, $O, 128, 2, 4, false, 0, 2);
     };
 }
 
@@ -562,8 +456,8 @@ sm90_tiles!("f16", f16, "f32", f32);
 // f32 inputs on TF32 (f32 output only): the two one-tile shapes the heuristic picks, the
 // persistent 128 x 256, the small-M split tile and the streaming tile (indices 0, 1, 8, 9 and
 // 10 of `TILES`, `gemm_sm90::TF32_TILES`); K 32 per stage.
-sm90_entry!("ft_gemm90_tf32_rc_f32_128x256x32s4", f32, f32, 128, 2, 4, false, 0);
-sm90_entry!("ft_gemm90_tf32_rc_f32_128x128x32s6", f32, f32, 64, 2, 6, false, 0);
-sm90_entry!("ft_gemm90_tf32_rc_f32_128x256x32s4p", f32, f32, 128, 2, 4, true, 0);
-sm90_entry!("ft_gemm90_tf32_rc_f32_64x128x32s4", f32, f32, 64, 1, 4, false, 0);
-sm90_entry!("ft_gemm90_tf32_rc_f32_64x128x32s8", f32, f32, 64, 1, 8, false, 0);
+sm90_entry!("ft_gemm90_tf32_rc_f32_128x256x32s4", f32, f32, 128, 2, 4, false, 0, 1);
+sm90_entry!("ft_gemm90_tf32_rc_f32_128x128x32s6", f32, f32, 64, 2, 6, false, 0, 1);
+sm90_entry!("ft_gemm90_tf32_rc_f32_128x256x32s4p", f32, f32, 128, 2, 4, true, 0, 1);
+sm90_entry!("ft_gemm90_tf32_rc_f32_64x128x32s4", f32, f32, 64, 1, 4, false, 0, 1);
+sm90_entry!("ft_gemm90_tf32_rc_f32_64x128x32s8", f32, f32, 64, 1, 8, false, 0, 1);

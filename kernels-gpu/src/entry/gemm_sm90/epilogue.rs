@@ -4,13 +4,13 @@
 //! the four elements of a lane, and consecutive rows, overlap their latencies: with the choice
 //! made per element, a GELU epilogue cost as much as the K = 768 mainloop.
 
-use super::STG_PITCH;
 use crate::arch::fmaf;
 use crate::arch::nvptx::{ld_shared_v4_f32, st_shared_v2_f32, sync_warp};
 use crate::element::Element;
 use crate::elementwise::Activation;
 use crate::entry::gemm::store_quad;
 use crate::gemm_sm90::STAGE_COLS;
+use crate::gemm_sm90::STAGE_PITCH_BYTES as STG_PITCH;
 
 /// What the epilogue needs.
 #[derive(Clone, Copy)]

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The Hopper cluster tiles (12: persistent 128 x 256 in 2x1 clusters, 13: one-tile 128 x 256 in
+# 2x1 clusters; B multicast) on the H100, from a carry built by `bench/prepare-carry.sh`.
+# PART=check: the sm90 GPU tests (also with 3 persistent blocks), compute-sanitizer memcheck,
+#   racecheck and synccheck on `sm90_cluster_tiles`.
+# PART=ab: the Hopper shapes (bf16; f16 on the squares) with the plan's tile, tiles 8 and 0
+#   (their unclustered forms) and 12 and 13 forced, each against cuBLAS in the same process;
+#   then torch's `x @ w.T` on the same shapes, and a table of all of them.
+# Every step is bounded by what is left of BUDGET seconds; results in $OUT/cluster-$PART.tgz
+# and the tables beside it.
+set -uo pipefail
+START=$(date +%s); BUDGET=${BUDGET:-560}; PART=${PART:-check}
+left() { echo $(( BUDGET - ($(date +%s) - START) )); }
+cap() { local want=$1 l; l=$(( $(left) - 10 )); [ "$l" -lt "$want" ] && want=$l; [ "$want" -lt 1 ] && want=1; echo $want; }
+stamp() { echo "[$(( $(date +%s) - START )) s] $*"; }
+bash bench/unpack-carry.sh || exit 1
+C=.carry
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+export FERROTUNE_COMMIT=$(cat $C/commit) FERROTUNE_REQUIRE_GPU=1
+R=$(mktemp -d); T=$C/ferrotune_tests; X=$C/xtask
+{ echo "commit $FERROTUNE_COMMIT, $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader; } | tee $R/device.txt
+
+if [ "$PART" = check ]; then
+  timeout $(cap 150) $T --test-threads=2 sm90 > $R/sm90-tests.txt 2>&1
+  stamp "sm90 tests exit $?: $(grep 'test result' $R/sm90-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/sm90-tests.txt | head
+  FERROTUNE_SM90_MAX_BLOCKS=3 timeout $(cap 150) $T --test-threads=2 sm90_cluster sm90_tma_store sm90_every_tile \
+    > $R/sm90-3-blocks.txt 2>&1
+  stamp "3 persistent blocks exit $?: $(grep 'test result' $R/sm90-3-blocks.txt)"; grep -E "panicked" $R/sm90-3-blocks.txt | head -3
+  for tool in memcheck racecheck synccheck; do
+    FERROTUNE_SM90_MAX_BLOCKS=3 timeout $(cap 80) compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 \
+      sm90_cluster_tiles > $R/$tool-cluster.txt 2>&1
+    stamp "$tool exit $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/$tool-cluster.txt | tail -1) $(grep 'test result' $R/$tool-cluster.txt)"
+  done
+fi
+
+if [ "$PART" = ab ]; then
+  HOPPER=${SHAPES:-8192x8192x8192,4096x4096x4096,2048x2048x2048,8192x3072x768,512x3072x768,8192x8192x512,3072x3072x1536,16384x1024x1024,6144x4096x1024}
+  SQUARES=8192x8192x8192,4096x4096x4096,2048x2048x2048
+  for tile in plan 8 12 0 13; do
+    if [ $tile = plan ]; then unset FERROTUNE_SM90_TILE; else export FERROTUNE_SM90_TILE=$tile; fi
+    FERROTUNE_BENCH_NO_SPLIT=1 timeout $(cap 60) $X bench --ops gemm --dtypes bf16 --shapes $HOPPER \
+      --json $R/gemm-$tile-bf16.json > $R/gemm-$tile-bf16.txt 2>&1; stamp "tile $tile bf16 exit $?"
+    if [ $tile = plan ] || [ $tile = 12 ]; then
+      FERROTUNE_BENCH_NO_SPLIT=1 timeout $(cap 40) $X bench --ops gemm --dtypes f16 --shapes $SQUARES \
+        --json $R/gemm-$tile-f16.json > $R/gemm-$tile-f16.txt 2>&1; stamp "tile $tile f16 exit $?"
+    fi
+  done
+  unset FERROTUNE_SM90_TILE
+  timeout $(cap 90) python3 benches/torch_gemm.py --shapes $HOPPER --dtypes bf16,f16 --gelu 8192x3072x768,512x3072x768 \
+    --json $R/torch-gemm-h100.json > $R/torch-gemm.txt 2>&1; stamp "torch gemm exit $?"
+  python3 - $R > $R/cluster-ab.md <<'PY'
+import json, sys, glob, os
+r = sys.argv[1]
+cols = ["plan", "8", "12", "0", "13"]
+rows, peer, path = {}, {}, {}
+for f in sorted(glob.glob(f"{r}/gemm-*-*.json")):
+    tile = os.path.basename(f).split("-")[1]
+    for x in json.load(open(f))["rows"]:
+        key = (x.get("case", "gemm"), x["dtype"], f"{x['m']}x{x['n']}x{x['k']}")
+        ok = x["correct"]
+        rows.setdefault(key, {})[tile] = (x["ours"]["median_ms"], ok)
+        if x.get("peer_stats") and "cuBLAS" in str(x.get("peer", "")):
+            peer.setdefault(key, []).append(x["peer_stats"]["median_ms"])
+        if tile == "plan":
+            path[key] = x["path"].split(" ")[0]
+torch = {}
+try:
+    for x in json.load(open(f"{r}/torch-gemm-h100.json"))["best"]:
+        key = (x.get("case", "gemm"), x["dtype"], f"{x['m']}x{x['n']}x{x['k']}")
+        torch[key] = x["median_ms"]
+except Exception as e:
+    print(f"(torch: {e})")
+print("| case | dtype | shape | " + " | ".join(f"tile {c} ms" for c in cols) + " | cuBLAS ms (best of calls) | torch ms | best tile / best peer | plan |")
+print("|" + "---|" * (len(cols) + 7))
+for key, v in rows.items():
+    cub = min(peer.get(key, [float("inf")]))
+    tq = torch.get(key) or float("inf")
+    best_peer = min(cub, tq)
+    cells = [f"{v[c][0]:.4f}{'' if v[c][1] else ' WRONG'}" if c in v else "-" for c in cols]
+    best = min(t for t, ok in v.values() if ok)
+    print(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + f" | {cub:.4f} | {tq:.4f} | {best_peer / best:.3f} | {path.get(key, '')} |")
+PY
+  cat $R/cluster-ab.md; cp $R/cluster-ab.md $OUT/
+fi
+tar -czf $OUT/cluster-$PART.tgz -C $R . 
+stamp done
