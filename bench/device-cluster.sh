@@ -6,6 +6,9 @@
 # PART=ab: the Hopper shapes (bf16; f16 on the squares) with the plan's tile, tiles 8 and 0
 #   (their unclustered forms) and 12 and 13 forced, each against cuBLAS in the same process;
 #   then torch's `x @ w.T` on the same shapes, and a table of all of them.
+# PART=rows: the row split (`ops::gemm_sm90_rows`): its GPU test, then shapes whose last wave
+#   of 128 x 256 tiles is at most half full (and controls) with the split on and off
+#   (`FERROTUNE_SM90_ROWS=0`), against cuBLAS and torch, in the same table form.
 # Every step is bounded by what is left of BUDGET seconds; results in $OUT/cluster-$PART.tgz
 # and the tables beside it.
 set -uo pipefail
@@ -49,20 +52,41 @@ if [ "$PART" = ab ]; then
   unset FERROTUNE_SM90_TILE
   timeout $(cap 90) python3 benches/torch_gemm.py --shapes $HOPPER --dtypes bf16,f16 --gelu 8192x3072x768,512x3072x768 \
     --json $R/torch-gemm-h100.json > $R/torch-gemm.txt 2>&1; stamp "torch gemm exit $?"
-  python3 - $R > $R/cluster-ab.md <<'PY'
+fi
+
+if [ "$PART" = rows ]; then
+  timeout $(cap 120) $T --test-threads=1 sm90_row_split > $R/rows-test.txt 2>&1
+  stamp "row split test exit $?: $(grep 'test result' $R/rows-test.txt)"; grep -E "panicked" $R/rows-test.txt | head -3
+  ROWS=${SHAPES:-3072x3072x1536,3072x3072x4096,4096x2560x2048,2560x4096x1024,5120x5120x1024,1664x3072x1536,3000x3070x1536,4096x4100x4096,4096x4096x4096,3072x3072x768}
+  for on in plan 0; do
+    for dt in bf16 f16; do
+      if [ $on = plan ]; then unset FERROTUNE_SM90_ROWS; else export FERROTUNE_SM90_ROWS=0; fi
+      FERROTUNE_BENCH_NO_SPLIT=1 timeout $(cap 60) $X bench --ops gemm --dtypes $dt --shapes $ROWS \
+        --json $R/gemm-rows$on-$dt.json > $R/gemm-rows$on-$dt.txt 2>&1; stamp "rows=$on $dt exit $?"
+    done
+  done
+  unset FERROTUNE_SM90_ROWS
+  timeout $(cap 90) python3 benches/torch_gemm.py --shapes $ROWS --dtypes bf16,f16 \
+    --json $R/torch-gemm-h100.json > $R/torch-gemm.txt 2>&1; stamp "torch gemm exit $?"
+fi
+
+if [ "$PART" = ab ] || [ "$PART" = rows ]; then
+  COLS=$([ "$PART" = ab ] && echo "plan 8 12 0 13" || echo "rowsplan rows0") python3 - $R > $R/$PART-table.md <<'PY'
 import json, sys, glob, os
 r = sys.argv[1]
-cols = ["plan", "8", "12", "0", "13"]
+cols = os.environ["COLS"].split()
 rows, peer, path = {}, {}, {}
 for f in sorted(glob.glob(f"{r}/gemm-*-*.json")):
     tile = os.path.basename(f).split("-")[1]
+    if tile not in cols:
+        continue
     for x in json.load(open(f))["rows"]:
         key = (x.get("case", "gemm"), x["dtype"], f"{x['m']}x{x['n']}x{x['k']}")
         ok = x["correct"]
         rows.setdefault(key, {})[tile] = (x["ours"]["median_ms"], ok)
         if x.get("peer_stats") and "cuBLAS" in str(x.get("peer", "")):
             peer.setdefault(key, []).append(x["peer_stats"]["median_ms"])
-        if tile == "plan":
+        if tile == cols[0]:
             path[key] = x["path"].split(" ")[0]
 torch = {}
 try:
@@ -71,7 +95,7 @@ try:
         torch[key] = x["median_ms"]
 except Exception as e:
     print(f"(torch: {e})")
-print("| case | dtype | shape | " + " | ".join(f"tile {c} ms" for c in cols) + " | cuBLAS ms (best of calls) | torch ms | best tile / best peer | plan |")
+print("| case | dtype | shape | " + " | ".join(f"{c} ms" for c in cols) + " | cuBLAS ms (best of calls) | torch ms | best column / best peer | plan |")
 print("|" + "---|" * (len(cols) + 7))
 for key, v in rows.items():
     cub = min(peer.get(key, [float("inf")]))
@@ -81,7 +105,7 @@ for key, v in rows.items():
     best = min(t for t, ok in v.values() if ok)
     print(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + f" | {cub:.4f} | {tq:.4f} | {best_peer / best:.3f} | {path.get(key, '')} |")
 PY
-  cat $R/cluster-ab.md; cp $R/cluster-ab.md $OUT/
+  cat $R/$PART-table.md; cp $R/$PART-table.md $OUT/
 fi
 tar -czf $OUT/cluster-$PART.tgz -C $R . 
 stamp done

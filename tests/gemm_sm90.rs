@@ -173,6 +173,31 @@ fn sm90_cluster_tiles() {
     }
 }
 
+/// The row split (`ops::gemm_sm90_rows`): a problem whose 128 x 256 tiles leave the last wave
+/// at most half full runs the rows of the whole waves, then the rest as a problem of its own
+/// (A, C and D advanced by the head's rows). On every epilogue (a C read puts the head on the
+/// one-tile form, none on the persistent one), both outputs, and D rows TMA cannot store whole
+/// (N = 3070 halves): every element of the tail checked, NaN-poisoned before the call.
+#[test]
+fn sm90_row_split_matches_the_reference() {
+    let Some(b) = hopper("sm90_row_split_matches_the_reference") else { return };
+    let sms = b.stream().gpu().map_or(132, |g| g.info().sm_count as usize);
+    for (i, (m, n, k)) in
+        [(3072, 3072, 72), (3000, 3070, 136), (4096, 2560, 64), (1664, 3072, 200)].into_iter().enumerate()
+    {
+        for e in 0..2 {
+            let g = rc(m, n, k).epilogue(epilogue(i + 2 * e));
+            let dt = if (i + e) % 2 == 0 { DType::Bf16 } else { DType::F16 };
+            let out_f32 = e == 1;
+            let out = if out_f32 { DType::F32 } else { dt };
+            let f = family(&b, &g, dt, out);
+            let splits = ferrotune::ops::gemm_sm90_rows::head_rows(m, n, 128, 256, sms).is_some();
+            assert_eq!(matches!(f, Family::Launch(Launch::HopperRows(_))), splits, "{m}x{n}x{k} on {sms} SMs: {f:?}");
+            dispatch(&b, dt, out_f32, g, 600 + 2 * i as u64 + e as u64).unwrap();
+        }
+    }
+}
+
 /// The TMA-store epilogue (one-tile form, D describable by TMA, no C read: fresh allocations
 /// are 256-byte aligned, so every row here of a multiple of 16 bytes takes it): ragged edges
 /// in M and N (partial 64-row slabs, partial and absent 64-column boxes), padded leading

@@ -49,6 +49,8 @@ fn point_of(p: &GemmPlan, g: &Gemm, shape: &GemmShape, arch: &str, sms: u32) -> 
                 if sp.is_split() && ferrotune::ops::gemm_sm90::tuned_split(g, p.cfg).is_some() { sp.slices } else { 1 };
             Some(GemmConfig { path: GemmPath::Sm90(v.tile), split_k, ..base })
         }
+        // The row split runs the head's tile on most of the problem (a tuned tile runs whole).
+        Family::Launch(Launch::HopperRows(r)) => Some(GemmConfig { path: GemmPath::Sm90(r.head.tile), ..base }),
         Family::Launch(Launch::Tiles(v)) => Some(GemmConfig { path: GemmPath::Mma, tile: v.tile as usize, ..base }),
         Family::Launch(Launch::SplitK(sp)) => {
             Some(GemmConfig { path: GemmPath::Mma, tile: p.cfg.tile, split_k: sp.slices, ..base })

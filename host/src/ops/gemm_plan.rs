@@ -5,7 +5,9 @@
 //! large enough problem copied into an aligned workspace, then the packed problem planned
 //! again, `ops::pack`), small-M (M <= 64 against a large weight, `ops::gemv`), Hopper with a
 //! split of K joined in the kernel (few output tiles, long K: `ops::gemm_sm90::split_for`),
-//! the `mma.sync` split-K (forced by the call, or off the Hopper path), Hopper (`ops::gemm_sm90`),
+//! the `mma.sync` split-K (forced by the call, or off the Hopper path), Hopper (`ops::gemm_sm90`;
+//! a large problem whose last wave of tiles is at most half full in two launches, whole waves
+//! then the remaining rows: `ops::gemm_sm90_rows`),
 //! the `mma.sync`/FFMA tiles. A tuned config (a profile entry, or the tuner's point through
 //! `Gemm::with_config`) may name the family (`path`: `mma`, `sm90:<t>` with its K split,
 //! `small-m` with its K split) and whether to pack: the plan honours it where the call can
@@ -22,6 +24,7 @@ use crate::config::{GemmConfig, GemmPath, PackChoice};
 use crate::error::Result;
 use crate::ops::gemm::{Gemm, variant_chosen};
 use crate::ops::gemm_sm90;
+use crate::ops::gemm_sm90_rows::{self, RowSplit};
 
 /// A kernel family and what it runs with.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -41,6 +44,9 @@ pub enum Launch {
     /// sm_90a: TMA + wgmma, warp-specialised (`gemm_sm90`), K split over blocks and joined in
     /// the kernel when the split has more than one slice.
     Hopper(Sm90Variant, Sm90Split),
+    /// sm_90a, two launches: the rows whose large tiles fill whole waves, then the remaining
+    /// rows on their own plan (`ops::gemm_sm90_rows`).
+    HopperRows(RowSplit),
     /// One launch of the `mma.sync` tensor-core tiles (f16, bf16, tf32) or the FFMA kernel.
     Tiles(GemmVariant),
     /// K cut into slices (partial GEMMs on the tiles into an f32 workspace, then a reduce).
@@ -82,6 +88,7 @@ impl GemmPlan {
             Family::Pack => "pack, then the packed problem's family",
             Family::Launch(Launch::Hopper(_, sp)) if sp.is_split() => "Hopper wgmma with an in-kernel K split",
             Family::Launch(Launch::Hopper(..)) => "Hopper wgmma + TMA",
+            Family::Launch(Launch::HopperRows(_)) => "Hopper wgmma + TMA, whole waves then the remaining rows",
             Family::Launch(Launch::Tiles(v)) if v.math == ferrotune_kernels::gemm::Math::Ffma => "FFMA tiles",
             Family::Launch(Launch::Tiles(_)) => "mma.sync tiles",
             Family::Launch(Launch::SplitK(_)) => "mma.sync split-K (partials, then a reduce)",
@@ -107,6 +114,7 @@ impl GemmPlan {
                 format!("sm90:{}:splitk{}", v.entry_name().as_str(), sp.slices)
             }
             Family::Launch(Launch::Hopper(v, _)) => format!("sm90:{}", v.entry_name().as_str()),
+            Family::Launch(Launch::HopperRows(r)) => gemm_sm90_rows::path(r),
             Family::Launch(Launch::Tiles(v)) if v.math == ferrotune_kernels::gemm::Math::Ffma => {
                 format!("ffma:{}", v.entry_name().as_str())
             }
@@ -246,6 +254,13 @@ fn plan_families(
     // unsplit heuristic.
     let cfg = if cfg.split_k > 1 { GemmConfig::heuristic_unsplit(g.m, g.n, g.batch) } else { cfg };
     match hopper {
+        Ok((v, _)) if let Some(r) = gemm_sm90_rows::row_split(g, dtype, out, arch, sm_count, cfg, v, [pa, pb]) => {
+            Ok(GemmPlan {
+                family: Family::Launch(Launch::HopperRows(r)),
+                cfg,
+                reason: gemm_sm90_rows::reason(g, &r, sm_count),
+            })
+        }
         Ok((v, sp)) => Ok(GemmPlan {
             family: Family::Launch(Launch::Hopper(v, sp)),
             cfg,

@@ -283,7 +283,7 @@ pub fn tile_reason(g: &Gemm, tile: u8, path: GemmPath, sm_count: u32, out: DType
 
 /// The tile the call's forced path, else `FERROTUNE_SM90_TILE`, else the chosen config's
 /// (tuned) path names, if any.
-fn forced_tile(g: &Gemm, path: GemmPath) -> Option<u8> {
+pub(crate) fn forced_tile(g: &Gemm, path: GemmPath) -> Option<u8> {
     let forced = g.path.and_then(|p| if let GemmPath::Sm90(t) = p { Some(t) } else { None });
     let env = std::env::var("FERROTUNE_SM90_TILE").ok().and_then(|v| v.parse::<u8>().ok());
     let tuned = if let GemmPath::Sm90(t) = path { Some(t) } else { None };
