@@ -27,7 +27,7 @@ pub const STAGE_PITCH_BYTES: usize = (STAGE_COLS + EPI_PAD) * 4;
 /// One compiled Hopper tile: `64 * consumers` x `bn` outputs per block, `stages` deep ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Sm90Tile {
-    /// wgmma N: 128 or 256.
+    /// wgmma N: 128, 192 or 256.
     pub bn: usize,
     /// Consumer warpgroups, each owning 64 rows of the tile.
     pub consumers: usize,
@@ -146,7 +146,7 @@ const fn pp(slabs: usize, bn: usize, stages: usize) -> Sm90Tile {
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 14] = [
+pub const TILES: [Sm90Tile; 15] = [
     t(256, 2, 4, false),
     t(128, 2, 6, false),
     t(256, 2, 3, true),
@@ -172,6 +172,10 @@ pub const TILES: [Sm90Tile; 14] = [
     // and frees a stage only when the consumers of both blocks have (remote mbarrier arrivals).
     c2(256, 2, 4, true),
     c2(256, 2, 4, false),
+    // The persistent 128 x 192 (wgmma N 192), four stages: a quarter more tiles than 128 x 256,
+    // for problems whose 128 x 256 tiles leave the last wave mostly empty (3072 x 3072: 288
+    // tiles on 132 SMs, 2.2 waves; 384 tiles of 128 x 192, 2.9).
+    t(192, 2, 4, true),
 ];
 
 // Every tile's epilogue staging fits in its ring (the f32 staging, so the TMA-store slabs too)
@@ -403,6 +407,11 @@ mod tests {
         assert_eq!(launch_bounds(cp.entry_name().as_str()), Some((384, 1)));
         assert!(TILES[12].b_box_rows() == 128 && !TILES[12].splits_k() && !TILES[13].splits_k());
         assert_eq!((TILES[12].smem_bytes(), TILES[13].smem_bytes()), (TILES[8].smem_bytes(), TILES[0].smem_bytes()));
+        // The persistent 128 x 192: wgmma N 192, 40 KiB stages, the TMA-store buffers fit.
+        let n192 = Sm90Variant { tile: 14, ..v };
+        assert_eq!(n192.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x192x64s4p");
+        assert_eq!((TILES[14].stage_bytes(), launch_bounds(n192.entry_name().as_str())), (40_960, Some((384, 1))));
+        assert!(TILES[14].store_buffers() && !TILES[14].splits_k());
     }
 
     /// The TF32 entries: K 32 per stage (a 128-byte row of f32), f32 output, the tiles that

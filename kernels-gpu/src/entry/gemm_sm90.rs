@@ -11,8 +11,8 @@ use super::gemm_sm90_split::{SplitCtx, split_reduce};
 use crate::arch::nvptx::{block_idx_x, block_idx_y, block_idx_z, grid_dim_x, st_shared_v2_f32, thread_idx_x};
 use crate::arch::sm90::{
     bulk_wait_read, cluster_sync, named_barrier, param_to_generic, setmaxnreg_dec, setmaxnreg_inc,
-    wgmma_m64n128k8_tf32, wgmma_m64n128k16_bf16, wgmma_m64n128k16_f16, wgmma_m64n256k8_tf32, wgmma_m64n256k16_bf16,
-    wgmma_m64n256k16_f16, wgmma_wait,
+    wgmma_m64n128k8_tf32, wgmma_m64n128k16_bf16, wgmma_m64n128k16_f16, wgmma_m64n192k16_bf16, wgmma_m64n192k16_f16,
+    wgmma_m64n256k8_tf32, wgmma_m64n256k16_bf16, wgmma_m64n256k16_f16, wgmma_wait,
 };
 use crate::element::Element;
 use crate::gemm_sm90::{
@@ -37,7 +37,8 @@ use tma_store::{Boxes, Slab, store_boxes, store_tma};
 #[derive(Clone, Copy)]
 pub struct TensorMap([u64; 16]);
 
-/// An input type and its wgmma (K-major A and B): f16, bf16 (k16) and f32 on TF32 (k8).
+/// An input type and its wgmma (K-major A and B): f16, bf16 (k16; N 128, 192 or 256) and f32 on
+/// TF32 (k8; N 128 or 256, the tiles `gemm_sm90::TF32_TILES` compiles).
 /// Every wgmma takes 32 bytes of K, so a 128-byte stage is [`K_STEPS`] of them whatever the
 /// type, and the descriptor steps are the same.
 trait WgmmaElem: Element {
@@ -49,7 +50,7 @@ trait WgmmaElem: Element {
 }
 
 macro_rules! wgmma_elem {
-    ($E:ty, $n128:ident, $n256:ident) => {
+    ($E:ty, $n128:ident, $n192:ident, $n256:ident) => {
         impl WgmmaElem for $E {
             #[inline(always)]
             unsafe fn mma<const NACC: usize>(d: &mut [f32; NACC], da: u64, db: u64) {
@@ -58,6 +59,8 @@ macro_rules! wgmma_elem {
                 unsafe {
                     if NACC == 128 {
                         $n256::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 128]), da, db)
+                    } else if NACC == 96 {
+                        $n192::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 96]), da, db)
                     } else if NACC == 64 {
                         $n128::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 64]), da, db)
                     }
@@ -66,8 +69,8 @@ macro_rules! wgmma_elem {
         }
     };
 }
-wgmma_elem!(bf16, wgmma_m64n128k16_bf16, wgmma_m64n256k16_bf16);
-wgmma_elem!(f16, wgmma_m64n128k16_f16, wgmma_m64n256k16_f16);
+wgmma_elem!(bf16, wgmma_m64n128k16_bf16, wgmma_m64n192k16_bf16, wgmma_m64n256k16_bf16);
+wgmma_elem!(f16, wgmma_m64n128k16_f16, wgmma_m64n192k16_f16, wgmma_m64n256k16_f16);
 
 impl WgmmaElem for f32 {
     #[inline(always)]
@@ -445,6 +448,7 @@ macro_rules! sm90_tiles {
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x128x64s3"), $E, $O, 64, 2, 3, false, 0, 1);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4pc2"), $E, $O, 128, 2, 4, true, 0, 2);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4c2"), $E, $O, 128, 2, 4, false, 0, 2);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x192x64s4p"), $E, $O, 96, 2, 4, true, 0, 1);
     };
 }
 
