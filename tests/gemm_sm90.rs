@@ -174,10 +174,12 @@ fn sm90_cluster_tiles() {
 }
 
 /// The row split (`ops::gemm_sm90_rows`): a problem whose 128 x 256 tiles leave the last wave
-/// at most half full runs the rows of the whole waves, then the rest as a problem of its own
-/// (A, C and D advanced by the head's rows). On every epilogue (a C read puts the head on the
-/// one-tile form, none on the persistent one), both outputs, and D rows TMA cannot store whole
-/// (N = 3070 halves): every element of the tail checked, NaN-poisoned before the call.
+/// at most a quarter full after one or two whole waves runs the rows of the whole waves, then
+/// the rest as a problem of its own (A, C and D advanced by the head's rows). With a C read
+/// (the one-tile 128 x 256 head; without one these shapes take the persistent 128 x 192
+/// whole), both outputs, and D rows TMA cannot store whole (N = 3070 halves); 4096 x 2560 (42%
+/// in the last wave) as the control that does not split. Every element checked, NaN-poisoned
+/// before the call.
 #[test]
 fn sm90_row_split_matches_the_reference() {
     let Some(b) = hopper("sm90_row_split_matches_the_reference") else { return };
@@ -186,7 +188,8 @@ fn sm90_row_split_matches_the_reference() {
         [(3072, 3072, 72), (3000, 3070, 136), (4096, 2560, 64), (1664, 3072, 200)].into_iter().enumerate()
     {
         for e in 0..2 {
-            let g = rc(m, n, k).epilogue(epilogue(i + 2 * e));
+            // Epilogues 1 and 3 read C (beta != 0).
+            let g = rc(m, n, k).epilogue(epilogue(1 + 2 * e));
             let dt = if (i + e) % 2 == 0 { DType::Bf16 } else { DType::F16 };
             let out_f32 = e == 1;
             let out = if out_f32 { DType::F32 } else { dt };

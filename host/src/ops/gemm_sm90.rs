@@ -17,6 +17,7 @@ use crate::cluster::{self, ClusterArgs};
 use crate::config::{GemmConfig, GemmPath};
 use crate::error::{DriverContext, Error, Result};
 use crate::ops::gemm::{Gemm, Layout};
+use crate::ops::gemm_sm90_fill::{N192_TILE, n192_fills_better, wave_fill};
 use crate::ops::gemm_sm90_store as store;
 use crate::tma::{TensorMap, TileMap};
 
@@ -248,7 +249,10 @@ fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath, dtype: DType, out: DType) -
     if 2 * tiles < sm_count.max(1) as usize {
         return 1;
     }
-    if store::persists(g, dtype, out) { store::PERSIST_TILE } else { 0 }
+    if !store::persists(g, dtype, out) {
+        return 0;
+    }
+    if n192_fills_better(g, dtype, sm_count) { N192_TILE } else { store::PERSIST_TILE }
 }
 
 /// Why the heuristic took `tile` (unsplit) for `g`, for the plan's reason: the streaming class
@@ -266,6 +270,14 @@ pub fn tile_reason(g: &Gemm, tile: u8, path: GemmPath, sm_count: u32, out: DType
     if tile == store::PERSIST_TILE {
         return format!(
             "; persistent 128x256 tile with the TMA-store epilogue (no C read, no GELU, rows of D whole 16-byte chunks){by_tma}"
+        );
+    }
+    if tile == N192_TILE {
+        return format!(
+            "; persistent 128x192 tile with the TMA-store epilogue: its tiles fill {:.0}% of {sm_count} SMs' tile \
+             slots over their waves, 128x256 tiles {:.0}%{by_tma}",
+            100.0 * wave_fill(g, 128, 192, sm_count),
+            100.0 * wave_fill(g, 128, 256, sm_count)
         );
     }
     if tile != STREAM_TILE {
@@ -517,6 +529,17 @@ mod tests {
             assert_eq!(t(&g.epilogue(relu), BF, BF), store::PERSIST_TILE, "bias + ReLU: {g:?}");
             let reason = tile_reason(&g, store::PERSIST_TILE, GemmPath::Auto, 132, BF);
             assert!(reason.contains("persistent 128x256") && reason.contains("TMA"), "{reason}");
+        }
+        // The persistent 128 x 192 where its tiles fill the SMs better (3072x3072: 384 tiles of
+        // 128 x 192 in 3 waves of 132, against 288 of 128 x 256 in 2.2): 16-bit only.
+        for g in [rc(3072, 3072, 1536), rc(1664, 3072, 1536), rc(1100, 2048, 264)] {
+            assert_eq!(t(&g, BF, BF), N192_TILE, "{g:?}");
+            assert_eq!(t(&g, DType::F32, DType::F32), store::PERSIST_TILE, "TF32: {g:?}");
+        }
+        let why = tile_reason(&rc(3072, 3072, 1536), N192_TILE, GemmPath::Auto, 132, BF);
+        assert!(why.contains("fill 97% of 132 SMs' tile slots over their waves, 128x256 tiles 73%"), "{why}");
+        for g in [rc(5120, 5120, 1024), rc(4096, 2560, 2048), rc(6144, 4096, 1024), rc(8192, 8192, 8192)] {
+            assert_eq!(t(&g, BF, BF), store::PERSIST_TILE, "{g:?}");
         }
         // D rows that are not whole 16-byte chunks: the one-tile form and its staged epilogue.
         assert_eq!(t(&rc(4096, 4100, 4096), BF, BF), 0);

@@ -14,6 +14,7 @@ mod gemm_operands;
 pub mod gemm_plan;
 mod gemm_ptr_array;
 pub mod gemm_sm90;
+pub mod gemm_sm90_fill;
 pub mod gemm_sm90_rows;
 pub mod gemm_sm90_store;
 mod gemm_splitk;

@@ -1,0 +1,51 @@
+//! How full the Hopper tiles keep the SMs: the fraction of the tile slots (waves x SMs x tile
+//! area) a grid of one block per SM fills with outputs, and the plan's choice of the persistent
+//! 128 x 192 tile where it fills them much better than 128 x 256 (few waves with a mostly empty
+//! last one).
+
+use ferrotune_kernels::gemm_sm90::Sm90Variant;
+
+use crate::DType;
+use crate::ops::gemm::Gemm;
+
+/// The persistent 128 x 192 tile (wgmma N 192; 16-bit inputs).
+pub const N192_TILE: u8 = 14;
+
+/// How much more of the SMs' tile slots the 128 x 192 tile must fill with useful outputs than
+/// the 128 x 256 one for the plan to take it (a 128 x 192 tile does less per byte it loads).
+const N192_MARGIN: f64 = 0.1;
+
+/// The fraction of the tile slots (waves x SMs x tile area) a persistent `bm x bn` grid over
+/// `g` fills with outputs (the last wave's idle SMs and the ragged edges are the rest).
+pub fn wave_fill(g: &Gemm, bm: usize, bn: usize, sm_count: u32) -> f64 {
+    let sms = sm_count.max(1) as usize;
+    let tiles = g.m.div_ceil(bm) * g.n.div_ceil(bn) * g.batch;
+    let slots = tiles.div_ceil(sms) * sms * bm * bn;
+    (g.m * g.n * g.batch) as f64 / slots.max(1) as f64
+}
+
+/// Whether the 128 x 192 tile fills the SMs better than 128 x 256 by [`N192_MARGIN`] (3072 x
+/// 3072 on 132 SMs: 0.97 against 0.73).
+pub fn n192_fills_better(g: &Gemm, dtype: DType, sm_count: u32) -> bool {
+    let compiled = Sm90Variant { dtype, out_f32: false, tile: N192_TILE }.is_compiled();
+    compiled && wave_fill(g, 128, 192, sm_count) >= wave_fill(g, 128, 256, sm_count) + N192_MARGIN
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wave_fill_counts_the_last_wave_and_the_ragged_edges() {
+        let g = |m, n| Gemm { m, n, ..Gemm::new(1, 1, 64) };
+        // 3072x3072: 288 tiles of 128 x 256 in 3 waves of 132 (0.727); 384 of 128 x 192 (0.970).
+        assert!((wave_fill(&g(3072, 3072), 128, 256, 132) - 288.0 / 396.0).abs() < 1e-12);
+        assert!((wave_fill(&g(3072, 3072), 128, 192, 132) - 384.0 / 396.0).abs() < 1e-12);
+        // 4096 columns in 192-wide tiles: 21.33 per row, the last a third used.
+        let ragged = wave_fill(&g(128, 4096), 128, 192, 22);
+        assert!((ragged - 4096.0 / (22.0 * 192.0)).abs() < 1e-12, "{ragged}");
+        assert!(n192_fills_better(&g(3072, 3072), DType::Bf16, 132));
+        assert!(!n192_fills_better(&g(3072, 3072), DType::F32, 132), "not compiled for TF32");
+        assert!(!n192_fills_better(&g(4096, 4096), DType::Bf16, 132));
+    }
+}
