@@ -103,6 +103,10 @@ pub trait Element: Copy + Send + Sync + 'static {
     fn from_f32(v: f32) -> Self;
     fn from_words(w: [u32; 4]) -> Self::Vec16;
     fn to_words(v: Self::Vec16) -> [u32; 4];
+    /// A 16-bit type: `lo` and `hi` rounded to nearest even and packed into one word, `lo` in
+    /// the low half (as the pair sits in memory) — one `cvt.rn.{bf16,f16}x2.f32` on the GPU.
+    /// f32: `lo`'s bits (a 32-bit type has no pair in a word).
+    fn pack2_f32(lo: f32, hi: f32) -> u32;
 }
 
 impl Element for f32 {
@@ -123,6 +127,10 @@ impl Element for f32 {
     #[inline(always)]
     fn to_words(v: [f32; 4]) -> [u32; 4] {
         v.map(f32::to_bits)
+    }
+    #[inline(always)]
+    fn pack2_f32(lo: f32, _hi: f32) -> u32 {
+        lo.to_bits()
     }
 }
 
@@ -185,6 +193,17 @@ impl Element for f16 {
     fn to_words(v: [f16; 8]) -> [u32; 4] {
         join_halves(v.map(f16::to_bits))
     }
+    #[inline(always)]
+    fn pack2_f32(lo: f32, hi: f32) -> u32 {
+        #[cfg(target_arch = "nvptx64")]
+        {
+            crate::arch::nvptx::f32x2_to_f16x2(lo, hi)
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            f32_to_f16_bits(lo) as u32 | (f32_to_f16_bits(hi) as u32) << 16
+        }
+    }
 }
 
 impl Element for bf16 {
@@ -214,11 +233,57 @@ impl Element for bf16 {
     fn to_words(v: [bf16; 8]) -> [u32; 4] {
         join_halves(v.map(bf16::to_bits))
     }
+    #[inline(always)]
+    fn pack2_f32(lo: f32, hi: f32) -> u32 {
+        #[cfg(target_arch = "nvptx64")]
+        {
+            crate::arch::nvptx::f32x2_to_bf16x2(lo, hi)
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            f32_to_bf16_bits(lo) as u32 | (f32_to_bf16_bits(hi) as u32) << 16
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The packed pair is the two roundings side by side, low value in the low half (what the
+    /// GPU's `cvt.rn.*x2.f32` gives): ties, NaN, infinities, overflow, subnormals.
+    #[test]
+    fn pack2_is_two_roundings_low_first() {
+        let vals = [
+            0.0f32,
+            -0.0,
+            1.0,
+            -2.5,
+            1.0 + 1.0 / 256.0,
+            65504.0,
+            65520.0,
+            3.0e38,
+            f32::INFINITY,
+            f32::NAN,
+            1.0e-8,
+            -7.0e-6,
+        ];
+        for &lo in &vals {
+            for &hi in &vals {
+                let b = bf16::pack2_f32(lo, hi);
+                assert_eq!(
+                    b,
+                    join_halves([bf16::from_f32(lo).to_bits(), bf16::from_f32(hi).to_bits(), 0, 0, 0, 0, 0, 0])[0]
+                );
+                let h = f16::pack2_f32(lo, hi);
+                assert_eq!(
+                    h,
+                    join_halves([f16::from_f32(lo).to_bits(), f16::from_f32(hi).to_bits(), 0, 0, 0, 0, 0, 0])[0]
+                );
+            }
+        }
+        assert_eq!(f32::pack2_f32(1.5, 2.0), 1.5f32.to_bits());
+    }
 
     #[test]
     fn words_round_trip_keeps_lane_order() {

@@ -199,6 +199,32 @@ pub fn f32_to_bf16(f: f32) -> u16 {
     h
 }
 
+/// Two f32 → one word of two bf16, round to nearest even, `lo` in the low half
+/// (`cvt.rn.bf16x2.f32`, sm_80+: one instruction for the pair).
+#[inline(always)]
+pub fn f32x2_to_bf16x2(lo: f32, hi: f32) -> u32 {
+    let w: u32;
+    // SAFETY: a register-to-register conversion (the first source goes to the upper half).
+    unsafe {
+        asm!("cvt.rn.bf16x2.f32 {w}, {h}, {l};", w = out(reg32) w, h = in(reg32) hi, l = in(reg32) lo,
+            options(pure, nomem, nostack))
+    };
+    w
+}
+
+/// Two f32 → one word of two f16, round to nearest even, `lo` in the low half
+/// (`cvt.rn.f16x2.f32`, sm_80+).
+#[inline(always)]
+pub fn f32x2_to_f16x2(lo: f32, hi: f32) -> u32 {
+    let w: u32;
+    // SAFETY: a register-to-register conversion (the first source goes to the upper half).
+    unsafe {
+        asm!("cvt.rn.f16x2.f32 {w}, {h}, {l};", w = out(reg32) w, h = in(reg32) hi, l = in(reg32) lo,
+            options(pure, nomem, nostack))
+    };
+    w
+}
+
 // Operand tiles of the GEMM kernels: two pipeline stages of A and B, 40 KiB (fits the 48 KiB
 // of static shared memory every block gets without opting in).
 core::arch::global_asm!(".shared .align 16 .b8 ft_gemm_smem[40960];");

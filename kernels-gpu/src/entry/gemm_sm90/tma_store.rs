@@ -144,24 +144,22 @@ unsafe fn write_fragment<O: Element, const ACT: u32>(
             }
         }
     }
-    // A select, not an add of 0.0: without a bias, -0.0 stays -0.0.
+    // A select, not an add of 0.0: without a bias, -0.0 stays -0.0. The result in f32; a
+    // 16-bit output converts the pair in one instruction (`Element::pack2_f32`).
     let epi = |x: f32, b: f32| {
         let v = out.alpha * x;
-        O::from_f32(act.apply_for(O::DTYPE, if has_bias { v + b } else { v }))
+        act.apply_for(O::DTYPE, if has_bias { v + b } else { v })
     };
     for h in 0..2 {
         let row = w * 16 + g + 8 * h;
-        let mut v = O::from_words([0; 4]);
-        v.as_mut()[0] = epi(a[2 * h], b[0]);
-        v.as_mut()[1] = epi(a[2 * h + 1], b[1]);
-        let words = O::to_words(v);
+        let (v0, v1) = (epi(a[2 * h], b[0]), epi(a[2 * h + 1], b[1]));
         let addr = buf + sw128_offset(row, (col % store_box_cols(size)) * size) as u32;
         // SAFETY: inside the box (row < 64, byte < 128), aligned to the pair.
         unsafe {
             if size == 4 {
-                st_shared_v2_f32(addr, f32::from_bits(words[0]), f32::from_bits(words[1]));
+                st_shared_v2_f32(addr, v0, v1);
             } else {
-                st_shared_f32(addr, f32::from_bits(words[0]));
+                st_shared_f32(addr, f32::from_bits(O::pack2_f32(v0, v1)));
             }
         }
     }
