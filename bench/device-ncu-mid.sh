@@ -30,4 +30,4 @@ for who in ours torch; do
     grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|DRAM Throughput|L2 Hit Rate|L1/TEX Hit|Achieved Occupancy|Registers Per|Cluster Size|Grid Size|Block Size|Issue Slots Busy|No Eligible|Active Warps Per|Eligible Warps|Dynamic Shared" $R/$who-details.txt | head -24; } >> $SUM
 done
 cat $SUM
-tar -czf $OUT/ncu-mid.tgz -C $OUT ncu-mid --exclude='*.ncu-rep' && rm -rf $R
+tar --exclude='*.ncu-rep' -czf $OUT/ncu-mid.tgz -C $OUT ncu-mid && rm -rf $R
