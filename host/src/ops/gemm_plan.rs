@@ -6,8 +6,9 @@
 //! again, `ops::pack`), small-M (M <= 64 against a large weight, `ops::gemv`), Hopper with a
 //! split of K joined in the kernel (few output tiles, long K: `ops::gemm_sm90::split_for`),
 //! the `mma.sync` split-K (forced by the call, or off the Hopper path), Hopper (`ops::gemm_sm90`;
-//! a large problem whose last wave of tiles is at most half full in two launches, whole waves
-//! then the remaining rows: `ops::gemm_sm90_rows`),
+//! the persistent 128 x 192 where it fills the waves better, `ops::gemm_sm90_fill`; a large
+//! problem whose tiles fill one or two whole waves and at most a quarter of another in two
+//! launches, whole waves then the remaining rows: `ops::gemm_sm90_rows`),
 //! the `mma.sync`/FFMA tiles. A tuned config (a profile entry, or the tuner's point through
 //! `Gemm::with_config`) may name the family (`path`: `mma`, `sm90:<t>` with its K split,
 //! `small-m` with its K split) and whether to pack: the plan honours it where the call can

@@ -1,6 +1,6 @@
-//! The Hopper row split: a single large problem whose 128 x 256 output tiles fill some whole
-//! waves of the SMs and leave the last wave at most half full (3072x3072: 288 tiles on 132
-//! SMs, 2 waves and 24 tiles) runs as two launches on the same stream — the rows whose tiles
+//! The Hopper row split: a single large problem whose 128 x 256 output tiles fill one or two
+//! whole waves of the SMs and at most a quarter of another (3072x3072: 288 tiles on 132 SMs,
+//! 2 waves and 24 tiles) runs as two launches on the same stream — the rows whose tiles
 //! fill the whole waves on the large tile (the head), then the remaining rows (the tail)
 //! planned as a problem of their own, whose smaller tiles (or the streaming tile) spread over
 //! every SM instead of leaving most of them idle for a whole tile's time. Only the plan's own
