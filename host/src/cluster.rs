@@ -3,8 +3,10 @@
 //! holds at once, which sizes a persistent grid). Both are small safe wrappers over the raw
 //! driver calls (`cudarc::driver::sys`).
 
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::marker::PhantomData;
+use std::sync::Mutex;
 
 use cudarc::driver::sys::{self, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig};
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, DriverError, LaunchConfig};
@@ -95,4 +97,23 @@ pub fn max_active_clusters(
     // query launches nothing.
     unsafe { sys::cuOccupancyMaxActiveClusters(&mut n, f.cu_function(), &c).result()? };
     Ok(n.max(0) as u32)
+}
+
+/// [`max_active_clusters`], asked of the driver once per
+/// function (the answer depends only on the function, its block and shared memory, which a
+/// tile fixes).
+pub fn max_active_clusters_cached(
+    cs: &CudaStream,
+    f: &CudaFunction,
+    probe: LaunchConfig,
+    cl: u32,
+) -> Result<u32, DriverError> {
+    static FIT: Mutex<BTreeMap<(usize, u32, u32), u32>> = Mutex::new(BTreeMap::new());
+    let key = (f.cu_function() as usize, probe.shared_mem_bytes, cl);
+    if let Some(&n) = FIT.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(n);
+    }
+    let n = max_active_clusters(cs, f, probe, cl)?;
+    FIT.lock().unwrap_or_else(|p| p.into_inner()).insert(key, n);
+    Ok(n)
 }

@@ -499,10 +499,7 @@ fn launch_planned<T: Scalar, O: Scalar>(
     match l {
         Launch::SplitK(plan) => unsafe { launch_split(cs, gpu, g, cfg, plan, T::DTYPE, O::DTYPE, ptrs) }?,
         Launch::Hopper(v, sp) => unsafe { crate::ops::gemm_sm90::launch(cs, gpu, g, v, sp, ptrs) }?,
-        Launch::HopperRows(r) => {
-            let bytes = (T::DTYPE.size_bytes(), O::DTYPE.size_bytes());
-            unsafe { crate::ops::gemm_sm90_rows::launch(cs, gpu, g, r, ptrs, bytes) }?
-        }
+        Launch::HopperRows(r) => unsafe { crate::ops::gemm_sm90_rows::launch(cs, gpu, g, r, ptrs) }?,
         Launch::Tiles(v) => unsafe { launch(cs, gpu, g, v, ptrs, false) }?,
     }
     drop(op);

@@ -4,8 +4,7 @@
 //! TMA-store epilogue, D encoded per call and passed by value; the split's workspace from the
 //! stream's cache).
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use ferrotune_kernels::gemm_sm90::{self as k90, Sm90Variant};
@@ -417,7 +416,7 @@ unsafe fn launch_on(
         (true, 1) => (persistent_blocks(tiles as u64 * g.batch as u64, gpu.info.sm_count), 1, 1),
         (true, _) => {
             let probe = LaunchConfig { grid_dim: (cl, 1, 1), block_dim: block, shared_mem_bytes: smem };
-            let fit = max_clusters(cs, &kernel.func, probe, cl)
+            let fit = cluster::max_active_clusters_cached(cs, &kernel.func, probe, cl)
                 .ctx(|| format!("querying the clusters of {} the device holds", name.as_str()))?;
             if fit == 0 {
                 return Err(Error::InvalidConfig {
@@ -467,25 +466,6 @@ unsafe fn launch_on(
     // of the size `gemm_sm90_split` lays out, its counters at zero.
     unsafe { lb.launch(cfg) }.ctx(what)?;
     Ok(())
-}
-
-/// Clusters of `cl` blocks of `f` the device holds at once, asked of the driver once per
-/// function (the answer depends only on the function, its block and shared memory, which a
-/// tile fixes).
-fn max_clusters(
-    cs: &CudaStream,
-    f: &cudarc::driver::CudaFunction,
-    probe: LaunchConfig,
-    cl: u32,
-) -> std::result::Result<u32, cudarc::driver::DriverError> {
-    static FIT: Mutex<BTreeMap<(usize, u32, u32), u32>> = Mutex::new(BTreeMap::new());
-    let key = (f.cu_function() as usize, probe.shared_mem_bytes, cl);
-    if let Some(&n) = FIT.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-        return Ok(n);
-    }
-    let n = cluster::max_active_clusters(cs, f, probe, cl)?;
-    FIT.lock().unwrap_or_else(|p| p.into_inner()).insert(key, n);
-    Ok(n)
 }
 
 /// Blocks of a persistent launch: one per SM at most, no more than the tiles, and no more than

@@ -85,8 +85,10 @@ pub fn head_rows(m: usize, n: usize, bm: usize, bn: usize, sms: usize) -> Option
     let tiles = tiles_m * tiles_n;
     let (waves, last) = (tiles / sms.max(1), tiles % sms.max(1));
     let sparse = last > 0 && last * MAX_LAST_WAVE.1 <= sms * MAX_LAST_WAVE.0;
+    // Fewer than all the tile rows: the head's tiles fit the whole waves, and `last` > 0 tiles
+    // remain beyond them.
     let rows = waves * sms / tiles_n.max(1);
-    ((1..=MAX_WHOLE_WAVES).contains(&waves) && sparse && rows > 0 && rows < tiles_m).then_some(rows * bm)
+    ((1..=MAX_WHOLE_WAVES).contains(&waves) && sparse && rows > 0).then_some(rows * bm)
 }
 
 /// Why the plan split the rows, and what runs each part.
@@ -124,14 +126,8 @@ fn tail_path(r: &RowSplit) -> String {
 ///
 /// # Safety
 /// As `gemm_sm90::launch` for `g` and `ptrs`; `r` came from [`row_split`] for this call.
-pub unsafe fn launch(
-    cs: &Arc<CudaStream>,
-    gpu: &Gpu,
-    g: &Gemm,
-    r: RowSplit,
-    ptrs: [u64; 5],
-    (in_bytes, out_bytes): (usize, usize),
-) -> Result<()> {
+pub unsafe fn launch(cs: &Arc<CudaStream>, gpu: &Gpu, g: &Gemm, r: RowSplit, ptrs: [u64; 5]) -> Result<()> {
+    let (in_bytes, out_bytes) = (r.head.dtype.size_bytes(), r.head.out_dtype().size_bytes());
     let (head, tail) = parts(g, r.head_rows);
     let [pa, pb, pc, pd, pbias] = ptrs;
     let (a_off, c_off) = ((r.head_rows * g.lda * in_bytes) as u64, (r.head_rows * g.ldc * out_bytes) as u64);
