@@ -84,40 +84,8 @@ if [ "$PART" = rows ]; then
 fi
 
 if [ "$PART" = ab ] || [ "$PART" = rows ]; then
-  COLS=$([ "$PART" = ab ] && echo "plan 8 12 0 13" || echo "rowsplan rows0 rowst14 rowst8") python3 - $R > $R/$PART-table.md <<'PY'
-import json, sys, glob, os
-r = sys.argv[1]
-cols = os.environ["COLS"].split()
-rows, peer, path = {}, {}, {}
-for f in sorted(glob.glob(f"{r}/gemm-*-*.json")):
-    tile = os.path.basename(f).split("-")[1]
-    if tile not in cols:
-        continue
-    for x in json.load(open(f))["rows"]:
-        key = (x.get("case", "gemm"), x["dtype"], f"{x['m']}x{x['n']}x{x['k']}")
-        ok = x["correct"]
-        rows.setdefault(key, {})[tile] = (x["ours"]["median_ms"], ok)
-        if x.get("peer_stats") and "cuBLAS" in str(x.get("peer", "")):
-            peer.setdefault(key, []).append(x["peer_stats"]["median_ms"])
-        if tile == cols[0]:
-            path[key] = x["path"].split(" ")[0]
-torch = {}
-try:
-    for x in json.load(open(f"{r}/torch-gemm-h100.json"))["best"]:
-        key = (x.get("case", "gemm"), x["dtype"], f"{x['m']}x{x['n']}x{x['k']}")
-        torch[key] = x["median_ms"]
-except Exception as e:
-    print(f"(torch: {e})")
-print("| case | dtype | shape | " + " | ".join(f"{c} ms" for c in cols) + " | cuBLAS ms (best of calls) | torch ms | best column / best peer | plan |")
-print("|" + "---|" * (len(cols) + 7))
-for key, v in rows.items():
-    cub = min(peer.get(key, [float("inf")]))
-    tq = torch.get(key) or float("inf")
-    best_peer = min(cub, tq)
-    cells = [f"{v[c][0]:.4f}{'' if v[c][1] else ' WRONG'}" if c in v else "-" for c in cols]
-    best = min(t for t, ok in v.values() if ok)
-    print(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + f" | {cub:.4f} | {tq:.4f} | {best_peer / best:.3f} | {path.get(key, '')} |")
-PY
+  COLS=$([ "$PART" = ab ] && echo "plan 8 12 0 13" || echo "rowsplan rows0 rowst14 rowst8") \
+    python3 bench/tile_table.py $R > $R/$PART-table.md
   cat $R/$PART-table.md; cp $R/$PART-table.md $OUT/
 fi
 tar -czf $OUT/cluster-$PART.tgz -C $R . 

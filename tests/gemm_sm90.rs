@@ -211,8 +211,8 @@ fn sm90_row_split_matches_the_reference() {
 /// 128 x 128: box by box through two buffers; the device script also runs this with
 /// `FERROTUNE_SM90_MAX_BLOCKS=3`, so each block stores many tiles), and the 128 x 256 tiles
 /// in clusters of two blocks (persistent and one-tile; 257 rows leave the last cluster's second
-/// block past the edge), and the persistent 128 x 192 (three boxes of 64 columns per 16-bit
-/// row). A C read (beta != 0) on the same shapes takes the staged epilogue.
+/// block past the edge), the persistent 128 x 192 (three boxes of 64 columns per 16-bit
+/// row), and both again with a whole tile of store buffers (15: 4 per warpgroup, 16: 3). A C read (beta != 0) on the same shapes takes the staged epilogue.
 #[test]
 fn sm90_tma_store_epilogue_edges() {
     use ferrotune::ops::gemm::Epilogue;
@@ -227,7 +227,19 @@ fn sm90_tma_store_epilogue_edges() {
     ];
     let mut i = 0;
     for (m, n) in [(1, 8), (63, 136), (65, 64), (129, 264), (200, 520), (257, 1000), (65, 100)] {
-        for (tile, k) in [(0u8, 72), (1, 136), (9, 64), (10, 200), (8, 520), (3, 72), (12, 264), (13, 72), (14, 136)] {
+        for (tile, k) in [
+            (0u8, 72),
+            (1, 136),
+            (9, 64),
+            (10, 200),
+            (8, 520),
+            (3, 72),
+            (12, 264),
+            (13, 72),
+            (14, 136),
+            (15, 200),
+            (16, 72),
+        ] {
             let mut g = rc(m, n, k).epilogue(epis[i % epis.len()]).path(GemmPath::Sm90(tile));
             if i % 3 == 1 {
                 g.ldc = n + 8;

@@ -43,6 +43,11 @@ pub struct Sm90Tile {
     /// vertically adjacent tiles of the same B panel, each loads `1 / cluster` of the B tile
     /// and TMA multicasts it to both (half the L2 reads of B).
     pub cluster: usize,
+    /// TMA-store box buffers per consumer warpgroup of the persistent cooperative form
+    /// ([`Sm90Tile::store_buffers`]): 2 double-buffers the boxes; as many as a tile has boxes
+    /// stages the whole tile, so its stores drain during the next tile's main loop instead of
+    /// holding up this tile's epilogue.
+    pub store_bufs: usize,
 }
 
 impl Sm90Tile {
@@ -116,7 +121,7 @@ impl Sm90Tile {
     pub const fn smem_bytes(&self) -> usize {
         let staging = if self.persistent { 4 * self.consumers * 16 * STAGE_PITCH_BYTES } else { 16 };
         let mut tail = 16 * self.stages + staging;
-        let buffers = 1024 + 2 * self.consumers * STORE_BOX_BYTES;
+        let buffers = 1024 + self.store_bufs * self.consumers * STORE_BOX_BYTES;
         if self.store_buffers() && buffers > tail {
             tail = buffers;
         }
@@ -131,22 +136,27 @@ pub const fn paired(nacc: usize, consumers: usize, stages: usize) -> bool {
 }
 
 const fn t(bn: usize, consumers: usize, stages: usize, persistent: bool) -> Sm90Tile {
-    Sm90Tile { bn, consumers, stages, persistent, pp_slabs: 0, cluster: 1 }
+    Sm90Tile { bn, consumers, stages, persistent, pp_slabs: 0, cluster: 1, store_bufs: 2 }
+}
+
+/// A persistent cooperative tile with `bufs` TMA-store box buffers per consumer warpgroup.
+const fn sb(bn: usize, stages: usize, bufs: usize) -> Sm90Tile {
+    Sm90Tile { bn, consumers: 2, stages, persistent: true, pp_slabs: 0, cluster: 1, store_bufs: bufs }
 }
 
 /// A cooperative tile run in clusters of 2 blocks along M, B multicast.
 const fn c2(bn: usize, consumers: usize, stages: usize, persistent: bool) -> Sm90Tile {
-    Sm90Tile { bn, consumers, stages, persistent, pp_slabs: 0, cluster: 2 }
+    Sm90Tile { bn, consumers, stages, persistent, pp_slabs: 0, cluster: 2, store_bufs: 2 }
 }
 
 /// A persistent ping-pong tile: two consumer warpgroups, each owning a `64 slabs` x `bn` tile.
 const fn pp(slabs: usize, bn: usize, stages: usize) -> Sm90Tile {
-    Sm90Tile { bn, consumers: 2, stages, persistent: true, pp_slabs: slabs, cluster: 1 }
+    Sm90Tile { bn, consumers: 2, stages, persistent: true, pp_slabs: slabs, cluster: 1, store_bufs: 2 }
 }
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 15] = [
+pub const TILES: [Sm90Tile; 17] = [
     t(256, 2, 4, false),
     t(128, 2, 6, false),
     t(256, 2, 3, true),
@@ -176,6 +186,12 @@ pub const TILES: [Sm90Tile; 15] = [
     // for problems whose 128 x 256 tiles leave the last wave mostly empty (3072 x 3072: 288
     // tiles on 132 SMs, 2.2 waves; 384 tiles of 128 x 192, 2.9).
     t(192, 2, 4, true),
+    // Tiles 2 and 14 with a whole 16-bit tile of TMA-store buffers (`b4`: 4 boxes of 64 x 64
+    // per warpgroup for BN 256, one stage fewer to fit; `b3`: 3 for BN 192): the warpgroups
+    // write the tile into shared memory and go back to the main loop while TMA drains it, for
+    // short K, where the epilogue is a large share of each tile.
+    sb(256, 3, 4),
+    sb(192, 4, 3),
 ];
 
 // Every tile's epilogue staging fits in its ring (the f32 staging, so the TMA-store slabs too)
@@ -189,6 +205,8 @@ const _: () = {
         assert!(TILES[i].bn <= 256);
         // A cluster splits the B tile into whole 8-row swizzle groups, and is cooperative.
         assert!(TILES[i].cluster == 1 || (TILES[i].b_box_rows().is_multiple_of(8) && TILES[i].pp_slabs == 0));
+        // The store-buffer ring's wait is compiled for 2 to 4 buffers.
+        assert!(TILES[i].store_bufs >= 2 && TILES[i].store_bufs <= 4);
         i += 1;
     }
 };
@@ -251,8 +269,9 @@ impl Sm90Variant {
         TILES[self.tile as usize]
     }
 
-    /// `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x<BK>s<stages>[p|pp][c2]` (`p`: persistent, `pp`:
-    /// persistent ping-pong, `c2`: clusters of 2; `<in>` is `tf32` for f32 inputs), e.g.
+    /// `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x<BK>s<stages>[p|pp][c2][b<n>]` (`p`: persistent, `pp`:
+    /// persistent ping-pong, `c2`: clusters of 2, `b<n>`: n TMA-store buffers per warpgroup
+    /// where not 2; `<in>` is `tf32` for f32 inputs), e.g.
     /// `ft_gemm90_bf16_rc_bf16_128x256x64s4`, `ft_gemm90_tf32_rc_f32_128x256x32s4`.
     pub fn entry_name(&self) -> EntryName {
         let t = self.tile();
@@ -278,6 +297,10 @@ impl Sm90Variant {
         if t.cluster > 1 {
             n.push("c");
             n.push_num(t.cluster);
+        }
+        if t.store_buffers() && t.store_bufs != 2 {
+            n.push("b");
+            n.push_num(t.store_bufs);
         }
         n
     }
@@ -395,6 +418,10 @@ mod tests {
         assert_eq!(launch_bounds(deep.entry_name().as_str()), Some((256, 1)));
         assert!(deep.tile().splits_k() && !deep.tile().paired());
         // The paired tile: two blocks per SM, 2 x 128 consumers + one producer warp.
+        assert_eq!(Sm90Variant { tile: 15, ..v }.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s3pb4");
+        assert_eq!(Sm90Variant { tile: 16, ..v }.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x192x64s4pb3");
+        // A whole 16-bit 128 x 256 tile of buffers (2 x 4 boxes) beside a three-stage ring.
+        assert_eq!(TILES[15].smem_bytes(), 3 * 384 * 128 + 1024 + 8 * STORE_BOX_BYTES + 1024);
         let pair = Sm90Variant { tile: 11, ..v };
         assert_eq!(pair.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x128x64s3");
         assert_eq!(launch_bounds(pair.entry_name().as_str()), Some((288, 2)));

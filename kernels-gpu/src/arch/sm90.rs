@@ -191,12 +191,12 @@ pub fn bulk_commit() {
     unsafe { asm!("cp.async.bulk.commit_group;") };
 }
 
-/// Waits until all but the most recent bulk-async group of this thread have finished reading
-/// their shared memory (double-buffered stores: the older buffer may then be rewritten).
+/// Waits until at most `N` of the most recent bulk-async groups of this thread are still
+/// reading their shared memory (a ring of `N + 1` store buffers: the oldest may be rewritten).
 #[inline(always)]
-pub fn bulk_wait_read_1() {
+pub fn bulk_wait_read_n<const N: u32>() {
     // SAFETY: no operands.
-    unsafe { asm!("cp.async.bulk.wait_group.read 1;") };
+    unsafe { asm!("cp.async.bulk.wait_group.read {n};", n = const N) };
 }
 
 /// Waits until every bulk-async group of this thread has finished reading its shared memory

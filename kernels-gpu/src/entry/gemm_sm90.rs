@@ -226,7 +226,7 @@ unsafe fn sm90_gemm<
 /// matrix `gridDim.x` apart in raster order; the producer runs ahead across tile boundaries
 /// (the ring's stage counter never restarts), and each consumer applies the epilogue straight
 /// through a small per-warp staging area (the ring is busy with the next tile) — or, with
-/// [`TMA_STORE`], box by box through TMA from two buffers per warpgroup past the barriers.
+/// [`TMA_STORE`], box by box through TMA from `SB` buffers per warpgroup past the barriers.
 ///
 /// # Safety
 /// As [`sm90_gemm`]; `stride_c` is the batch stride of C and D; with `TMA_STORE` the launch's
@@ -240,6 +240,7 @@ unsafe fn sm90_gemm_persistent<
     const CONS: usize,
     const ST: usize,
     const CL: usize,
+    const SB: usize,
 >(
     map_a: u64,
     map_b: u64,
@@ -290,7 +291,7 @@ unsafe fn sm90_gemm_persistent<
     let lt = tid % WG_THREADS as usize;
     let tma = out.flags & TMA_STORE != 0;
     // Past the barriers, 1024-aligned (`Sm90Tile::store_buffers_offset`).
-    let bufs = ring.base + (ST * Ring::<NACC, CONS, ST, CL>::STAGE + 1024 + cw * 2 * STORE_BOX_BYTES) as u32;
+    let bufs = ring.base + (ST * Ring::<NACC, CONS, ST, CL>::STAGE + 1024 + cw * SB * STORE_BOX_BYTES) as u32;
     let mut boxes = 0;
     let mut it = 0;
     let mut t = first;
@@ -316,7 +317,7 @@ unsafe fn sm90_gemm_persistent<
             let (m0, n0) = (tm * ring.bm() + cw * 64, tn * ring.bn());
             let s = Boxes { bufs, map_d, m0, n0, z: z as i32, bar: 2 + cw as u32, done: boxes };
             // SAFETY: the warpgroup calls it together; the buffers and barrier are its own.
-            boxes = unsafe { store_boxes::<O, NACC>(&acc, bias, out, s, lt) };
+            boxes = unsafe { store_boxes::<O, NACC, SB>(&acc, bias, out, s, lt) };
             t += step;
             continue;
         }
@@ -352,6 +353,9 @@ unsafe fn sm90_gemm_persistent<
 // entries run in clusters of 2 blocks along M (`ring.rs`), launched with that cluster shape.
 macro_rules! sm90_entry {
     ($name:expr, $E:ty, $O:ty, $nacc:literal, $cons:literal, $st:literal, $persist:literal, $pp:literal, $cl:literal) => {
+        sm90_entry!($name, $E, $O, $nacc, $cons, $st, $persist, $pp, $cl, 2);
+    };
+    ($name:expr, $E:ty, $O:ty, $nacc:literal, $cons:literal, $st:literal, $persist:literal, $pp:literal, $cl:literal, $sb:literal) => {
         const _: () = {
             #[unsafe(export_name = $name)]
             #[allow(clippy::too_many_arguments)]
@@ -401,7 +405,7 @@ macro_rules! sm90_entry {
                             out,
                         )
                     } else if $persist {
-                        sm90_gemm_persistent::<$E, $O, $nacc, $cons, $st, $cl>(
+                        sm90_gemm_persistent::<$E, $O, $nacc, $cons, $st, $cl, $sb>(
                             ma,
                             mb,
                             md,
@@ -431,7 +435,8 @@ macro_rules! sm90_entry {
 }
 
 /// Every tile of `gemm_sm90::TILES` for one (input, output): (NACC = BN / 2, consumers,
-/// stages, persistent, ping-pong slabs (0: cooperative), blocks per cluster), in order.
+/// stages, persistent, ping-pong slabs (0: cooperative), blocks per cluster[, TMA-store
+/// buffers per warpgroup, 2 if absent]), in order.
 macro_rules! sm90_tiles {
     ($in:literal, $E:ty, $out:literal, $O:ty) => {
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4"), $E, $O, 128, 2, 4, false, 0, 1);
@@ -449,6 +454,8 @@ macro_rules! sm90_tiles {
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4pc2"), $E, $O, 128, 2, 4, true, 0, 2);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s4c2"), $E, $O, 128, 2, 4, false, 0, 2);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x192x64s4p"), $E, $O, 96, 2, 4, true, 0, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s3pb4"), $E, $O, 128, 2, 3, true, 0, 1, 4);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x192x64s4pb3"), $E, $O, 96, 2, 4, true, 0, 1, 3);
     };
 }
 

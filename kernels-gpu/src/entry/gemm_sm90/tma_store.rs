@@ -8,7 +8,7 @@
 
 use crate::arch::nvptx::{st_shared_f32, st_shared_v2_f32};
 use crate::arch::sm90::{
-    bulk_commit, bulk_wait_read, bulk_wait_read_1, fence_proxy_async, named_barrier, tma_store_3d,
+    bulk_commit, bulk_wait_read, bulk_wait_read_n, fence_proxy_async, named_barrier, tma_store_3d,
 };
 use crate::element::Element;
 use crate::elementwise::Activation;
@@ -165,25 +165,27 @@ unsafe fn write_fragment<O: Element, const ACT: u32>(
     }
 }
 
-/// Where a persistent warpgroup's tile goes box by box: two buffers of its own, the D map, the
+/// Where a persistent warpgroup's tile goes box by box: `SB` buffers of its own, the D map, the
 /// tile's output origin, and how many boxes the warpgroup stored before (which buffer is next).
 #[derive(Clone, Copy)]
 pub(super) struct Boxes {
-    /// 1024-aligned shared address of two [`STORE_BOX_BYTES`] buffers.
+    /// 1024-aligned shared address of `SB` [`STORE_BOX_BYTES`] buffers.
     pub bufs: u32,
     pub map_d: u64,
     pub m0: usize,
     pub n0: usize,
     pub z: i32,
     pub bar: u32,
-    /// Boxes stored so far by this warpgroup (box `i` used buffer `i % 2`).
+    /// Boxes stored so far by this warpgroup (box `i` used buffer `i % SB`).
     pub done: usize,
 }
 
 /// The persistent form's TMA-store epilogue: the warpgroup's 64 x `2 NACC` tile leaves one box
-/// (64 rows x 128 bytes) at a time through two alternating buffers; a buffer is rewritten only
-/// once the store issued from it two boxes before has read it, and the last stores are left in
-/// flight (the ring meanwhile fills with the next tile). Returns the boxes stored so far.
+/// (64 rows x 128 bytes) at a time through a ring of `SB` buffers (2 to 4); a buffer is
+/// rewritten only once the store issued from it `SB` boxes before has read it, and the last
+/// stores are left in flight (the ring meanwhile fills with the next tile; with as many
+/// buffers as the tile has boxes, the next wait falls a whole main loop later). Returns the
+/// boxes stored so far.
 ///
 /// # Safety
 /// The whole warpgroup calls it (`lt` its thread index) after its last wgmma of the tile
@@ -191,7 +193,7 @@ pub(super) struct Boxes {
 /// `out.flags` has bit 0; the map describes D. Thread 0 of the warpgroup calls
 /// [`bulk_wait_read`] before it exits.
 #[inline(always)]
-pub(super) unsafe fn store_boxes<O: Element, const NACC: usize>(
+pub(super) unsafe fn store_boxes<O: Element, const NACC: usize, const SB: usize>(
     acc: &[f32; NACC],
     bias: *const O,
     out: Out,
@@ -201,10 +203,10 @@ pub(super) unsafe fn store_boxes<O: Element, const NACC: usize>(
     // SAFETY (each arm): forwarded.
     unsafe {
         match (out.flags >> 1) & 3 {
-            0 => boxes_as::<O, NACC, 0>(acc, bias, out, s, lt),
-            1 => boxes_as::<O, NACC, 1>(acc, bias, out, s, lt),
-            2 => boxes_as::<O, NACC, 2>(acc, bias, out, s, lt),
-            _ => boxes_as::<O, NACC, 3>(acc, bias, out, s, lt),
+            0 => boxes_as::<O, NACC, SB, 0>(acc, bias, out, s, lt),
+            1 => boxes_as::<O, NACC, SB, 1>(acc, bias, out, s, lt),
+            2 => boxes_as::<O, NACC, SB, 2>(acc, bias, out, s, lt),
+            _ => boxes_as::<O, NACC, SB, 3>(acc, bias, out, s, lt),
         }
     }
 }
@@ -214,7 +216,7 @@ pub(super) unsafe fn store_boxes<O: Element, const NACC: usize>(
 /// # Safety
 /// As [`store_boxes`].
 #[inline(always)]
-unsafe fn boxes_as<O: Element, const NACC: usize, const ACT: u32>(
+unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u32>(
     acc: &[f32; NACC],
     bias: *const O,
     out: Out,
@@ -227,12 +229,16 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const ACT: u32>(
     let t = lt % 4;
     let one = |j: usize, a: [f32; 4]| {
         let bx = j / per_box;
-        let buf = s.bufs + (((s.done + bx) % 2) * STORE_BOX_BYTES) as u32;
+        let buf = s.bufs + (((s.done + bx) % SB) * STORE_BOX_BYTES) as u32;
         if j % per_box == 0 {
-            // The buffer's last store (two boxes back) has read it once at most one group
-            // (the other buffer's) is still reading.
+            // The buffer's last store (`SB` boxes back) has read it once at most `SB - 1`
+            // groups (the other buffers') are still reading.
             if lt == 0 {
-                bulk_wait_read_1();
+                match SB {
+                    2 => bulk_wait_read_n::<1>(),
+                    3 => bulk_wait_read_n::<2>(),
+                    _ => bulk_wait_read_n::<3>(),
+                }
             }
             // SAFETY: the warpgroup's 128 threads reach it in the same order.
             unsafe { named_barrier(s.bar, WG_THREADS) };
