@@ -7,9 +7,9 @@
 #   racecheck and synccheck on the TMA-store test with tiles 15 and 16 forced.
 # PART=ab: short-K, mid-size and square bf16 shapes with the plan and each tile forced, cuBLAS
 #   in the same process, then torch's `x @ w.T`; one table (`bench/tile_table.py`).
-# PART=ncu: Nsight Compute on 8192x8192x512 bf16 for tiles 8 and 15 (speed of light, warp
-#   states, and the per-instruction stall samples of the SASS), plus f16 on the squares and
-#   K = 512-1024 shapes with the plan and tile 15 against cuBLAS.
+# PART=ncu: Nsight Compute (speed of light, warp states, memory, and the per-instruction stall
+#   samples of the SASS) on 8192x8192x512 bf16 for tile 8 and torch's kernel, and on the
+#   small-M kernel at 33x8191x4099 and 16x11008x4096.
 # Every step is bounded by what is left of BUDGET seconds; results in $OUT/storebufs-$PART.tgz
 # and the tables beside it.
 set -uo pipefail
@@ -42,7 +42,7 @@ if [ "$PART" = check ]; then
 fi
 
 if [ "$PART" = ab ]; then
-  for col in plan 8 15 2 14 16; do
+  for col in ${COLS_AB:-plan 8 15 2 14 16}; do
     if [ $col = plan ]; then unset FERROTUNE_SM90_TILE; else export FERROTUNE_SM90_TILE=$col; fi
     FERROTUNE_BENCH_NO_SPLIT=1 timeout $(cap 70) $X bench --ops gemm --dtypes bf16 --shapes $MID \
       --json $R/gemm-$col-bf16.json > $R/gemm-$col-bf16.txt 2>&1; stamp "$col bf16 exit $?"
@@ -50,30 +50,37 @@ if [ "$PART" = ab ]; then
   unset FERROTUNE_SM90_TILE
   timeout $(cap 100) python3 benches/torch_gemm.py --shapes $MID --dtypes bf16 \
     --json $R/torch-gemm-h100.json > $R/torch-gemm.txt 2>&1; stamp "torch gemm exit $?"
-  COLS="plan 8 15 2 14 16" python3 bench/tile_table.py $R > $R/ab-table.md
+  COLS="${COLS_AB:-plan 8 15 2 14 16}" python3 bench/tile_table.py $R > $R/ab-table.md
   cat $R/ab-table.md; cp $R/ab-table.md $OUT/
 fi
 
 if [ "$PART" = ncu ]; then
-  SECT="--section SpeedOfLight --section WarpStateStats --section SourceCounters --section ComputeWorkloadAnalysis"
-  for tile in 8 15; do
-    FERROTUNE_SM90_TILE=$tile timeout $(cap 120) ncu -k "regex:ft_gemm90_" --launch-skip 2 --launch-count 1 $SECT \
-      -o $R/t$tile .carry/xtask bench --ops gemm --dtypes bf16 --iters 1 --warmup 2 --shapes 8192x8192x512 \
-      > $R/ncu-t$tile-run.txt 2>&1; stamp "ncu tile $tile exit $?"
-    ncu -i $R/t$tile.ncu-rep --print-details all > $R/t$tile-details.txt 2>&1
-    ncu -i $R/t$tile.ncu-rep --page source --csv --print-source sass > $R/t$tile-sass.csv 2>&1
-    stamp "source page exit $? ($(wc -l < $R/t$tile-sass.csv) lines)"
-    grep -E "Duration|Pipe Tensor Cycles|Issue Slots Busy|Stall Barrier|Stall Long|Stall Wait|Stall GMMA" $R/t$tile-details.txt | head -8
-  done
+  # Per-instruction stall samples (SourceCounters) of our planned kernel and torch's on
+  # 8192x8192x512 bf16, and of the small-M kernel on 33x8191x4099 (forced beside Hopper).
+  SECT="--section SpeedOfLight --section WarpStateStats --section SourceCounters --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis"
+  prof() { # name, kernel regex, command...
+    local name=$1 re=$2; shift 2
+    timeout $(cap 120) ncu -k "regex:$re" --launch-skip 2 --launch-count 1 $SECT -o $R/$name "$@" > $R/ncu-$name-run.txt 2>&1
+    stamp "ncu $name exit $?"
+    ncu -i $R/$name.ncu-rep --print-details all > $R/$name-details.txt 2>&1
+    ncu -i $R/$name.ncu-rep --page source --csv --print-source sass > $R/$name-sass.csv 2>&1
+    stamp "$name source page exit $? ($(wc -l < $R/$name-sass.csv) lines)"
+    grep -E "Duration|Pipe Tensor Cycles|Issue Slots Busy|Stall Barrier|Stall Long|Stall Wait|Stall GMMA|DRAM Throughput" $R/$name-details.txt | head -9
+  }
+  prof ours-t8 ft_gemm90_ env FERROTUNE_SM90_TILE=8 .carry/xtask bench --ops gemm --dtypes bf16 --iters 1 --warmup 2 --shapes 8192x8192x512
+  cat > $R/torch_one.py <<'PY'
+import sys, torch
+m, n, k = (int(v) for v in sys.argv[1].split("x"))
+x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k**0.5
+for _ in range(4):
+    x @ w.T
+torch.cuda.synchronize()
+PY
+  prof torch "nvjet|sm90_xmma|cutlass" python3 $R/torch_one.py 8192x8192x512
+  prof smallm ft_gemv_ env FERROTUNE_SMALL_M_BESIDE_HOPPER=64 .carry/xtask bench --ops gemm --dtypes bf16 --iters 1 --warmup 2 --shapes 33x8191x4099
+  prof smallm-g2 ft_gemv_ .carry/xtask bench --ops gemm --dtypes bf16 --iters 1 --warmup 2 --shapes 16x11008x4096
   rm -f $R/*.ncu-rep
-  F16=8192x8192x8192,4096x4096x4096,8192x8192x512,6144x4096x1024,16384x1024x1024,3072x3072x1536
-  for col in plan 15; do
-    if [ $col = plan ]; then unset FERROTUNE_SM90_TILE; else export FERROTUNE_SM90_TILE=$col; fi
-    FERROTUNE_BENCH_NO_SPLIT=1 timeout $(cap 60) $X bench --ops gemm --dtypes f16 --shapes $F16 \
-      --json $R/gemm-$col-f16.json > $R/gemm-$col-f16.txt 2>&1; stamp "$col f16 exit $?"
-  done
-  unset FERROTUNE_SM90_TILE
-  COLS="plan 15" python3 bench/tile_table.py $R > $R/f16-table.md; cat $R/f16-table.md; cp $R/f16-table.md $OUT/
 fi
 tar -czf $OUT/storebufs-$PART.tgz -C $R .
 stamp done

@@ -44,6 +44,25 @@ pub fn fence_proxy_async() {
     unsafe { asm!("fence.proxy.async.shared::cta;") };
 }
 
+/// `stmatrix.sync.aligned.m8n8.x4.shared.b16`: the warp stores four 8 x 8 matrices of 16-bit
+/// elements; lane `l` gives the shared address of row `l % 8` of matrix `l / 8` (16 bytes,
+/// 16-byte aligned) and holds, in `r[i]`, row `l / 4`, columns `2 (l % 4)` and `+ 1` of matrix
+/// `i` (the layout of an mma or wgmma accumulator fragment pair, packed).
+///
+/// # Safety
+/// The whole warp calls it together; every lane's row lies in this block's shared memory and
+/// no other thread accesses it until a barrier orders them.
+#[inline(always)]
+pub unsafe fn stmatrix_x4(addr: u32, r: [u32; 4]) {
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        asm!(
+            "stmatrix.sync.aligned.m8n8.x4.shared.b16 [{a}], {{{r0}, {r1}, {r2}, {r3}}};",
+            a = in(reg32) addr, r0 = in(reg32) r[0], r1 = in(reg32) r[1], r2 = in(reg32) r[2], r3 = in(reg32) r[3],
+        )
+    }
+}
+
 /// One arrival on the barrier that also expects `bytes` more transaction bytes this phase.
 ///
 /// # Safety
@@ -282,7 +301,8 @@ pub fn param_to_generic(param: u64) -> u64 {
     g
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16`: `d += A B` for the warpgroup's
+/// `wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16`: `d = A B + d` (`+ 0` when `scale_d` is 0: the
+/// first k-step of a tile, no zeroing needed) for the warpgroup's
 /// 64 x 128 f32 accumulators (`d`, the fragment layout of the PTX ISA), A (64 x 16) and B
 /// (128 x 16, K-major unless `TRANS_B`) read from shared memory through the descriptors.
 /// Asynchronous: fence before, commit and wait after (see [`wgmma_fence`]).
@@ -291,7 +311,7 @@ pub fn param_to_generic(param: u64) -> u64 {
 /// All 128 threads of a warpgroup call it together with the same descriptors, which describe
 /// tiles in this block's shared memory that stay unchanged until the group is waited for.
 #[inline(always)]
-pub unsafe fn wgmma_m64n128k16_bf16<const TRANS_B: u32>(d: &mut [f32; 64], desc_a: u64, desc_b: u64) {
+pub unsafe fn wgmma_m64n128k16_bf16<const TRANS_B: u32>(d: &mut [f32; 64], desc_a: u64, desc_b: u64, scale_d: u32) {
     // SAFETY: the caller upholds the warpgroup and shared-memory requirements.
     unsafe {
         asm!(
@@ -306,13 +326,14 @@ pub unsafe fn wgmma_m64n128k16_bf16<const TRANS_B: u32>(d: &mut [f32; 64], desc_
             inout(reg32) d[56], inout(reg32) d[57], inout(reg32) d[58], inout(reg32) d[59], inout(reg32) d[60], inout(reg32) d[61], inout(reg32) d[62], inout(reg32) d[63],
             in(reg64) desc_a,
             in(reg64) desc_b,
-            in(reg32) 1u32,
+            in(reg32) scale_d,
             const TRANS_B,
         )
     }
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16`: `d += A B` for the warpgroup's
+/// `wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16`: `d = A B + d` (`+ 0` when `scale_d` is 0: the
+/// first k-step of a tile, no zeroing needed) for the warpgroup's
 /// 64 x 128 f32 accumulators (`d`, the fragment layout of the PTX ISA), A (64 x 16) and B
 /// (128 x 16, K-major unless `TRANS_B`) read from shared memory through the descriptors.
 /// Asynchronous: fence before, commit and wait after (see [`wgmma_fence`]).
@@ -321,7 +342,7 @@ pub unsafe fn wgmma_m64n128k16_bf16<const TRANS_B: u32>(d: &mut [f32; 64], desc_
 /// All 128 threads of a warpgroup call it together with the same descriptors, which describe
 /// tiles in this block's shared memory that stay unchanged until the group is waited for.
 #[inline(always)]
-pub unsafe fn wgmma_m64n128k16_f16<const TRANS_B: u32>(d: &mut [f32; 64], desc_a: u64, desc_b: u64) {
+pub unsafe fn wgmma_m64n128k16_f16<const TRANS_B: u32>(d: &mut [f32; 64], desc_a: u64, desc_b: u64, scale_d: u32) {
     // SAFETY: the caller upholds the warpgroup and shared-memory requirements.
     unsafe {
         asm!(
@@ -336,13 +357,14 @@ pub unsafe fn wgmma_m64n128k16_f16<const TRANS_B: u32>(d: &mut [f32; 64], desc_a
             inout(reg32) d[56], inout(reg32) d[57], inout(reg32) d[58], inout(reg32) d[59], inout(reg32) d[60], inout(reg32) d[61], inout(reg32) d[62], inout(reg32) d[63],
             in(reg64) desc_a,
             in(reg64) desc_b,
-            in(reg32) 1u32,
+            in(reg32) scale_d,
             const TRANS_B,
         )
     }
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16`: `d += A B` for the warpgroup's
+/// `wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16`: `d = A B + d` (`+ 0` when `scale_d` is 0: the
+/// first k-step of a tile, no zeroing needed) for the warpgroup's
 /// 64 x 192 f32 accumulators (`d`, the fragment layout of the PTX ISA), A (64 x 16) and B
 /// (192 x 16, K-major unless `TRANS_B`) read from shared memory through the descriptors.
 /// Asynchronous: fence before, commit and wait after (see [`wgmma_fence`]).
@@ -351,7 +373,7 @@ pub unsafe fn wgmma_m64n128k16_f16<const TRANS_B: u32>(d: &mut [f32; 64], desc_a
 /// All 128 threads of a warpgroup call it together with the same descriptors, which describe
 /// tiles in this block's shared memory that stay unchanged until the group is waited for.
 #[inline(always)]
-pub unsafe fn wgmma_m64n192k16_bf16<const TRANS_B: u32>(d: &mut [f32; 96], desc_a: u64, desc_b: u64) {
+pub unsafe fn wgmma_m64n192k16_bf16<const TRANS_B: u32>(d: &mut [f32; 96], desc_a: u64, desc_b: u64, scale_d: u32) {
     // SAFETY: the caller upholds the warpgroup and shared-memory requirements.
     unsafe {
         asm!(
@@ -370,13 +392,14 @@ pub unsafe fn wgmma_m64n192k16_bf16<const TRANS_B: u32>(d: &mut [f32; 96], desc_
             inout(reg32) d[88], inout(reg32) d[89], inout(reg32) d[90], inout(reg32) d[91], inout(reg32) d[92], inout(reg32) d[93], inout(reg32) d[94], inout(reg32) d[95],
             in(reg64) desc_a,
             in(reg64) desc_b,
-            in(reg32) 1u32,
+            in(reg32) scale_d,
             const TRANS_B,
         )
     }
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16`: `d += A B` for the warpgroup's
+/// `wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16`: `d = A B + d` (`+ 0` when `scale_d` is 0: the
+/// first k-step of a tile, no zeroing needed) for the warpgroup's
 /// 64 x 192 f32 accumulators (`d`, the fragment layout of the PTX ISA), A (64 x 16) and B
 /// (192 x 16, K-major unless `TRANS_B`) read from shared memory through the descriptors.
 /// Asynchronous: fence before, commit and wait after (see [`wgmma_fence`]).
@@ -385,7 +408,7 @@ pub unsafe fn wgmma_m64n192k16_bf16<const TRANS_B: u32>(d: &mut [f32; 96], desc_
 /// All 128 threads of a warpgroup call it together with the same descriptors, which describe
 /// tiles in this block's shared memory that stay unchanged until the group is waited for.
 #[inline(always)]
-pub unsafe fn wgmma_m64n192k16_f16<const TRANS_B: u32>(d: &mut [f32; 96], desc_a: u64, desc_b: u64) {
+pub unsafe fn wgmma_m64n192k16_f16<const TRANS_B: u32>(d: &mut [f32; 96], desc_a: u64, desc_b: u64, scale_d: u32) {
     // SAFETY: the caller upholds the warpgroup and shared-memory requirements.
     unsafe {
         asm!(
@@ -404,13 +427,14 @@ pub unsafe fn wgmma_m64n192k16_f16<const TRANS_B: u32>(d: &mut [f32; 96], desc_a
             inout(reg32) d[88], inout(reg32) d[89], inout(reg32) d[90], inout(reg32) d[91], inout(reg32) d[92], inout(reg32) d[93], inout(reg32) d[94], inout(reg32) d[95],
             in(reg64) desc_a,
             in(reg64) desc_b,
-            in(reg32) 1u32,
+            in(reg32) scale_d,
             const TRANS_B,
         )
     }
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16`: `d += A B` for the warpgroup's
+/// `wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16`: `d = A B + d` (`+ 0` when `scale_d` is 0: the
+/// first k-step of a tile, no zeroing needed) for the warpgroup's
 /// 64 x 256 f32 accumulators (`d`, the fragment layout of the PTX ISA), A (64 x 16) and B
 /// (256 x 16, K-major unless `TRANS_B`) read from shared memory through the descriptors.
 /// Asynchronous: fence before, commit and wait after (see [`wgmma_fence`]).
@@ -419,7 +443,7 @@ pub unsafe fn wgmma_m64n192k16_f16<const TRANS_B: u32>(d: &mut [f32; 96], desc_a
 /// All 128 threads of a warpgroup call it together with the same descriptors, which describe
 /// tiles in this block's shared memory that stay unchanged until the group is waited for.
 #[inline(always)]
-pub unsafe fn wgmma_m64n256k16_bf16<const TRANS_B: u32>(d: &mut [f32; 128], desc_a: u64, desc_b: u64) {
+pub unsafe fn wgmma_m64n256k16_bf16<const TRANS_B: u32>(d: &mut [f32; 128], desc_a: u64, desc_b: u64, scale_d: u32) {
     // SAFETY: the caller upholds the warpgroup and shared-memory requirements.
     unsafe {
         asm!(
@@ -442,13 +466,14 @@ pub unsafe fn wgmma_m64n256k16_bf16<const TRANS_B: u32>(d: &mut [f32; 128], desc
             inout(reg32) d[120], inout(reg32) d[121], inout(reg32) d[122], inout(reg32) d[123], inout(reg32) d[124], inout(reg32) d[125], inout(reg32) d[126], inout(reg32) d[127],
             in(reg64) desc_a,
             in(reg64) desc_b,
-            in(reg32) 1u32,
+            in(reg32) scale_d,
             const TRANS_B,
         )
     }
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16`: `d += A B` for the warpgroup's
+/// `wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16`: `d = A B + d` (`+ 0` when `scale_d` is 0: the
+/// first k-step of a tile, no zeroing needed) for the warpgroup's
 /// 64 x 256 f32 accumulators (`d`, the fragment layout of the PTX ISA), A (64 x 16) and B
 /// (256 x 16, K-major unless `TRANS_B`) read from shared memory through the descriptors.
 /// Asynchronous: fence before, commit and wait after (see [`wgmma_fence`]).
@@ -457,7 +482,7 @@ pub unsafe fn wgmma_m64n256k16_bf16<const TRANS_B: u32>(d: &mut [f32; 128], desc
 /// All 128 threads of a warpgroup call it together with the same descriptors, which describe
 /// tiles in this block's shared memory that stay unchanged until the group is waited for.
 #[inline(always)]
-pub unsafe fn wgmma_m64n256k16_f16<const TRANS_B: u32>(d: &mut [f32; 128], desc_a: u64, desc_b: u64) {
+pub unsafe fn wgmma_m64n256k16_f16<const TRANS_B: u32>(d: &mut [f32; 128], desc_a: u64, desc_b: u64, scale_d: u32) {
     // SAFETY: the caller upholds the warpgroup and shared-memory requirements.
     unsafe {
         asm!(
@@ -480,13 +505,14 @@ pub unsafe fn wgmma_m64n256k16_f16<const TRANS_B: u32>(d: &mut [f32; 128], desc_
             inout(reg32) d[120], inout(reg32) d[121], inout(reg32) d[122], inout(reg32) d[123], inout(reg32) d[124], inout(reg32) d[125], inout(reg32) d[126], inout(reg32) d[127],
             in(reg64) desc_a,
             in(reg64) desc_b,
-            in(reg32) 1u32,
+            in(reg32) scale_d,
             const TRANS_B,
         )
     }
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32`: `d += A B` for the warpgroup's
+/// `wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32`: `d = A B + d` (`+ 0` when `scale_d` is 0: the
+/// first k-step of a tile, no zeroing needed) for the warpgroup's
 /// 64 x 128 f32 accumulators (`d`, the fragment layout of the PTX ISA), A (64 x 8) and B
 /// (128 x 8) read as f32 from shared memory through the descriptors, both K-major (tf32 has
 /// no transpose; the tensor cores use the top 19 bits of each f32: 10 mantissa bits).
@@ -496,7 +522,7 @@ pub unsafe fn wgmma_m64n256k16_f16<const TRANS_B: u32>(d: &mut [f32; 128], desc_
 /// All 128 threads of a warpgroup call it together with the same descriptors, which describe
 /// tiles in this block's shared memory that stay unchanged until the group is waited for.
 #[inline(always)]
-pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], desc_a: u64, desc_b: u64) {
+pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], desc_a: u64, desc_b: u64, scale_d: u32) {
     // SAFETY: the caller upholds the warpgroup and shared-memory requirements.
     unsafe {
         asm!(
@@ -511,12 +537,13 @@ pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], desc_a: u64, desc_b: u64) 
             inout(reg32) d[56], inout(reg32) d[57], inout(reg32) d[58], inout(reg32) d[59], inout(reg32) d[60], inout(reg32) d[61], inout(reg32) d[62], inout(reg32) d[63],
             in(reg64) desc_a,
             in(reg64) desc_b,
-            in(reg32) 1u32,
+            in(reg32) scale_d,
         )
     }
 }
 
-/// `wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32`: `d += A B` for the warpgroup's
+/// `wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32`: `d = A B + d` (`+ 0` when `scale_d` is 0: the
+/// first k-step of a tile, no zeroing needed) for the warpgroup's
 /// 64 x 256 f32 accumulators (`d`, the fragment layout of the PTX ISA), A (64 x 8) and B
 /// (256 x 8) read as f32 from shared memory through the descriptors, both K-major (tf32 has
 /// no transpose; the tensor cores use the top 19 bits of each f32: 10 mantissa bits).
@@ -526,7 +553,7 @@ pub unsafe fn wgmma_m64n128k8_tf32(d: &mut [f32; 64], desc_a: u64, desc_b: u64) 
 /// All 128 threads of a warpgroup call it together with the same descriptors, which describe
 /// tiles in this block's shared memory that stay unchanged until the group is waited for.
 #[inline(always)]
-pub unsafe fn wgmma_m64n256k8_tf32(d: &mut [f32; 128], desc_a: u64, desc_b: u64) {
+pub unsafe fn wgmma_m64n256k8_tf32(d: &mut [f32; 128], desc_a: u64, desc_b: u64, scale_d: u32) {
     // SAFETY: the caller upholds the warpgroup and shared-memory requirements.
     unsafe {
         asm!(
@@ -549,7 +576,7 @@ pub unsafe fn wgmma_m64n256k8_tf32(d: &mut [f32; 128], desc_a: u64, desc_b: u64)
             inout(reg32) d[120], inout(reg32) d[121], inout(reg32) d[122], inout(reg32) d[123], inout(reg32) d[124], inout(reg32) d[125], inout(reg32) d[126], inout(reg32) d[127],
             in(reg64) desc_a,
             in(reg64) desc_b,
-            in(reg32) 1u32,
+            in(reg32) scale_d,
         )
     }
 }

@@ -44,25 +44,27 @@ pub struct TensorMap([u64; 16]);
 trait WgmmaElem: Element {
     /// K elements per stage (one 128-byte swizzle row).
     const BK: usize = BK_BYTES / core::mem::size_of::<Self>();
+    /// `d = A B + d`, or `A B` alone when `scale_d` is 0.
+    ///
     /// # Safety
     /// As the `wgmma_*` wrappers.
-    unsafe fn mma<const NACC: usize>(d: &mut [f32; NACC], da: u64, db: u64);
+    unsafe fn mma<const NACC: usize>(d: &mut [f32; NACC], da: u64, db: u64, scale_d: u32);
 }
 
 macro_rules! wgmma_elem {
     ($E:ty, $n128:ident, $n192:ident, $n256:ident) => {
         impl WgmmaElem for $E {
             #[inline(always)]
-            unsafe fn mma<const NACC: usize>(d: &mut [f32; NACC], da: u64, db: u64) {
+            unsafe fn mma<const NACC: usize>(d: &mut [f32; NACC], da: u64, db: u64, scale_d: u32) {
                 // SAFETY: NACC selects the matching array type (the casts are identities);
                 // the wgmma preconditions are forwarded.
                 unsafe {
                     if NACC == 128 {
-                        $n256::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 128]), da, db)
+                        $n256::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 128]), da, db, scale_d)
                     } else if NACC == 96 {
-                        $n192::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 96]), da, db)
+                        $n192::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 96]), da, db, scale_d)
                     } else if NACC == 64 {
-                        $n128::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 64]), da, db)
+                        $n128::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 64]), da, db, scale_d)
                     }
                 }
             }
@@ -74,13 +76,13 @@ wgmma_elem!(f16, wgmma_m64n128k16_f16, wgmma_m64n192k16_f16, wgmma_m64n256k16_f1
 
 impl WgmmaElem for f32 {
     #[inline(always)]
-    unsafe fn mma<const NACC: usize>(d: &mut [f32; NACC], da: u64, db: u64) {
+    unsafe fn mma<const NACC: usize>(d: &mut [f32; NACC], da: u64, db: u64, scale_d: u32) {
         // SAFETY: as in `wgmma_elem!`.
         unsafe {
             if NACC == 128 {
-                wgmma_m64n256k8_tf32(&mut *(d as *mut [f32; NACC] as *mut [f32; 128]), da, db)
+                wgmma_m64n256k8_tf32(&mut *(d as *mut [f32; NACC] as *mut [f32; 128]), da, db, scale_d)
             } else if NACC == 64 {
-                wgmma_m64n128k8_tf32(&mut *(d as *mut [f32; NACC] as *mut [f32; 64]), da, db)
+                wgmma_m64n128k8_tf32(&mut *(d as *mut [f32; NACC] as *mut [f32; 64]), da, db, scale_d)
             }
         }
     }
@@ -163,7 +165,7 @@ unsafe fn sm90_gemm<
     if ktiles > 0 {
         for kt in 0..ktiles {
             // SAFETY: the warpgroup calls it together, in the producer's order.
-            unsafe { ring.consume::<E>(kt, cw, &mut acc, kt > 0 && lt == 0) };
+            unsafe { ring.consume::<E>(kt, cw, &mut acc, kt > 0 && lt == 0, false) };
         }
         wgmma_wait::<0>();
     }
@@ -295,12 +297,14 @@ unsafe fn sm90_gemm_persistent<
     let mut boxes = 0;
     let mut it = 0;
     let mut t = first;
+    // Zeroed once: each tile's first wgmma overwrites them (with K = 0 none runs, and they
+    // stay zero), so no tile spends its start zeroing registers.
+    let mut acc = [0.0f32; NACC];
     while t < total {
         let (z, (tm, tn)) = (t / per_batch, raster_cluster(t % per_batch, rank, CL, tiles_m, tiles_n));
-        let mut acc = [0.0f32; NACC];
         for kt in 0..ktiles {
             // SAFETY: as in `sm90_gemm`.
-            unsafe { ring.consume::<E>(it, cw, &mut acc, kt > 0 && lt == 0) };
+            unsafe { ring.consume::<E>(it, cw, &mut acc, kt > 0 && lt == 0, kt == 0) };
             it += 1;
         }
         wgmma_wait::<0>();

@@ -195,7 +195,7 @@ impl<const NACC: usize, const SLABS: usize, const ST: usize> Ring<NACC, SLABS, S
             for kk in 0..K_STEPS {
                 for (h, slab) in acc.iter_mut().enumerate() {
                     let da = desc_k_sw128(self.stage(s) + (h * 64 * BK_BYTES) as u32);
-                    E::mma::<NACC>(slab, da + 2 * kk, db + 2 * kk);
+                    E::mma::<NACC>(slab, da + 2 * kk, db + 2 * kk, 1);
                 }
             }
             wgmma_commit();

@@ -182,14 +182,22 @@ impl<const NACC: usize, const CONS: usize, const ST: usize, const CL: usize> Rin
         }
     }
 
-    /// Consumer warpgroup `cw`'s `it`-th stage: waits for it, issues its wgmmas into `acc`,
-    /// keeps that group in flight and, with `release`, frees the previous stage (whose group
-    /// is then complete).
+    /// Consumer warpgroup `cw`'s `it`-th stage: waits for it, issues its wgmmas into `acc`
+    /// (with `fresh`, the first one overwrites it: a tile's first stage, no zeroing), keeps
+    /// that group in flight and, with `release`, frees the previous stage (whose group is then
+    /// complete).
     ///
     /// # Safety
     /// The whole warpgroup calls it, in the producer's order.
     #[inline(always)]
-    pub(super) unsafe fn consume<E: WgmmaElem>(&self, it: usize, cw: usize, acc: &mut [f32; NACC], release: bool) {
+    pub(super) unsafe fn consume<E: WgmmaElem>(
+        &self,
+        it: usize,
+        cw: usize,
+        acc: &mut [f32; NACC],
+        release: bool,
+        fresh: bool,
+    ) {
         let s = it % ST;
         let sa = self.stage(s) + (cw * 64 * BK_BYTES) as u32;
         let sb = self.stage(s) + Self::A_BYTES as u32;
@@ -199,7 +207,7 @@ impl<const NACC: usize, const CONS: usize, const ST: usize, const CL: usize> Rin
             wgmma_fence();
             let (da, db) = (desc_k_sw128(sa), desc_k_sw128(sb));
             for kk in 0..K_STEPS {
-                E::mma::<NACC>(acc, da + 2 * kk, db + 2 * kk);
+                E::mma::<NACC>(acc, da + 2 * kk, db + 2 * kk, (kk > 0 || !fresh) as u32);
             }
             wgmma_commit();
             wgmma_wait::<1>();

@@ -1,14 +1,15 @@
 //! The Hopper GEMM's TMA-store epilogue (one-tile form, no C read): each consumer thread applies
-//! `act(alpha * acc + bias)` to its accumulators in registers, converts them and writes them
-//! into its warpgroup's 64-row slab of the (idle) ring in the 128-byte swizzle; one thread then
-//! stores the slab with TMA, box by box. The warps spend a few dozen shared stores per tile
+//! `act(alpha * acc + bias)` to its accumulators in registers (nothing for the plain product),
+//! converts them and writes them into its warpgroup's 64-row slab of the (idle) ring in the
+//! 128-byte swizzle (16-bit outputs: one `stmatrix` per two fragment column groups); one thread
+//! then stores the slab with TMA, box by box. The warps spend a few dozen shared stores per tile
 //! instead of a staged f32 round trip and a row loop of global stores, and the copy engine
 //! writes D (clipping the ragged edge) while the block retires. The persistent form, whose
 //! ring is busy with the next tile, does the same box by box through two buffers of its own.
 
-use crate::arch::nvptx::{st_shared_f32, st_shared_v2_f32};
+use crate::arch::nvptx::st_shared_v2_f32;
 use crate::arch::sm90::{
-    bulk_commit, bulk_wait_read, bulk_wait_read_n, fence_proxy_async, named_barrier, tma_store_3d,
+    bulk_commit, bulk_wait_read, bulk_wait_read_n, fence_proxy_async, named_barrier, stmatrix_x4, tma_store_3d,
 };
 use crate::element::Element;
 use crate::elementwise::Activation;
@@ -45,16 +46,29 @@ pub(super) unsafe fn store_tma<O: Element, const NACC: usize>(
     s: Slab,
     lt: usize,
 ) {
-    // One monomorph per activation, so each unrolled body carries one activation's code.
+    // One monomorph per activation (and the plain product), so each unrolled body carries
+    // one epilogue's code.
     // SAFETY (each arm): forwarded.
     unsafe {
-        match (out.flags >> 1) & 3 {
+        match code(&out) {
             0 => store_as::<O, NACC, 0>(acc, bias, out, s, lt),
             1 => store_as::<O, NACC, 1>(acc, bias, out, s, lt),
             2 => store_as::<O, NACC, 2>(acc, bias, out, s, lt),
-            _ => store_as::<O, NACC, 3>(acc, bias, out, s, lt),
+            3 => store_as::<O, NACC, 3>(acc, bias, out, s, lt),
+            _ => store_as::<O, NACC, PLAIN>(acc, bias, out, s, lt),
         }
     }
+}
+
+/// The epilogue code of the plain product (alpha 1, no bias, no activation), past the flags'
+/// 2-bit activation codes: its stores skip the arithmetic.
+const PLAIN: u32 = 4;
+
+/// The code a launch's stores run with: [`PLAIN`], else the activation's (0..=3).
+#[inline(always)]
+fn code(out: &Out) -> u32 {
+    let act = (out.flags >> 1) & 3;
+    if act == 0 && out.flags & 1 == 0 && out.alpha == 1.0 { PLAIN } else { act }
 }
 
 /// Calls `$f(j, [acc[4j], .., acc[4j + 3]])` for every `j < NACC / 4` with constant indices
@@ -66,6 +80,22 @@ macro_rules! each_fragment {
             if $j < $nacc / 4 {
                 let i = (4 * $j) % $nacc;
                 $f($j, [$acc[i], $acc[(i + 1) % $nacc], $acc[(i + 2) % $nacc], $acc[(i + 3) % $nacc]]);
+            }
+        )*
+    };
+}
+
+/// As [`each_fragment`] two column groups at a time: `$f(j, [acc[4j], .., acc[4j + 7]])` for
+/// every even `j < NACC / 4` (`NACC / 4` is even for every tile).
+macro_rules! each_pair {
+    ($f:ident, $acc:ident, $nacc:expr; $($j:literal)*) => {
+        $(
+            if $j < $nacc / 4 {
+                let i = (4 * $j) % $nacc;
+                $f($j, [
+                    $acc[i], $acc[(i + 1) % $nacc], $acc[(i + 2) % $nacc], $acc[(i + 3) % $nacc],
+                    $acc[(i + 4) % $nacc], $acc[(i + 5) % $nacc], $acc[(i + 6) % $nacc], $acc[(i + 7) % $nacc],
+                ]);
             }
         )*
     };
@@ -83,17 +113,25 @@ unsafe fn store_as<O: Element, const NACC: usize, const ACT: u32>(
     s: Slab,
     lt: usize,
 ) {
-    let box_cols = store_box_cols(core::mem::size_of::<O>());
+    let size = core::mem::size_of::<O>();
+    let box_cols = store_box_cols(size);
     let t = lt % 4;
-    // Fragment column group j covers 8 columns: this thread's pair at 2t, rows g and g + 8.
-    let one = |j: usize, a: [f32; 4]| {
-        let col = j * 8 + 2 * t;
-        let buf = s.region + ((col / box_cols) * STORE_BOX_BYTES) as u32;
-        // SAFETY: the box lies in the warpgroup's slab; forwarded.
-        unsafe { write_fragment::<O, ACT>(a, col, lt, out, bias, s.n0, buf) };
-    };
-    each_fragment!(one, acc, NACC; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
-        16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+    let buf = |col: usize| s.region + ((col / box_cols) * STORE_BOX_BYTES) as u32;
+    if size == 4 {
+        // Fragment column group j covers 8 columns: this thread's pair at 2t, rows g and g + 8.
+        let one = |j: usize, a: [f32; 4]| {
+            // SAFETY: the box lies in the warpgroup's slab; forwarded.
+            unsafe { write_fragment::<O, ACT>(a, j * 8 + 2 * t, lt, out, bias, s.n0, buf(j * 8)) };
+        };
+        each_fragment!(one, acc, NACC; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
+            16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+    } else {
+        let two = |j: usize, a: [f32; 8]| {
+            // SAFETY: groups j and j + 1 share a box, in the warpgroup's slab; forwarded.
+            unsafe { write_pair::<O, ACT>(a, j, lt, out, bias, s.n0, buf(j * 8)) };
+        };
+        each_pair!(two, acc, NACC; 0 2 4 6 8 10 12 14 16 18 20 22 24 26 28 30);
+    }
     // SAFETY: the warpgroup's 128 threads (and only they) reach the barrier; the fence makes
     // their shared writes visible to the copy engine first.
     unsafe {
@@ -113,26 +151,17 @@ unsafe fn store_as<O: Element, const NACC: usize, const ACT: u32>(
     }
 }
 
-/// Applies the epilogue (`act(alpha x + bias)`, activation `ACT`) to one fragment column
-/// group of thread `lt` of a warpgroup — `a`: its accumulators of rows g and g + 8 at tile
-/// columns `col`, `col + 1` (`col` = 8 j + 2t) — converts them and writes the two pairs into
-/// the swizzled box at `buf` that holds those columns.
+/// The epilogue (`act(alpha x + bias)`, activation `ACT`; nothing for [`PLAIN`]) of one
+/// fragment column group of a thread: `a`, its accumulators of rows g, g (columns `col`,
+/// `col + 1` of the tile, `col` = 8 j + 2t), then g + 8, g + 8.
 ///
 /// # Safety
-/// `buf` is a 1024-aligned shared box (64 rows x 128 bytes) this warpgroup may write; the bias
-/// covers every column when `out.flags` has bit 0; `n0` is the tile's first output column.
+/// The bias covers every column when `out.flags` has bit 0; `n0` is the tile's first column.
 #[inline(always)]
-unsafe fn write_fragment<O: Element, const ACT: u32>(
-    a: [f32; 4],
-    col: usize,
-    lt: usize,
-    out: Out,
-    bias: *const O,
-    n0: usize,
-    buf: u32,
-) {
-    let size = core::mem::size_of::<O>();
-    let (w, g) = (lt / 32, (lt % 32) / 4);
+unsafe fn epi4<O: Element, const ACT: u32>(a: [f32; 4], col: usize, out: Out, bias: *const O, n0: usize) -> [f32; 4] {
+    if ACT == PLAIN {
+        return a;
+    }
     let has_bias = out.flags & 1 != 0;
     let act = Activation::from_code(ACT);
     let mut b = [0.0f32; 2];
@@ -144,25 +173,81 @@ unsafe fn write_fragment<O: Element, const ACT: u32>(
             }
         }
     }
-    // A select, not an add of 0.0: without a bias, -0.0 stays -0.0. The result in f32; a
-    // 16-bit output converts the pair in one instruction (`Element::pack2_f32`).
+    // A select, not an add of 0.0: without a bias, -0.0 stays -0.0.
     let epi = |x: f32, b: f32| {
         let v = out.alpha * x;
         act.apply_for(O::DTYPE, if has_bias { v + b } else { v })
     };
+    [epi(a[0], b[0]), epi(a[1], b[1]), epi(a[2], b[0]), epi(a[3], b[1])]
+}
+
+/// Writes one fragment column group of thread `lt` of a warpgroup (f32 outputs) — `a`: its
+/// accumulators of rows g and g + 8 at tile columns `col`, `col + 1` — after the epilogue, as
+/// two pairs into the swizzled box at `buf` that holds those columns.
+///
+/// # Safety
+/// `buf` is a 1024-aligned shared box (64 rows x 128 bytes) this warpgroup may write; as
+/// [`epi4`].
+#[inline(always)]
+unsafe fn write_fragment<O: Element, const ACT: u32>(
+    a: [f32; 4],
+    col: usize,
+    lt: usize,
+    out: Out,
+    bias: *const O,
+    n0: usize,
+    buf: u32,
+) {
+    let (w, g) = (lt / 32, (lt % 32) / 4);
+    // SAFETY: forwarded.
+    let v = unsafe { epi4::<O, ACT>(a, col, out, bias, n0) };
     for h in 0..2 {
         let row = w * 16 + g + 8 * h;
-        let (v0, v1) = (epi(a[2 * h], b[0]), epi(a[2 * h + 1], b[1]));
-        let addr = buf + sw128_offset(row, (col % store_box_cols(size)) * size) as u32;
+        let addr = buf + sw128_offset(row, (col % store_box_cols(4)) * 4) as u32;
         // SAFETY: inside the box (row < 64, byte < 128), aligned to the pair.
-        unsafe {
-            if size == 4 {
-                st_shared_v2_f32(addr, v0, v1);
-            } else {
-                st_shared_f32(addr, f32::from_bits(O::pack2_f32(v0, v1)));
-            }
-        }
+        unsafe { st_shared_v2_f32(addr, v[2 * h], v[2 * h + 1]) };
     }
+}
+
+/// Writes fragment column groups `j` and `j + 1` (`j` even) of a warp of a warpgroup (16-bit
+/// outputs) after the epilogue: each thread converts its pairs (`Element::pack2_f32`) and the
+/// warp stores the four 8 x 8 matrices (rows 0-7 and 8-15 of its 16, each group) with one
+/// `stmatrix` into the swizzled box at `buf`, lane `l` addressing row `l % 8` of matrix `l / 8`.
+///
+/// # Safety
+/// The whole warp calls it; `buf` is the 1024-aligned shared box (64 rows x 128 bytes) holding
+/// both groups' columns, which this warpgroup may write; as [`epi4`].
+#[inline(always)]
+unsafe fn write_pair<O: Element, const ACT: u32>(
+    a: [f32; 8],
+    j: usize,
+    lt: usize,
+    out: Out,
+    bias: *const O,
+    n0: usize,
+    buf: u32,
+) {
+    let (w, lane, t) = (lt / 32, lt % 32, lt % 4);
+    // SAFETY: forwarded.
+    let (lo, hi) = unsafe {
+        (
+            epi4::<O, ACT>([a[0], a[1], a[2], a[3]], j * 8 + 2 * t, out, bias, n0),
+            epi4::<O, ACT>([a[4], a[5], a[6], a[7]], j * 8 + 8 + 2 * t, out, bias, n0),
+        )
+    };
+    let r = [
+        O::pack2_f32(lo[0], lo[1]),
+        O::pack2_f32(lo[2], lo[3]),
+        O::pack2_f32(hi[0], hi[1]),
+        O::pack2_f32(hi[2], hi[3]),
+    ];
+    let mi = lane / 8;
+    let row = w * 16 + lane % 8 + 8 * (mi % 2);
+    let col = (j + mi / 2) * 8;
+    let addr = buf + sw128_offset(row, (col % store_box_cols(2)) * 2) as u32;
+    // SAFETY: every lane's row (16 bytes, 16-byte aligned: col is a multiple of 8) lies in
+    // the box; the warp calls it together (caller).
+    unsafe { stmatrix_x4(addr, r) };
 }
 
 /// Where a persistent warpgroup's tile goes box by box: `SB` buffers of its own, the D map, the
@@ -202,11 +287,12 @@ pub(super) unsafe fn store_boxes<O: Element, const NACC: usize, const SB: usize>
 ) -> usize {
     // SAFETY (each arm): forwarded.
     unsafe {
-        match (out.flags >> 1) & 3 {
+        match code(&out) {
             0 => boxes_as::<O, NACC, SB, 0>(acc, bias, out, s, lt),
             1 => boxes_as::<O, NACC, SB, 1>(acc, bias, out, s, lt),
             2 => boxes_as::<O, NACC, SB, 2>(acc, bias, out, s, lt),
-            _ => boxes_as::<O, NACC, SB, 3>(acc, bias, out, s, lt),
+            3 => boxes_as::<O, NACC, SB, 3>(acc, bias, out, s, lt),
+            _ => boxes_as::<O, NACC, SB, PLAIN>(acc, bias, out, s, lt),
         }
     }
 }
@@ -223,13 +309,13 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u3
     s: Boxes,
     lt: usize,
 ) -> usize {
-    let box_cols = store_box_cols(core::mem::size_of::<O>());
+    let size = core::mem::size_of::<O>();
+    let box_cols = store_box_cols(size);
     // Fragment column groups (8 columns each) per box: 8 for 16-bit outputs, 4 for f32.
     let per_box = box_cols / 8;
     let t = lt % 4;
-    let one = |j: usize, a: [f32; 4]| {
-        let bx = j / per_box;
-        let buf = s.bufs + (((s.done + bx) % SB) * STORE_BOX_BYTES) as u32;
+    // Before group j is written: its box's buffer, waited for at the box's first group.
+    let open = |j: usize| {
         if j % per_box == 0 {
             // The buffer's last store (`SB` boxes back) has read it once at most `SB - 1`
             // groups (the other buffers') are still reading.
@@ -243,8 +329,10 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u3
             // SAFETY: the warpgroup's 128 threads reach it in the same order.
             unsafe { named_barrier(s.bar, WG_THREADS) };
         }
-        // SAFETY: the buffer is free (above) and holds the box of column j * 8 + 2t.
-        unsafe { write_fragment::<O, ACT>(a, j * 8 + 2 * t, lt, out, bias, s.n0, buf) };
+        s.bufs + (((s.done + j / per_box) % SB) * STORE_BOX_BYTES) as u32
+    };
+    // After group j (the last one written) is: at the box's last group, the box is stored.
+    let close = |j: usize, buf: u32| {
         if j % per_box == per_box - 1 {
             // SAFETY: as above; the fence makes the box visible to the copy engine first.
             unsafe {
@@ -252,7 +340,7 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u3
                 named_barrier(s.bar, WG_THREADS);
             }
             if lt == 0 {
-                let c0 = s.n0 + bx * box_cols;
+                let c0 = s.n0 + (j / per_box) * box_cols;
                 if s.m0 < out.m && c0 < out.n {
                     // SAFETY: the box is staged and fenced; the map is D's (caller).
                     unsafe { tma_store_3d(s.map_d, c0 as i32, s.m0 as i32, s.z, buf) };
@@ -262,7 +350,23 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u3
             }
         }
     };
-    each_fragment!(one, acc, NACC; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
-        16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+    if size == 4 {
+        let one = |j: usize, a: [f32; 4]| {
+            let buf = open(j);
+            // SAFETY: the buffer is free (above) and holds the box of column j * 8 + 2t.
+            unsafe { write_fragment::<O, ACT>(a, j * 8 + 2 * t, lt, out, bias, s.n0, buf) };
+            close(j, buf);
+        };
+        each_fragment!(one, acc, NACC; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
+            16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+    } else {
+        let two = |j: usize, a: [f32; 8]| {
+            let buf = open(j);
+            // SAFETY: the buffer is free (above) and holds the box of groups j and j + 1.
+            unsafe { write_pair::<O, ACT>(a, j, lt, out, bias, s.n0, buf) };
+            close(j + 1, buf);
+        };
+        each_pair!(two, acc, NACC; 0 2 4 6 8 10 12 14 16 18 20 22 24 26 28 30);
+    }
     s.done + 2 * NACC / box_cols
 }
