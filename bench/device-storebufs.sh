@@ -68,6 +68,7 @@ if [ "$PART" = ncu ]; then
     grep -E "Duration|Pipe Tensor Cycles|Issue Slots Busy|Stall Barrier|Stall Long|Stall Wait|Stall GMMA|DRAM Throughput" $R/$name-details.txt | head -9
   }
   prof ours-t8 ft_gemm90_ env FERROTUNE_SM90_TILE=8 .carry/xtask bench --ops gemm --dtypes bf16 --iters 1 --warmup 2 --shapes 8192x8192x512
+  [ -n "${OURS_ONLY:-}" ] && { rm -f $R/*.ncu-rep; tar -czf $OUT/storebufs-$PART.tgz -C $R .; exit 0; }
   cat > $R/torch_one.py <<'PY'
 import sys, torch
 m, n, k = (int(v) for v in sys.argv[1].split("x"))

@@ -208,11 +208,12 @@ fn sm90_row_split_matches_the_reference() {
 /// without a bias, both output types (N = 100: whole 16-byte rows for f32 only, so 16-bit
 /// outputs take the staged epilogue), on each one-tile form (two consumers 128 x 256 and
 /// 128 x 128, one consumer 64 x 128 at 4 and 8 stages) and two persistent ones (128 x 256,
-/// 128 x 128: box by box through two buffers; the device script also runs this with
-/// `FERROTUNE_SM90_MAX_BLOCKS=3`, so each block stores many tiles), and the 128 x 256 tiles
-/// in clusters of two blocks (persistent and one-tile; 257 rows leave the last cluster's second
-/// block past the edge), the persistent 128 x 192 (three boxes of 64 columns per 16-bit
-/// row), and both again with a whole tile of store buffers (15: 4 per warpgroup, 16: 3). A C read (beta != 0) on the same shapes takes the staged epilogue.
+/// 128 x 128: each warp's 16 rows box by box through buffers of its own; the device script
+/// also runs this with `FERROTUNE_SM90_MAX_BLOCKS=3`, so each block stores many tiles), and the
+/// 128 x 256 tiles in clusters of two blocks (persistent and one-tile; 257 rows leave the last
+/// cluster's second block past the edge), the persistent 128 x 192 (three boxes of 64 columns
+/// per 16-bit row), and both again with a whole tile of store buffers (15: 4 per warp, 16: 3).
+/// A C read (beta != 0) on the same shapes takes the staged epilogue.
 #[test]
 fn sm90_tma_store_epilogue_edges() {
     use ferrotune::ops::gemm::Epilogue;

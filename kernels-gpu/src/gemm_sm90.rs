@@ -109,6 +109,12 @@ impl Sm90Tile {
     pub const fn store_buffers(&self) -> bool {
         self.persistent && self.pp_slabs == 0
     }
+    /// Rows of the D boxes this tile's TMA-store epilogue writes: a warp's ([`WARP_BOX_ROWS`])
+    /// on the persistent cooperative form, a warpgroup's ([`STORE_BOX_ROWS`]) on the one-tile
+    /// forms.
+    pub const fn store_box_rows(&self) -> usize {
+        if self.store_buffers() { WARP_BOX_ROWS } else { STORE_BOX_ROWS }
+    }
     /// Offset of those buffers from the 1024-aligned base: past the barriers, 1024-aligned.
     pub const fn store_buffers_offset(&self) -> usize {
         self.barrier_offset() + 1024
@@ -235,8 +241,9 @@ pub const TMAP_PARAMS: (&str, usize) = ("ft_gemm90_", 3);
 
 /// Epilogue flag bit (beside [`crate::gemm::Epilogue::flags`]'s): the cooperative forms store
 /// D with TMA through the third map, the epilogue applied in registers — the one-tile form
-/// stages each warpgroup's 64-row slab in the idle ring, the persistent form box by box in two
-/// buffers of its own ([`Sm90Tile::store_buffers`]), both in the 128-byte swizzle. The host
+/// stages each warpgroup's 64-row slab in the idle ring, the persistent form each warp's 16 rows
+/// box by box through buffers of its own ([`Sm90Tile::store_buffers`]), both in the 128-byte
+/// swizzle. The host
 /// sets it only without a C read, on a tile that is not ping-pong, when TMA can describe D
 /// (16-byte aligned base, leading dimension and batch stride).
 pub const TMA_STORE: u32 = 32;
@@ -244,8 +251,17 @@ pub const TMA_STORE: u32 = 32;
 /// Rows of a D box the TMA-store epilogue writes (one consumer warpgroup's rows).
 pub const STORE_BOX_ROWS: usize = 64;
 
-/// Bytes of one D box (64 rows of 128 bytes): a persistent warpgroup's TMA-store buffer.
+/// Bytes of one D box of the one-tile form (64 rows of 128 bytes): a warpgroup's slab holds
+/// `BN / box_cols` of them.
 pub const STORE_BOX_BYTES: usize = STORE_BOX_ROWS * BK_BYTES;
+
+/// Rows of a D box the persistent cooperative form writes: one warp's 16 rows, so each warp
+/// stores its own boxes and its epilogue never waits on the warpgroup's other warps.
+pub const WARP_BOX_ROWS: usize = 16;
+
+/// Bytes of one of a warp's TMA-store buffers (16 rows of 128 bytes, two swizzle atoms). A
+/// warpgroup's `store_bufs` buffers of [`STORE_BOX_BYTES`] hold `store_bufs` of these per warp.
+pub const WARP_BOX_BYTES: usize = WARP_BOX_ROWS * BK_BYTES;
 
 /// Output elements per row of a D box: one 128-byte swizzle row.
 pub const fn store_box_cols(out_bytes: usize) -> usize {

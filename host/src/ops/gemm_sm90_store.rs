@@ -64,7 +64,7 @@ pub fn store_map(g: &Gemm, v: Sm90Variant, pd: u64) -> Option<TileMap> {
         ld: g.ldc,
         batch: g.batch,
         stride: g.stride_c,
-        box_rows: k90::STORE_BOX_ROWS as u32,
+        box_rows: v.tile().store_box_rows() as u32,
         box_cols: k90::store_box_cols(out.size_bytes()) as u32,
     };
     m.validate().is_ok().then_some(m)
@@ -81,7 +81,7 @@ mod tests {
 
     /// D goes through TMA only where TMA can describe it as whole 16-byte chunks, never with a C
     /// read or on a ping-pong tile, and with GELU only on the persistent forms; its boxes are
-    /// one warpgroup's rows by 128 bytes.
+    /// one warpgroup's rows (one warp's on the persistent cooperative form) by 128 bytes.
     #[test]
     fn tma_store_only_where_d_is_describable() {
         if std::env::var("FERROTUNE_SM90_TMA_STORE").is_ok() {
@@ -101,7 +101,8 @@ mod tests {
         padded.ldc = 4;
         assert!(store_map(&Gemm { n: 1, ..padded }, v(0, true), 0x10000).is_none(), "N = 1 f32 at ldc 4");
         assert!(store_map(&Gemm { n: 4, ..padded }, v(0, true), 0x10000).is_some(), "N = 4 f32 at ldc 4");
-        assert!(store_map(&g, v(8, false), 0x10000).is_some(), "persistent cooperative tile");
+        let p = store_map(&g, v(8, false), 0x10000).expect("persistent cooperative tile");
+        assert_eq!((p.box_rows, p.box_cols), (16, 64), "one warp's rows");
         assert!(store_map(&g, v(4, false), 0x10000).is_none(), "ping-pong tile");
         let beta = Epilogue { beta: 0.5, ..Epilogue::PLAIN };
         assert!(store_map(&g.epilogue(beta), v(0, false), 0x10000).is_none(), "C read");

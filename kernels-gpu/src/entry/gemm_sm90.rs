@@ -16,8 +16,8 @@ use crate::arch::sm90::{
 };
 use crate::element::Element;
 use crate::gemm_sm90::{
-    BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STORE_BOX_BYTES, STORE_BOX_ROWS, TMA_STORE, WG_THREADS, paired,
-    raster_cluster,
+    BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STORE_BOX_BYTES, STORE_BOX_ROWS, TMA_STORE, WARP_BOX_BYTES,
+    WARP_BOX_ROWS, WG_THREADS, paired, raster_cluster,
 };
 use crate::gemm_sm90_split::Sm90Split;
 use half::{bf16, f16};
@@ -228,7 +228,8 @@ unsafe fn sm90_gemm<
 /// matrix `gridDim.x` apart in raster order; the producer runs ahead across tile boundaries
 /// (the ring's stage counter never restarts), and each consumer applies the epilogue straight
 /// through a small per-warp staging area (the ring is busy with the next tile) — or, with
-/// [`TMA_STORE`], box by box through TMA from `SB` buffers per warpgroup past the barriers.
+/// [`TMA_STORE`], each warp's rows box by box through TMA from `SB` buffers of its own past the
+/// barriers.
 ///
 /// # Safety
 /// As [`sm90_gemm`]; `stride_c` is the batch stride of C and D; with `TMA_STORE` the launch's
@@ -292,8 +293,11 @@ unsafe fn sm90_gemm_persistent<
     let cw = wg - 1;
     let lt = tid % WG_THREADS as usize;
     let tma = out.flags & TMA_STORE != 0;
-    // Past the barriers, 1024-aligned (`Sm90Tile::store_buffers_offset`).
-    let bufs = ring.base + (ST * Ring::<NACC, CONS, ST, CL>::STAGE + 1024 + cw * SB * STORE_BOX_BYTES) as u32;
+    // Past the barriers, 1024-aligned (`Sm90Tile::store_buffers_offset`): the warpgroup's, then
+    // this warp's share of them.
+    let warp = lt / 32;
+    let wg_bufs = ST * Ring::<NACC, CONS, ST, CL>::STAGE + 1024 + cw * SB * STORE_BOX_BYTES;
+    let bufs = ring.base + (wg_bufs + warp * SB * WARP_BOX_BYTES) as u32;
     let mut boxes = 0;
     let mut it = 0;
     let mut t = first;
@@ -318,9 +322,9 @@ unsafe fn sm90_gemm_persistent<
             continue;
         }
         if tma {
-            let (m0, n0) = (tm * ring.bm() + cw * 64, tn * ring.bn());
-            let s = Boxes { bufs, map_d, m0, n0, z: z as i32, bar: 2 + cw as u32, done: boxes };
-            // SAFETY: the warpgroup calls it together; the buffers and barrier are its own.
+            let (m0, n0) = (tm * ring.bm() + cw * 64 + warp * WARP_BOX_ROWS, tn * ring.bn());
+            let s = Boxes { bufs, map_d, m0, n0, z: z as i32, done: boxes };
+            // SAFETY: the warpgroup calls it together; each warp's buffers are its own.
             boxes = unsafe { store_boxes::<O, NACC, SB>(&acc, bias, out, s, lt) };
             t += step;
             continue;
@@ -342,7 +346,7 @@ unsafe fn sm90_gemm_persistent<
         };
         t += step;
     }
-    if tma && lt == 0 {
+    if tma && lt % 32 == 0 {
         // The last boxes' stores read the buffers: the block stays until they have.
         bulk_wait_read();
     }

@@ -5,15 +5,16 @@
 //! then stores the slab with TMA, box by box. The warps spend a few dozen shared stores per tile
 //! instead of a staged f32 round trip and a row loop of global stores, and the copy engine
 //! writes D (clipping the ragged edge) while the block retires. The persistent form, whose
-//! ring is busy with the next tile, does the same box by box through two buffers of its own.
+//! ring is busy with the next tile, does the same per warp: each warp's 16 rows box by box
+//! through buffers of its own, stored by its lane 0, no barrier across the warpgroup.
 
-use crate::arch::nvptx::st_shared_v2_f32;
+use crate::arch::nvptx::{st_shared_v2_f32, sync_warp};
 use crate::arch::sm90::{
     bulk_commit, bulk_wait_read, bulk_wait_read_n, fence_proxy_async, named_barrier, stmatrix_x4, tma_store_3d,
 };
 use crate::element::Element;
 use crate::elementwise::Activation;
-use crate::gemm_sm90::{STORE_BOX_BYTES, WG_THREADS, store_box_cols, sw128_offset};
+use crate::gemm_sm90::{STORE_BOX_BYTES, WARP_BOX_BYTES, WG_THREADS, store_box_cols, sw128_offset};
 
 use super::epilogue::Out;
 
@@ -121,14 +122,14 @@ unsafe fn store_as<O: Element, const NACC: usize, const ACT: u32>(
         // Fragment column group j covers 8 columns: this thread's pair at 2t, rows g and g + 8.
         let one = |j: usize, a: [f32; 4]| {
             // SAFETY: the box lies in the warpgroup's slab; forwarded.
-            unsafe { write_fragment::<O, ACT>(a, j * 8 + 2 * t, lt, out, bias, s.n0, buf(j * 8)) };
+            unsafe { write_fragment::<O, ACT>(a, j * 8 + 2 * t, lt, out, bias, s.n0, buf(j * 8), (lt / 32) * 16) };
         };
         each_fragment!(one, acc, NACC; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
             16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
     } else {
         let two = |j: usize, a: [f32; 8]| {
             // SAFETY: groups j and j + 1 share a box, in the warpgroup's slab; forwarded.
-            unsafe { write_pair::<O, ACT>(a, j, lt, out, bias, s.n0, buf(j * 8)) };
+            unsafe { write_pair::<O, ACT>(a, j, lt, out, bias, s.n0, buf(j * 8), (lt / 32) * 16) };
         };
         each_pair!(two, acc, NACC; 0 2 4 6 8 10 12 14 16 18 20 22 24 26 28 30);
     }
@@ -183,11 +184,13 @@ unsafe fn epi4<O: Element, const ACT: u32>(a: [f32; 4], col: usize, out: Out, bi
 
 /// Writes one fragment column group of thread `lt` of a warpgroup (f32 outputs) — `a`: its
 /// accumulators of rows g and g + 8 at tile columns `col`, `col + 1` — after the epilogue, as
-/// two pairs into the swizzled box at `buf` that holds those columns.
+/// two pairs into the swizzled box at `buf` that holds those columns, at box rows `row0 + g`
+/// and `row0 + g + 8` (`row0`: the warp's first row in the box).
 ///
 /// # Safety
-/// `buf` is a 1024-aligned shared box (64 rows x 128 bytes) this warpgroup may write; as
-/// [`epi4`].
+/// `buf` is a 1024-aligned shared box of 128-byte rows holding rows `row0 .. row0 + 16`, which
+/// this thread may write; as [`epi4`].
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn write_fragment<O: Element, const ACT: u32>(
     a: [f32; 4],
@@ -197,12 +200,13 @@ unsafe fn write_fragment<O: Element, const ACT: u32>(
     bias: *const O,
     n0: usize,
     buf: u32,
+    row0: usize,
 ) {
-    let (w, g) = (lt / 32, (lt % 32) / 4);
+    let g = (lt % 32) / 4;
     // SAFETY: forwarded.
     let v = unsafe { epi4::<O, ACT>(a, col, out, bias, n0) };
     for h in 0..2 {
-        let row = w * 16 + g + 8 * h;
+        let row = row0 + g + 8 * h;
         let addr = buf + sw128_offset(row, (col % store_box_cols(4)) * 4) as u32;
         // SAFETY: inside the box (row < 64, byte < 128), aligned to the pair.
         unsafe { st_shared_v2_f32(addr, v[2 * h], v[2 * h + 1]) };
@@ -212,11 +216,13 @@ unsafe fn write_fragment<O: Element, const ACT: u32>(
 /// Writes fragment column groups `j` and `j + 1` (`j` even) of a warp of a warpgroup (16-bit
 /// outputs) after the epilogue: each thread converts its pairs (`Element::pack2_f32`) and the
 /// warp stores the four 8 x 8 matrices (rows 0-7 and 8-15 of its 16, each group) with one
-/// `stmatrix` into the swizzled box at `buf`, lane `l` addressing row `l % 8` of matrix `l / 8`.
+/// `stmatrix` into the swizzled box at `buf` (box rows `row0 ..`), lane `l` addressing row
+/// `l % 8` of matrix `l / 8`.
 ///
 /// # Safety
-/// The whole warp calls it; `buf` is the 1024-aligned shared box (64 rows x 128 bytes) holding
-/// both groups' columns, which this warpgroup may write; as [`epi4`].
+/// The whole warp calls it; `buf` is a 1024-aligned shared box of 128-byte rows holding both
+/// groups' columns and rows `row0 .. row0 + 16`, which this warp may write; as [`epi4`].
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn write_pair<O: Element, const ACT: u32>(
     a: [f32; 8],
@@ -226,8 +232,9 @@ unsafe fn write_pair<O: Element, const ACT: u32>(
     bias: *const O,
     n0: usize,
     buf: u32,
+    row0: usize,
 ) {
-    let (w, lane, t) = (lt / 32, lt % 32, lt % 4);
+    let (lane, t) = (lt % 32, lt % 4);
     // SAFETY: forwarded.
     let (lo, hi) = unsafe {
         (
@@ -242,7 +249,7 @@ unsafe fn write_pair<O: Element, const ACT: u32>(
         O::pack2_f32(hi[2], hi[3]),
     ];
     let mi = lane / 8;
-    let row = w * 16 + lane % 8 + 8 * (mi % 2);
+    let row = row0 + lane % 8 + 8 * (mi % 2);
     let col = (j + mi / 2) * 8;
     let addr = buf + sw128_offset(row, (col % store_box_cols(2)) * 2) as u32;
     // SAFETY: every lane's row (16 bytes, 16-byte aligned: col is a multiple of 8) lies in
@@ -250,32 +257,33 @@ unsafe fn write_pair<O: Element, const ACT: u32>(
     unsafe { stmatrix_x4(addr, r) };
 }
 
-/// Where a persistent warpgroup's tile goes box by box: `SB` buffers of its own, the D map, the
-/// tile's output origin, and how many boxes the warpgroup stored before (which buffer is next).
+/// Where a persistent warp's 16 rows of a tile go box by box: `SB` buffers of its own, the D
+/// map, the rows' output origin, and how many boxes the warp stored before (which buffer is
+/// next).
 #[derive(Clone, Copy)]
 pub(super) struct Boxes {
-    /// 1024-aligned shared address of `SB` [`STORE_BOX_BYTES`] buffers.
+    /// 1024-aligned shared address of `SB` [`WARP_BOX_BYTES`] buffers.
     pub bufs: u32,
     pub map_d: u64,
+    /// Output row of the warp's first row, first column of the tile, batch matrix.
     pub m0: usize,
     pub n0: usize,
     pub z: i32,
-    pub bar: u32,
-    /// Boxes stored so far by this warpgroup (box `i` used buffer `i % SB`).
+    /// Boxes stored so far by this warp (box `i` used buffer `i % SB`).
     pub done: usize,
 }
 
-/// The persistent form's TMA-store epilogue: the warpgroup's 64 x `2 NACC` tile leaves one box
-/// (64 rows x 128 bytes) at a time through a ring of `SB` buffers (2 to 4); a buffer is
+/// The persistent form's TMA-store epilogue: each warp's 16 x `2 NACC` share of the tile leaves
+/// one box (16 rows x 128 bytes) at a time through a ring of `SB` buffers (2 to 4) of its own,
+/// stored by its lane 0: the warps of a warpgroup never wait for one another. A buffer is
 /// rewritten only once the store issued from it `SB` boxes before has read it, and the last
-/// stores are left in flight (the ring meanwhile fills with the next tile; with as many
-/// buffers as the tile has boxes, the next wait falls a whole main loop later). Returns the
-/// boxes stored so far.
+/// stores are left in flight (the ring meanwhile fills with the next tile). Returns the boxes
+/// stored so far.
 ///
 /// # Safety
 /// The whole warpgroup calls it (`lt` its thread index) after its last wgmma of the tile
-/// completed; only it uses `s.bufs` and barrier `s.bar`; the bias covers every column when
-/// `out.flags` has bit 0; the map describes D. Thread 0 of the warpgroup calls
+/// completed; only this warp uses `s.bufs`; the bias covers every column when `out.flags` has
+/// bit 0; the map describes D with boxes of [`WARP_BOX_BYTES`]. Lane 0 of each warp calls
 /// [`bulk_wait_read`] before it exits.
 #[inline(always)]
 pub(super) unsafe fn store_boxes<O: Element, const NACC: usize, const SB: usize>(
@@ -314,32 +322,30 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u3
     // Fragment column groups (8 columns each) per box: 8 for 16-bit outputs, 4 for f32.
     let per_box = box_cols / 8;
     let t = lt % 4;
+    let lane = lt % 32;
     // Before group j is written: its box's buffer, waited for at the box's first group.
     let open = |j: usize| {
         if j % per_box == 0 {
             // The buffer's last store (`SB` boxes back) has read it once at most `SB - 1`
             // groups (the other buffers') are still reading.
-            if lt == 0 {
+            if lane == 0 {
                 match SB {
                     2 => bulk_wait_read_n::<1>(),
                     3 => bulk_wait_read_n::<2>(),
                     _ => bulk_wait_read_n::<3>(),
                 }
             }
-            // SAFETY: the warpgroup's 128 threads reach it in the same order.
-            unsafe { named_barrier(s.bar, WG_THREADS) };
+            sync_warp();
         }
-        s.bufs + (((s.done + j / per_box) % SB) * STORE_BOX_BYTES) as u32
+        s.bufs + (((s.done + j / per_box) % SB) * WARP_BOX_BYTES) as u32
     };
     // After group j (the last one written) is: at the box's last group, the box is stored.
     let close = |j: usize, buf: u32| {
         if j % per_box == per_box - 1 {
-            // SAFETY: as above; the fence makes the box visible to the copy engine first.
-            unsafe {
-                fence_proxy_async();
-                named_barrier(s.bar, WG_THREADS);
-            }
-            if lt == 0 {
+            // The fence makes every lane's writes visible to the copy engine first.
+            fence_proxy_async();
+            sync_warp();
+            if lane == 0 {
                 let c0 = s.n0 + (j / per_box) * box_cols;
                 if s.m0 < out.m && c0 < out.n {
                     // SAFETY: the box is staged and fenced; the map is D's (caller).
@@ -354,7 +360,7 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u3
         let one = |j: usize, a: [f32; 4]| {
             let buf = open(j);
             // SAFETY: the buffer is free (above) and holds the box of column j * 8 + 2t.
-            unsafe { write_fragment::<O, ACT>(a, j * 8 + 2 * t, lt, out, bias, s.n0, buf) };
+            unsafe { write_fragment::<O, ACT>(a, j * 8 + 2 * t, lt, out, bias, s.n0, buf, 0) };
             close(j, buf);
         };
         each_fragment!(one, acc, NACC; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
@@ -363,7 +369,7 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u3
         let two = |j: usize, a: [f32; 8]| {
             let buf = open(j);
             // SAFETY: the buffer is free (above) and holds the box of groups j and j + 1.
-            unsafe { write_pair::<O, ACT>(a, j, lt, out, bias, s.n0, buf) };
+            unsafe { write_pair::<O, ACT>(a, j, lt, out, bias, s.n0, buf, 0) };
             close(j + 1, buf);
         };
         each_pair!(two, acc, NACC; 0 2 4 6 8 10 12 14 16 18 20 22 24 26 28 30);
