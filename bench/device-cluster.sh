@@ -14,17 +14,7 @@
 # Every step is bounded by what is left of BUDGET seconds; results in $OUT/cluster-$PART.tgz
 # and the tables beside it.
 set -uo pipefail
-START=$(date +%s); BUDGET=${BUDGET:-560}; PART=${PART:-check}
-left() { echo $(( BUDGET - ($(date +%s) - START) )); }
-cap() { local want=$1 l; l=$(( $(left) - 10 )); [ "$l" -lt "$want" ] && want=$l; [ "$want" -lt 1 ] && want=1; echo $want; }
-stamp() { echo "[$(( $(date +%s) - START )) s] $*"; }
-bash bench/unpack-carry.sh || exit 1
-C=.carry
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-export FERROTUNE_COMMIT=$(cat $C/commit) FERROTUNE_REQUIRE_GPU=1
-R=$(mktemp -d); T=$C/ferrotune_tests; X=$C/xtask
-{ echo "commit $FERROTUNE_COMMIT, $(date -u +%FT%TZ)"
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader; } | tee $R/device.txt
+source bench/device-lib.sh
 
 if [ "$PART" = check ]; then
   timeout $(cap 150) $T --test-threads=2 sm90 > $R/sm90-tests.txt 2>&1

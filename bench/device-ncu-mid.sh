@@ -12,17 +12,8 @@ SECT="--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupanc
 timeout 200 ncu -k "regex:ft_gemm90_" --launch-skip 2 --launch-count 1 $SECT -o $R/ours \
   .carry/xtask bench --ops gemm --dtypes bf16 --iters 1 --warmup 2 --shapes $S > $R/ours-run.txt 2>&1
 echo "ncu ours exit $?" >> $SUM
-cat > $R/torch_one.py <<'PY'
-import sys, torch
-m, n, k = (int(v) for v in sys.argv[1].split("x"))
-x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k**0.5
-for _ in range(4):
-    x @ w.T
-torch.cuda.synchronize()
-PY
 timeout 200 ncu -k "regex:nvjet|sm90_xmma|cutlass" --launch-skip 2 --launch-count 1 $SECT -o $R/torch \
-  python3 $R/torch_one.py $S > $R/torch-run.txt 2>&1
+  python3 bench/torch_one.py $S > $R/torch-run.txt 2>&1
 echo "ncu torch exit $?" >> $SUM
 for who in ours torch; do
   ncu -i $R/$who.ncu-rep --print-details all > $R/$who-details.txt 2>&1

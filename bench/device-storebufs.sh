@@ -13,17 +13,7 @@
 # Every step is bounded by what is left of BUDGET seconds; results in $OUT/storebufs-$PART.tgz
 # and the tables beside it.
 set -uo pipefail
-START=$(date +%s); BUDGET=${BUDGET:-560}; PART=${PART:-check}
-left() { echo $(( BUDGET - ($(date +%s) - START) )); }
-cap() { local want=$1 l; l=$(( $(left) - 10 )); [ "$l" -lt "$want" ] && want=$l; [ "$want" -lt 1 ] && want=1; echo $want; }
-stamp() { echo "[$(( $(date +%s) - START )) s] $*"; }
-bash bench/unpack-carry.sh || exit 1
-C=.carry
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-export FERROTUNE_COMMIT=$(cat $C/commit) FERROTUNE_REQUIRE_GPU=1
-R=$(mktemp -d); T=$C/ferrotune_tests; X=$C/xtask
-{ echo "commit $FERROTUNE_COMMIT, $(date -u +%FT%TZ)"
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader; } | tee $R/device.txt
+source bench/device-lib.sh
 MID=${SHAPES:-8192x8192x512,16384x1024x1024,6144x4096x1024,8192x3072x768,3072x3072x1536,4096x1024x768,2048x8192x1024,12288x4096x512,5120x5120x640,4096x4096x4096,8192x8192x8192,2048x2048x2048}
 
 if [ "$PART" = check ]; then
@@ -69,16 +59,7 @@ if [ "$PART" = ncu ]; then
   }
   prof ours-t8 ft_gemm90_ env FERROTUNE_SM90_TILE=8 .carry/xtask bench --ops gemm --dtypes bf16 --iters 1 --warmup 2 --shapes 8192x8192x512
   [ -n "${OURS_ONLY:-}" ] && { rm -f $R/*.ncu-rep; tar -czf $OUT/storebufs-$PART.tgz -C $R .; exit 0; }
-  cat > $R/torch_one.py <<'PY'
-import sys, torch
-m, n, k = (int(v) for v in sys.argv[1].split("x"))
-x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k**0.5
-for _ in range(4):
-    x @ w.T
-torch.cuda.synchronize()
-PY
-  prof torch "nvjet|sm90_xmma|cutlass" python3 $R/torch_one.py 8192x8192x512
+  prof torch "nvjet|sm90_xmma|cutlass" python3 bench/torch_one.py 8192x8192x512
   prof smallm ft_gemv_ env FERROTUNE_SMALL_M_BESIDE_HOPPER=64 .carry/xtask bench --ops gemm --dtypes bf16 --iters 1 --warmup 2 --shapes 33x8191x4099
   prof smallm-g2 ft_gemv_ .carry/xtask bench --ops gemm --dtypes bf16 --iters 1 --warmup 2 --shapes 16x11008x4096
   rm -f $R/*.ncu-rep
