@@ -233,7 +233,7 @@ pub fn split_reason(g: &Gemm, tile: u8, split: Sm90Split, sm_count: u32) -> Stri
 /// 128 x 256 one block per tile whenever it gives at least half a wave of blocks (fastest on
 /// 8192³, 4096³, 2048³ and 8192x3072x768), else 128 x 128 (twice the blocks; fastest on
 /// 512x3072x768). Of those large problems, the ones whose D the TMA-store epilogue can write
-/// (without GELU) take the persistent 128 x 256 tile instead ([`store::PERSIST_TILE`]); with
+/// take the persistent 128 x 256 tile instead ([`store::PERSIST_TILE`]); with
 /// the staged epilogue the persistent tiles lost everywhere. The ping-pong tiles lost to tile
 /// 0 on every shape but 512x3072x768 (bench/results/hopper-run5/sweep-tile*.txt): tuner points.
 fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath, dtype: DType, out: DType) -> u8 {
@@ -268,7 +268,7 @@ pub fn tile_reason(g: &Gemm, tile: u8, path: GemmPath, sm_count: u32, out: DType
     }
     if tile == store::PERSIST_TILE {
         return format!(
-            "; persistent 128x256 tile with the TMA-store epilogue (no C read, no GELU, rows of D whole 16-byte chunks){by_tma}"
+            "; persistent 128x256 tile with the TMA-store epilogue (no C read, rows of D whole 16-byte chunks){by_tma}"
         );
     }
     if tile == N192_TILE {
@@ -487,8 +487,8 @@ mod tests {
     }
 
     /// Large problems take the persistent tile where the TMA store writes D (16-bit or TF32
-    /// inputs, no C read, no GELU, D rows whole 16-byte chunks), else the one-tile 128 x 256; fewer
-    /// tiles than half a wave take 128 x 128.
+    /// inputs, no C read, D rows whole 16-byte chunks; GELU included), else the one-tile
+    /// 128 x 256; fewer tiles than half a wave take 128 x 128.
     #[test]
     fn large_tile_rule() {
         if std::env::var("FERROTUNE_SM90_TMA_STORE").is_ok() || std::env::var("FERROTUNE_SM90_TILE").is_ok() {
@@ -504,7 +504,7 @@ mod tests {
             let beta = Epilogue { beta: 1.0, ..Epilogue::PLAIN };
             assert_eq!(t(&g.epilogue(beta), BF, BF), 0, "C read: {g:?}");
             let gelu = Epilogue { bias: true, act: Activation::GeluErf, ..Epilogue::PLAIN };
-            assert_eq!(t(&g.epilogue(gelu), BF, BF), 0, "GELU: {g:?}");
+            assert_eq!(t(&g.epilogue(gelu), BF, BF), store::PERSIST_TILE, "GELU: {g:?}");
             let relu = Epilogue { bias: true, act: Activation::Relu, ..Epilogue::PLAIN };
             assert_eq!(t(&g.epilogue(relu), BF, BF), store::PERSIST_TILE, "bias + ReLU: {g:?}");
             let reason = tile_reason(&g, store::PERSIST_TILE, GemmPath::Auto, 132, BF);
