@@ -3,9 +3,9 @@
 //! split the K range of one 16-row slab, so every block reads all of x for only 16 weight rows
 //! and x's traffic from L2 is `groups` x 4 times the weight's (33 to 64 rows: 4x, the loads a
 //! warp waits on). Here each warp owns a slab of its own, the block's [`WARPS`] slabs walk the
-//! same K chunks in step, and x is read once per block from L2 (the other warps hit L1, as the
-//! weight's loads skip L1): x's L2 traffic falls by the warp count. Each warp keeps [`depth`]
-//! chunks of its weight in flight in a register ring. Only K-contiguous operands (A row-major,
+//! same K chunks in step, and x is read once per block from L2 (the other warps hit L1; the
+//! weight's loads are marked evict-first): x's L2 traffic falls by the warp count. Each warp
+//! keeps [`depth`] chunks of its weight in flight in a register ring. Only K-contiguous operands (A row-major,
 //! B column-major), one matrix. A K split over blocks has one arrival counter per block.
 
 use crate::element::DType;

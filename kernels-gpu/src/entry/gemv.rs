@@ -77,7 +77,7 @@ pub(super) struct Args {
 /// 16-byte load where it is 16-byte aligned, else two aligned loads around it and a funnel shift
 /// (when both lie inside the row's `klen` elements), else element loads at the edges. Without
 /// `VEC` each element is loaded at `kcol ? k * ld + row : row * ld + k`. `STREAM`: an aligned
-/// vector skips L1 (data read once by this SM).
+/// vector is loaded evict-first (data read once by this SM).
 ///
 /// # Safety
 /// `p` covers the operand (`rows` rows of `klen` K) at leading dimension `ld`, 2-byte aligned;

@@ -1,6 +1,6 @@
 //! Small-M GEMM entry points, wide blocks (`ft_gemv_<in>_<out>_g<groups>_w`, see
 //! `gemv_wide.rs`): each warp streams a slab of 16 weight rows of its own over the block's K
-//! slice, keeping `depth(G)` chunks of it in flight (16-byte loads that skip L1), while the
+//! slice, keeping `depth(G)` chunks of it in flight (16-byte loads marked evict-first), while the
 //! block's warps walk the same chunks of x (read from L2 once per block, then from L1).
 //! `mma.m16n8k16` on fragments built from those loads as in `entry/gemv.rs`; no reduction
 //! across warps. Unsplit, each thread applies the epilogue to its own accumulators; split, the
