@@ -5,7 +5,7 @@
 //! warp waits on). Here each warp owns a slab of its own, the block's [`WARPS`] slabs walk the
 //! same K chunks in step, and x is read once per block from L2 (the other warps hit L1; the
 //! weight's loads are marked evict-first): x's L2 traffic falls by the warp count. Each warp
-//! keeps [`depth`] chunks of its weight in flight in a register ring. Only K-contiguous operands (A row-major,
+//! keeps [`depth`] chunks of its weight and of x in flight in a register ring. Only K-contiguous operands (A row-major,
 //! B column-major), one matrix. A K split over blocks has one arrival counter per block.
 
 use crate::element::DType;
@@ -14,22 +14,22 @@ use crate::gemv::{CHUNK, INTERLEAVE, MAX_KSPLIT, SLAB, SmallMPlan};
 /// Warps (and slabs) per block.
 pub const WARPS: usize = crate::gemv::WARPS;
 
-/// Weight chunks (32 k of 16 rows, two 16-byte loads per thread) a warp keeps in flight.
+/// Chunks (32 k of the slab's 16 weight rows and of x's rows) a warp keeps in flight: about
+/// 100 to 160 registers of ring (2 + G 16-byte vectors per chunk and thread).
 pub const fn depth(groups: usize) -> usize {
     match groups {
-        0..=2 => 8,
+        0..=1 => 12,
+        2 => 8,
+        3..=4 => 6,
         _ => 4,
     }
 }
 
-/// Blocks per SM a variant is compiled for (its launch bounds): two where the ring, x and
-/// the accumulators fit 128 registers without spilling (ptxas on sm_90a: 1 and 4 groups), else
-/// one (2 groups with 8 chunks in flight, 8 groups: 202 registers).
-pub const fn blocks_per_sm(groups: usize) -> usize {
-    match groups {
-        1 | 4 => 2,
-        _ => 1,
-    }
+/// Blocks per SM a variant is compiled for (its launch bounds): one, so that the ring of
+/// [`depth`] chunks gets up to 255 registers without spilling; its 8 warps keep 32 to 96 KiB
+/// of the weight in flight per SM.
+pub const fn blocks_per_sm(_groups: usize) -> usize {
+    1
 }
 
 /// Launch bounds of a wide entry (threads, blocks per SM) for the PTX build; `None` for other
@@ -180,8 +180,8 @@ mod tests {
     fn heuristic_fills_the_sms_with_long_enough_slices() {
         // 33x8191x4099 (interleaved, one block per SM): 64 blocks, 2 slices.
         assert_eq!(heuristic_ksplit(8191, 4099, 8, 132, true), 2);
-        // 1x4096x4096 (two blocks per SM): 32 blocks, 8 slices of 16 chunks.
-        assert_eq!(heuristic_ksplit(4096, 4096, 1, 132, false), 8);
+        // 1x4096x4096 (one block per SM): 32 blocks, 4 slices of 32 chunks.
+        assert_eq!(heuristic_ksplit(4096, 4096, 1, 132, false), 4);
         // Enough blocks: no split.
         assert_eq!(heuristic_ksplit(65536, 4096, 1, 132, false), 1);
         // Short K: no slice below MIN_CHUNKS chunks.

@@ -1,7 +1,8 @@
 //! Small-M GEMM entry points, wide blocks (`ft_gemv_<in>_<out>_g<groups>_w`, see
 //! `gemv_wide.rs`): each warp streams a slab of 16 weight rows of its own over the block's K
-//! slice, keeping `depth(G)` chunks of it in flight (16-byte loads marked evict-first), while the
-//! block's warps walk the same chunks of x (read from L2 once per block, then from L1).
+//! slice, keeping `depth(G)` chunks of it and of x in flight (the weight's 16-byte loads marked
+//! evict-first), the block's warps walking the same chunks of x (from L2 once per block, then
+//! from L1).
 //! `mma.m16n8k16` on fragments built from those loads as in `entry/gemv.rs`; no reduction
 //! across warps. Unsplit, each thread applies the epilogue to its own accumulators; split, the
 //! partials go to a workspace and the block that arrives last adds the slices in order
@@ -54,40 +55,42 @@ unsafe fn small_m_wide<E: MmaElem, O: Element, const G: usize, const P: usize>(
     let kb1 = kb1_of(ks, q.kslice, q.k + s);
     let chunks = if kb1 > kb0 { (kb1 - kb0).div_ceil(CHUNK) } else { 0 };
     let kend = if kb1 > s { kb1 - s } else { 0 };
-    // 16 rows x 32 k of the slab: zero past the slice, past N or before the row's start.
-    let weight = |cc: usize| -> [[u32; 4]; 2] {
-        let f = kb0 + cc * CHUNK + 8 * t;
+    // Chunk `cc` of the warp: 16 weight rows and the G x 8 rows of x, 32 k each (a thread's
+    // two weight vectors and G x vectors); zero past the slice, past N or M, or before a row's
+    // start.
+    let chunk = |cc: usize| -> ([[u32; 4]; 2], [[u32; 4]; G]) {
+        let mut xv = [[0u32; 4]; G];
         if cc >= chunks {
-            return [[0; 4]; 2];
+            return ([[0; 4]; 2], xv);
         }
-        // SAFETY: rows and k are predicated inside B (load8).
+        let f = kb0 + cc * CHUNK + 8 * t;
+        // SAFETY: rows and k are predicated inside B and A (load8).
         unsafe {
-            [
+            for (g, x) in xv.iter_mut().enumerate() {
+                *x = load8::<E, true, false>(a, 8 * g + gid, q.m, f, 0, kb1, xlen, q.lda, false);
+            }
+            let w = [
                 load8::<E, true, true>(b, r0, q.n, f, s, kend, q.k, q.ldb, false),
                 load8::<E, true, true>(b, r1, q.n, f, s, kend, q.k, q.ldb, false),
-            ]
+            ];
+            (w, xv)
         }
     };
 
-    // Accumulators: group g holds (slab rows gid, gid + 8) x (x rows 8g + 2t, + 1).
+    // Accumulators: group g holds (slab rows gid, gid + 8) x (x rows 8g + 2t, + 1). The ring
+    // holds the next P chunks (weight and x both: x's first read by a block comes from L2).
     let mut acc = [[0.0f32; 4]; G];
-    let mut ring = [[[0u32; 4]; 2]; P];
-    for (u, w) in ring.iter_mut().enumerate() {
-        *w = weight(u);
+    let mut ring = [([[0u32; 4]; 2], [[0u32; 4]; G]); P];
+    for (u, r) in ring.iter_mut().enumerate() {
+        *r = chunk(u);
     }
     let mut c0 = 0;
     while c0 < chunks {
         for (u, slot) in ring.iter_mut().enumerate() {
             let cc = c0 + u;
             if cc < chunks {
-                let f = kb0 + cc * CHUNK + 8 * t;
-                let mut xv = [[0u32; 4]; G];
-                for (g, x) in xv.iter_mut().enumerate() {
-                    // SAFETY: rows and k are predicated inside A (load8).
-                    *x = unsafe { load8::<E, true, false>(a, 8 * g + gid, q.m, f, 0, kb1, xlen, q.lda, false) };
-                }
-                let w = *slot;
-                *slot = weight(cc + P);
+                let (w, xv) = *slot;
+                *slot = chunk(cc + P);
                 for (g, ag) in acc.iter_mut().enumerate() {
                     for j in 0..2 {
                         // SAFETY: `chunks` is warp-uniform, so the whole warp is here.
