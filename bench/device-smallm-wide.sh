@@ -6,7 +6,8 @@
 #   with the default plan; compute-sanitizer memcheck and racecheck on the wide variant.
 # PART=ab: small-M shapes (1 to 64 rows against weights of 4 to 117 M elements, aligned and
 #   odd K) in columns: `old` (slab per block), `wide` (built-in K split), `wide1`/`wide2`/`wide4`
-#   (forced K splits), `hop` (rows above 32 on the Hopper tiles, the plan before this work);
+#   (forced K splits), `hop` (rows above 32 on the Hopper tiles, the plan before this work),
+#   `plan` (the environment's plan), `b<r>` (rows above r on the Hopper tiles where they can run);
 #   cuBLAS in the same process, then torch's `x @ w.T`; one table (`bench/tile_table.py`).
 # PART=suite: the irregular suite (bf16, f16) with the wide variant (WIDE, default 1) and up to
 #   BESIDE (default 64) rows on the small-M family, torch's `x @ w.T` first, joined per row.
@@ -37,6 +38,8 @@ if [ "$PART" = ab ]; then
       wide) export FERROTUNE_SMALL_M_WIDE=1 ;;
       wide[0-9]*) export FERROTUNE_SMALL_M_WIDE=1 FERROTUNE_SMALL_M_KSPLIT=${col#wide} ;;
       hop) export FERROTUNE_SMALL_M_BESIDE_HOPPER=32 ;;
+      plan) unset FERROTUNE_SMALL_M_BESIDE_HOPPER ;;
+      b[0-9]*) export FERROTUNE_SMALL_M_BESIDE_HOPPER=${col#b} ;;
     esac
     timeout $(cap 60) $X bench --ops gemm --dtypes bf16 --shapes $SM \
       --json $R/gemm-$col-bf16.json > $R/gemm-$col-bf16.txt 2>&1; stamp "$col bf16 exit $?"
