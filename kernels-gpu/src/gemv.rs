@@ -252,9 +252,9 @@ pub const NAMES: [&str; 32] = [
 ];
 
 /// Launch bounds of a small-M entry (threads, blocks per SM) for the PTX build; `None` for
-/// other names and the wide variants (`gemv_wide::launch_bounds`).
+/// other names.
 pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
-    (entry.starts_with("ft_gemv_") && !entry.ends_with("_w")).then_some((THREADS, 2))
+    entry.starts_with("ft_gemv_").then_some((THREADS, 2))
 }
 
 /// Bit of the kernel's `layout` argument: A (x) is column-major.

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use ferrotune_kernels::gemv::{self as kv, SmallMPlan};
-use ferrotune_kernels::gemv_wide as kw;
 use ferrotune_kernels::pack as kp;
 
 use super::gemm::{Gemm, Layout, operand_ptrs};
@@ -98,22 +97,10 @@ pub fn describe(
     tuned: Option<usize>,
 ) -> Option<(&'static str, SmallMPlan)> {
     let groups = kv::m_groups_for(g.m)?;
-    let inter = interleaved(g, ptrs);
-    let (name, builtin) = if wide(g, ptrs) {
-        (kw::entry_name(dtype, out, groups), kw::heuristic_ksplit(g.n, g.k, groups, sms, inter))
-    } else {
-        (kv::entry_name(dtype, out, groups, vector_loads(g, ptrs)), SmallMPlan::heuristic_ksplit(g.n, g.k, sms))
-    };
+    let name = kv::entry_name(dtype, out, groups, vector_loads(g, ptrs));
     let env = || std::env::var("FERROTUNE_SMALL_M_KSPLIT").ok().and_then(|v| v.parse().ok());
-    let ksplit = env().or(tuned).unwrap_or(builtin);
-    Some((name, SmallMPlan::with_rows(g.n, g.k, ksplit, inter)))
-}
-
-/// Whether a call the small-M family takes runs its wide variant (`gemv_wide.rs`: a slab per
-/// warp, x shared by the block's warps through L1): K-contiguous operands of one matrix, and
-/// `FERROTUNE_SMALL_M_WIDE=1` (A/B runs; `0` or unset: the slab-per-block variant).
-pub fn wide(g: &Gemm, ptrs: [u64; 2]) -> bool {
-    vector_loads(g, ptrs) && g.batch == 1 && std::env::var("FERROTUNE_SMALL_M_WIDE").is_ok_and(|v| v == "1")
+    let ksplit = env().or(tuned).unwrap_or_else(|| SmallMPlan::heuristic_ksplit(g.n, g.k, sms));
+    Some((name, SmallMPlan::with_rows(g.n, g.k, ksplit, interleaved(g, ptrs))))
 }
 
 /// Runs the resolved, checked GEMM `g` (for which `small_m_applies` said yes) on the stream,
@@ -190,16 +177,7 @@ unsafe fn launch(
         });
     };
     let groups = kv::m_groups_for(g.m).unwrap_or(kv::M_GROUPS[3]);
-    let inter = interleaved(g, [pa, pb]);
-    // Blocks along x, the workspace and its counters, and the shared memory of the variant.
-    let (blocks, ws, counters, smem) = if wide(g, [pa, pb]) {
-        let b = kw::blocks(plan.slabs, inter);
-        (b, kw::workspace_bytes(&plan, b, g.m, g.n), kw::counter_bytes(&plan, b), kw::SMEM_BYTES)
-    } else {
-        let ws = plan.workspace_bytes(g.m, g.n, g.batch);
-        (plan.slabs, ws, plan.counter_bytes(g.batch), kv::smem_bytes(groups))
-    };
-    let ws_bytes = ws.ok_or_else(|| Error::OutOfMemory {
+    let ws_bytes = plan.workspace_bytes(g.m, g.n, g.batch).ok_or_else(|| Error::OutOfMemory {
         requested: usize::MAX,
         available: 0,
         what: format!("the small-M split workspace of {}x{}x{} (overflows)", g.m, g.n, plan.ksplit),
@@ -212,15 +190,16 @@ unsafe fn launch(
                 why: format!("{name} allows {} threads per block, needs {}", kernel.max_threads, kv::THREADS),
             });
         }
-        let grid = (blocks as u32, plan.ksplit as u32, g.batch as u32);
-        let cfg = LaunchConfig { grid_dim: grid, block_dim: (kv::THREADS, 1, 1), shared_mem_bytes: smem as u32 };
+        let grid = (plan.slabs as u32, plan.ksplit as u32, g.batch as u32);
+        let smem = kv::smem_bytes(groups) as u32;
+        let cfg = LaunchConfig { grid_dim: grid, block_dim: (kv::THREADS, 1, 1), shared_mem_bytes: smem };
         let dims = [g.m, g.n, g.k, g.lda, g.ldb, g.ldc].map(|x| x as u32);
         let strides = [g.stride_a, g.stride_b, g.stride_c].map(|x| x as u64);
         let e = g.epilogue;
         let flags = e.flags();
         let layout = (if g.a_layout == Layout::Col { kv::A_COL } else { 0 })
             | (if g.b_layout == Layout::Row { kv::B_ROW } else { 0 })
-            | (if inter { kv::ROWS_INTERLEAVED } else { 0 });
+            | (if interleaved(g, [pa, pb]) { kv::ROWS_INTERLEAVED } else { 0 });
         let split = [plan.ksplit as u32, plan.kslice as u32];
         let mut lb = cs.launch_builder(&kernel.func);
         for p in [&pa, &pb, &pc, &pd, &pbias, &ws] {
@@ -252,7 +231,7 @@ unsafe fn launch(
     // the launch is queued.
     if ws_bytes > 0 {
         let slot = crate::workspace::Slot::SmallMSplit;
-        crate::workspace::with_counters(gpu, cs, slot, ws_bytes, counters, go)
+        crate::workspace::with_counters(gpu, cs, slot, ws_bytes, plan.counter_bytes(g.batch), go)
     } else {
         go(pd)
     }

@@ -564,22 +564,3 @@ pub unsafe fn ld_global_nc_v4(p: *const u32) -> [u32; 4] {
     };
     [a, b, c, d]
 }
-
-/// As [`ld_global_nc_v4`] with the streaming cache operator (`ld.global.cs.nc.v4.b32`: evict
-/// first in L1 and L2): for data read once, so that it does not evict what other warps of the
-/// SM read again. (`L1::no_allocate` would say it better but needs PTX 7.4, above the sm_80
-/// build's ISA.)
-///
-/// # Safety
-/// As [`ld_global_nc_v4`].
-#[inline(always)]
-pub unsafe fn ld_global_nc_na_v4(p: *const u32) -> [u32; 4] {
-    let (a, b, c, d): (u32, u32, u32, u32);
-    // SAFETY: the caller guarantees alignment, validity and that the data is read-only.
-    unsafe {
-        asm!("ld.global.cs.nc.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];",
-             p = in(reg64) p, a = out(reg32) a, b = out(reg32) b, c = out(reg32) c,
-             d = out(reg32) d, options(readonly, nostack))
-    };
-    [a, b, c, d]
-}

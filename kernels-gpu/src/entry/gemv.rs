@@ -7,8 +7,7 @@
 
 use crate::arch::nvptx::{
     atom_add_global_u32, block_idx_x, block_idx_y, block_idx_z, dyn_smem_addr, fence_gpu, ld_global_cg_f32,
-    ld_global_nc_na_v4, ld_global_nc_v4, ld_shared_f32, mma_m16n8k16_bf16, mma_m16n8k16_f16, st_shared_f32,
-    sync_threads, thread_idx_x,
+    ld_global_nc_v4, ld_shared_f32, mma_m16n8k16_bf16, mma_m16n8k16_f16, st_shared_f32, sync_threads, thread_idx_x,
 };
 use crate::element::Element;
 use crate::gemm::Epilogue;
@@ -19,7 +18,7 @@ use crate::gemv::{
 use half::{bf16, f16};
 
 /// A 16-bit input type the kernel multiplies with tensor cores.
-pub(super) trait MmaElem: Element {
+trait MmaElem: Element {
     fn bits(self) -> u16;
     /// # Safety
     /// Whole-warp convergence.
@@ -52,22 +51,22 @@ impl MmaElem for f16 {
 
 /// What every small-M entry receives (passed field by field in the ABI).
 #[derive(Clone, Copy)]
-pub(super) struct Args {
-    pub(super) m: usize,
-    pub(super) n: usize,
-    pub(super) k: usize,
-    pub(super) lda: usize,
-    pub(super) ldb: usize,
-    pub(super) ldc: usize,
-    pub(super) stride_a: usize,
-    pub(super) stride_b: usize,
-    pub(super) stride_c: usize,
-    pub(super) alpha: f32,
-    pub(super) beta: f32,
-    pub(super) flags: u32,
-    pub(super) layout: u32,
-    pub(super) ksplit: usize,
-    pub(super) kslice: usize,
+struct Args {
+    m: usize,
+    n: usize,
+    k: usize,
+    lda: usize,
+    ldb: usize,
+    ldc: usize,
+    stride_a: usize,
+    stride_b: usize,
+    stride_c: usize,
+    alpha: f32,
+    beta: f32,
+    flags: u32,
+    layout: u32,
+    ksplit: usize,
+    kslice: usize,
 }
 
 /// 8 consecutive k of one row (`row` of `rows`) of an operand, the elements `f - s .. f - s + 8`
@@ -76,15 +75,14 @@ pub(super) struct Args {
 /// row's start, past `kend` or past the last row. `VEC`: the row is K-contiguous; a group is one
 /// 16-byte load where it is 16-byte aligned, else two aligned loads around it and a funnel shift
 /// (when both lie inside the row's `klen` elements), else element loads at the edges. Without
-/// `VEC` each element is loaded at `kcol ? k * ld + row : row * ld + k`. `STREAM`: an aligned
-/// vector is loaded evict-first (data read once by this SM).
+/// `VEC` each element is loaded at `kcol ? k * ld + row : row * ld + k`.
 ///
 /// # Safety
 /// `p` covers the operand (`rows` rows of `klen` K) at leading dimension `ld`, 2-byte aligned;
 /// `kend <= klen`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(super) unsafe fn load8<E: MmaElem, const VEC: bool, const STREAM: bool>(
+unsafe fn load8<E: MmaElem, const VEC: bool>(
     p: *const E,
     row: usize,
     rows: usize,
@@ -107,9 +105,7 @@ pub(super) unsafe fn load8<E: MmaElem, const VEC: bool, const STREAM: bool>(
         if m == 0 {
             // SAFETY: the 8 elements exist (kk + 8 <= kend), 16-byte aligned; operands are
             // never written by this kernel.
-            return unsafe {
-                if STREAM { ld_global_nc_na_v4(at as *const u32) } else { ld_global_nc_v4(at as *const u32) }
-            };
+            return unsafe { ld_global_nc_v4(at as *const u32) };
         }
         if kk >= m && kk + 16 - m <= klen {
             let base = (at - 2 * m) as *const u32;
@@ -190,10 +186,10 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
                 let f = kb0 + cc * CHUNK + 8 * t;
                 // SAFETY: rows and k are predicated inside the operands (load8).
                 unsafe {
-                    wv[u][0] = load8::<E, VEC, false>(b, row_of(gid), q.n, f, s, kend, q.k, q.ldb, b_row);
-                    wv[u][1] = load8::<E, VEC, false>(b, row_of(gid + 8), q.n, f, s, kend, q.k, q.ldb, b_row);
+                    wv[u][0] = load8::<E, VEC>(b, row_of(gid), q.n, f, s, kend, q.k, q.ldb, b_row);
+                    wv[u][1] = load8::<E, VEC>(b, row_of(gid + 8), q.n, f, s, kend, q.k, q.ldb, b_row);
                     for (g, x) in xv[u].iter_mut().enumerate() {
-                        *x = load8::<E, VEC, false>(a, 8 * g + gid, q.m, f, 0, kb1, xlen, q.lda, a_col);
+                        *x = load8::<E, VEC>(a, 8 * g + gid, q.m, f, 0, kb1, xlen, q.lda, a_col);
                     }
                 }
             }
@@ -305,14 +301,14 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
 
 /// End of K slice `ks` of `kslice` in a frame of `kf` elements.
 #[inline(always)]
-pub(super) fn kb1_of(ks: usize, kslice: usize, kf: usize) -> usize {
+fn kb1_of(ks: usize, kslice: usize, kf: usize) -> usize {
     let e = ks * kslice + kslice;
     if e < kf { e } else { kf }
 }
 
 /// Blocks of the launch along x (`d` 0: slabs) or z (`d` 2: matrices).
 #[inline(always)]
-pub(super) fn grid_dim(d: u32) -> usize {
+fn grid_dim(d: u32) -> usize {
     let v: u32;
     // SAFETY: reads a special register.
     unsafe {
@@ -328,9 +324,8 @@ pub(super) fn grid_dim(d: u32) -> usize {
 // ABI: (a, b, c, d, bias, ws, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, alpha,
 // beta, flags, layout, ksplit, kslice); dims u32, strides u64, flags as `Epilogue::flags`,
 // layout bits `gemv::A_COL | gemv::B_ROW`.
-// `$kernel::<$gen>` is the body (`small_m` here, `gemv_wide::small_m_wide`), same ABI.
 macro_rules! gemv_entry {
-    ($name:expr, $E:ty, $O:ty, $kernel:ident, [$($gen:tt)*]) => {
+    ($name:expr, $E:ty, $O:ty, $G:literal, $V:literal) => {
         const _: () = {
             #[unsafe(export_name = $name)]
             #[allow(clippy::too_many_arguments)]
@@ -375,25 +370,23 @@ macro_rules! gemv_entry {
                     kslice: kslice as usize,
                 };
                 // SAFETY: the host validated the operands, alignment, workspace and launch
-                // shape for this variant (see `small_m` and `small_m_wide`).
-                unsafe { $kernel::<$($gen)*>(a, b, c, d, bias, ws, q) }
+                // shape for this variant (see `small_m`).
+                unsafe { small_m::<$E, $O, $G, $V>(a, b, c, d, bias, ws, q) }
             }
         };
     };
 }
 
-pub(super) use gemv_entry;
-
 macro_rules! gemv_groups {
     ($p:literal, $E:ty, $O:ty) => {
-        gemv_entry!(concat!($p, "_g1_v"), $E, $O, small_m, [$E, $O, 1, true]);
-        gemv_entry!(concat!($p, "_g1_s"), $E, $O, small_m, [$E, $O, 1, false]);
-        gemv_entry!(concat!($p, "_g2_v"), $E, $O, small_m, [$E, $O, 2, true]);
-        gemv_entry!(concat!($p, "_g2_s"), $E, $O, small_m, [$E, $O, 2, false]);
-        gemv_entry!(concat!($p, "_g4_v"), $E, $O, small_m, [$E, $O, 4, true]);
-        gemv_entry!(concat!($p, "_g4_s"), $E, $O, small_m, [$E, $O, 4, false]);
-        gemv_entry!(concat!($p, "_g8_v"), $E, $O, small_m, [$E, $O, 8, true]);
-        gemv_entry!(concat!($p, "_g8_s"), $E, $O, small_m, [$E, $O, 8, false]);
+        gemv_entry!(concat!($p, "_g1_v"), $E, $O, 1, true);
+        gemv_entry!(concat!($p, "_g1_s"), $E, $O, 1, false);
+        gemv_entry!(concat!($p, "_g2_v"), $E, $O, 2, true);
+        gemv_entry!(concat!($p, "_g2_s"), $E, $O, 2, false);
+        gemv_entry!(concat!($p, "_g4_v"), $E, $O, 4, true);
+        gemv_entry!(concat!($p, "_g4_s"), $E, $O, 4, false);
+        gemv_entry!(concat!($p, "_g8_v"), $E, $O, 8, true);
+        gemv_entry!(concat!($p, "_g8_s"), $E, $O, 8, false);
     };
 }
 

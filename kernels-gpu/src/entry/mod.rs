@@ -14,7 +14,6 @@ mod gemm_sm90;
 #[cfg(target_feature = "sm_90a")]
 mod gemm_sm90_split;
 mod gemv;
-mod gemv_wide;
 mod pack;
 mod reduce;
 mod splitk;
