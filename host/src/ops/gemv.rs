@@ -73,7 +73,7 @@ pub fn interleaved(g: &Gemm, [pa, pb]: [u64; 2]) -> bool {
 pub const IN_PLACE_MIN_WEIGHT: usize = 1 << 19;
 
 /// Whether a call the small-M family takes should skip the pack of its unaligned operands:
-/// up to `small_m_beside_hopper` rows (where the small-M family serves aligned calls too) the
+/// where the small-M family serves aligned calls too (`gemm_plan::hopper_rows` false) the
 /// weight is read in place (`interleaved`), which streams it once where the pack would copy
 /// it first. Above, the packed copies go to the Hopper tiles (on the H100, 33x8191x4099 ran
 /// 0.092 ms packed and 0.34 ms in place on the 64-row small-M kernel;
@@ -82,7 +82,7 @@ pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool 
     small_m_applies(g, dtype).is_some()
         && vector_loads(g, ptrs)
         && !std::env::var("FERROTUNE_SMALL_M_UNALIGNED").is_ok_and(|v| v == "0")
-        && g.m <= super::gemm_plan::small_m_beside_hopper()
+        && !super::gemm_plan::hopper_rows(g)
 }
 
 /// The entry name and plan a call would launch with on a device of `sms` SMs (for `explain`
