@@ -2,7 +2,7 @@
 //! backward, and the FCGP forward for Cl(2,0) and Cl(3,0) over (B, N), each timed with events
 //! (warm-up, median of many) beside a copy ceiling measured in the same run, rated on its
 //! minimum traffic, and checked on sampled rows against the float64 reference. Rows carry
-//! `dim`, `op` (`fwd`, `fwdbwd`, `fcgp_fwd`; `fcgp_gemm`: the FCGP's plain-GEMM peer), `B` and
+//! `dim`, `op` (`fwd`, `fwdbwd`, `fcgp_fwd`; `fcgp_gemm`, `fcgp_gemms`: the FCGP's GEMM peers), `B` and
 //! `N` so the torch baselines join on them.
 
 use ferrotune::config::ElemConfig;
@@ -85,6 +85,10 @@ pub struct CliffordRow {
     /// GEMM's on the same GEMM shape (`clifford_gemm_peer.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_vs_gemm: Option<f64>,
+    /// `fcgp_fwd` rows timed beside an `fcgp_gemms` row: this row's FLOP rate over the FCGP's
+    /// own GEMM calls alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_vs_own_gemms: Option<f64>,
 }
 
 /// One config of a `fwd_sweep` row.
@@ -285,6 +289,9 @@ fn bench_row<T: Scalar>(
     if op == "fcgp_gemm" {
         return crate::clifford_gemm_peer::gemm_peer_row::<T>(backend, s, p, opts, copy_bps);
     }
+    if op == "fcgp_gemms" {
+        return crate::clifford_gemm_peer::own_gemms_row::<T>(backend, s, p, opts, copy_bps);
+    }
     let cfg = CliffordConfig::heuristic(p, T::DTYPE, backend.device());
     let bwd = CliffordConfig::backward_heuristic(p, T::DTYPE, backend.device());
     bench_row_with::<T>(backend, s, op, p, opts, copy_bps, &cfg, &bwd)
@@ -417,6 +424,7 @@ fn bench_row_on<T: Scalar>(
         mismatch,
         sweep: Vec::new(),
         rate_vs_gemm: None,
+        rate_vs_own_gemms: None,
     })
 }
 
@@ -490,15 +498,17 @@ pub fn run(backend: &Backend, opts: &CliffordOptions, mut progress: impl FnMut(&
         }
     }
     crate::clifford_gemm_peer::join_rates(&mut rows);
-    for r in rows.iter().filter(|r| r.rate_vs_gemm.is_some()) {
+    for r in rows.iter().filter(|r| r.rate_vs_gemm.is_some() || r.rate_vs_own_gemms.is_some()) {
+        let share = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}x"));
         progress(&format!(
-            "d{} fcgp_fwd {:<4} B {:>5} N {:>5} {:.1} TFLOP/s = {:.2}x our plain GEMM (same M, N, K)",
+            "d{} fcgp_fwd {:<4} B {:>5} N {:>5} {:.1} TFLOP/s = {} our plain GEMM (M = total B, N, K = N), {} its own GEMM calls alone",
             r.dim,
             r.dtype,
             r.b,
             r.n,
             r.flops_per_s / 1e12,
-            r.rate_vs_gemm.unwrap_or(0.0)
+            share(r.rate_vs_gemm),
+            share(r.rate_vs_own_gemms)
         ));
     }
     let (device, driver) = match backend {

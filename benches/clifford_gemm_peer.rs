@@ -1,8 +1,11 @@
-//! The plain-GEMM peer of the FCGP forward (`fcgp_gemm` rows): our own GEMM, in the same
-//! precision the FCGP uses (TF32 tensor cores for f32, native f16/bf16), on the GEMM shape the
-//! FCGP forward runs (`total * B` rows of path products, `N x N` weights: the same M, N, K and
-//! the same FLOPs), timed in the same call, so each `fcgp_fwd` row can report its rate as a
-//! share of our plain GEMM's (`rate_vs_gemm`).
+//! The plain-GEMM peers of the FCGP forward, our own GEMM in the same precision the FCGP uses
+//! (TF32 tensor cores for f32, native f16/bf16), timed in the same call:
+//! - `fcgp_gemm`: the FCGP's products-times-weights as one plain GEMM, `total * B` rows of
+//!   path products times `N x N` weights (the same FLOPs), so each `fcgp_fwd` row can report its
+//!   rate as a share of our plain GEMM's (`rate_vs_gemm`);
+//! - `fcgp_gemms`: the GEMM calls the FCGP forward itself makes (one per output grade, K over
+//!   the grade's paths: `fcgp_forward_gemms`) on random data, alone — how much of the forward's
+//!   time is GEMM (`rate_vs_own_gemms`).
 
 use ferrotune::ops::gemm::{Gemm, Precision, gemm};
 use ferrotune::{Backend, Buffer, Scalar, Stream};
@@ -11,10 +14,38 @@ use ferrotune_testkit::Rng;
 
 use crate::clifford::{CliffordOptions, CliffordRow};
 use crate::error::Result;
-use ferrotune::ops::clifford::Clifford;
+use ferrotune::ops::clifford::{Clifford, fcgp_forward_gemms};
 
 /// Sampled entries of D checked against a float64 dot product.
 const CHECKS: usize = 64;
+
+/// The first sampled entry of `D[d0 ..]` (row-major `m x n`) that is not `A[a0 ..] (m x k)
+/// B[b0 ..] (k x n)` within TF32's rounding: each input rounded to 10 mantissa bits, so a
+/// relative 2^-10 of the sum of |products| bounds the error with room; NaN (an entry never
+/// written) fails.
+#[allow(clippy::too_many_arguments)]
+fn first_mismatch<T: Scalar>(
+    ha: &[T],
+    hb: &[T],
+    got: &[f32],
+    (m, n, k): (usize, usize, usize),
+    [a0, b0, d0]: [usize; 3],
+) -> Option<String> {
+    for i in 0..CHECKS.min(m * n) {
+        let (r, c) = ((i * 7919 + 3) % m, (i * 104_729 + 1) % n);
+        let (mut want, mut mag) = (0.0f64, 0.0f64);
+        for q in 0..k {
+            let v = ha[a0 + r * k + q].to_f32() as f64 * hb[b0 + q * n + c].to_f32() as f64;
+            want += v;
+            mag += v.abs();
+        }
+        let e = (got[d0 + r * n + c] as f64 - want).abs();
+        if e.is_nan() || e > mag * 2f64.powi(-10) + 1e-6 {
+            return Some(format!("D[{r}, {c}] = {} vs {want} (bound {})", got[d0 + r * n + c], mag * 2f64.powi(-10)));
+        }
+    }
+    None
+}
 
 /// The `fcgp_gemm` row of `p`: `D (total B x N, f32) = A (total B x N) W (N x N)`.
 pub fn gemm_peer_row<T: Scalar>(
@@ -33,33 +64,68 @@ pub fn gemm_peer_row<T: Scalar>(
     let mut d = Buffer::from_slice(s, &vec![f32::NAN; m * n])?;
     let run = |d: &mut Buffer<f32>| gemm::<T, f32>(s, &g, &a.all(), &b.all(), None, None, &mut d.all_mut());
     run(&mut d)?;
-    let got = d.to_vec(s)?;
-    // TF32 rounds each input to 10 mantissa bits: a relative 2^-10 of the sum of |products|
-    // bounds the error with room; NaN (an entry never written) fails.
-    let mut mismatch = None;
-    for i in 0..CHECKS.min(m * n) {
-        let (r, c) = ((i * 7919 + 3) % m, (i * 104_729 + 1) % n);
-        let (mut want, mut mag) = (0.0f64, 0.0f64);
-        for q in 0..k {
-            let v = ha[r * k + q].to_f32() as f64 * hb[q * n + c].to_f32() as f64;
-            want += v;
-            mag += v.abs();
-        }
-        let e = (got[r * n + c] as f64 - want).abs();
-        if e.is_nan() || e > mag * 2f64.powi(-10) + 1e-6 {
-            mismatch = Some(format!("D[{r}, {c}] = {} vs {want} (bound {})", got[r * n + c], mag * 2f64.powi(-10)));
-            break;
-        }
-    }
+    let mismatch = first_mismatch(&ha, &hb, &d.to_vec(s)?, (m, n, k), [0; 3]);
     let stats = time_on_stream(s, opts.repeat, |_| run(&mut d))?;
     let e = T::DTYPE.size_bytes() as u64;
     let bytes = (m * k) as u64 * e + (k * n) as u64 * e + (m * n) as u64 * 4;
-    let flops = 2 * (m * n * k) as u64;
+    let config = format!("plain gemm M {m} N {n} K {k} (tf32 for f32)");
+    Ok(row(backend, p, "fcgp_gemm", T::DTYPE.name(), stats, bytes, 2 * (m * n * k) as u64, copy_bps, config, mismatch))
+}
+
+/// The `fcgp_gemms` row of `p`: the FCGP forward's own GEMM calls on random products and
+/// grouped weights, into f32 `(C, B, N)` planes; the first call's sampled entries checked.
+pub fn own_gemms_row<T: Scalar>(
+    backend: &Backend,
+    s: &Stream,
+    p: &Clifford,
+    opts: &CliffordOptions,
+    copy_bps: f64,
+) -> Result<CliffordRow> {
+    let t = p.tables()?;
+    let calls = fcgp_forward_gemms(p, Precision::AllowTf32)?;
+    let (al, bl, dl) = (t.total * p.b * p.n, p.fcgp_weights_len()?, p.mv_len()?);
+    let mut rng = Rng::new(19);
+    let ha: Vec<T> = rng.vec(al, -1.0, 1.0);
+    let hb: Vec<T> = rng.vec(bl, -1.0, 1.0);
+    let (a, b) = (Buffer::from_slice(s, &ha)?, Buffer::from_slice(s, &hb)?);
+    let mut d = Buffer::from_slice(s, &vec![f32::NAN; dl])?;
+    let run = |d: &mut Buffer<f32>| -> ferrotune::Result<()> {
+        for (g, [a0, b0, d0]) in &calls {
+            gemm::<T, f32>(s, g, &a.view(*a0..)?, &b.view(*b0..)?, None, None, &mut d.view_mut(*d0..)?)?;
+        }
+        Ok(())
+    };
+    run(&mut d)?;
+    let (g0, offs) = calls[0];
+    let mismatch = first_mismatch(&ha, &hb, &d.to_vec(s)?, (g0.m, g0.n, g0.k), offs);
+    let stats = time_on_stream(s, opts.repeat, |_| run(&mut d))?;
+    let e = T::DTYPE.size_bytes() as u64;
+    let bytes = (al + bl) as u64 * e + dl as u64 * 4;
+    let flops = calls.iter().map(|(g, _)| g.flops()).sum::<f64>() as u64;
+    let config =
+        calls.iter().map(|(g, _)| format!("{}x{}x{}x{}", g.batch, g.m, g.n, g.k)).collect::<Vec<_>>().join(" + ");
+    let config = format!("the FCGP's GEMMs (batch x M x N x K): {config}");
+    Ok(row(backend, p, "fcgp_gemms", T::DTYPE.name(), stats, bytes, flops, copy_bps, config, mismatch))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row(
+    backend: &Backend,
+    p: &Clifford,
+    op: &str,
+    dtype: &str,
+    stats: ferrotune_autotune::measure::Stats,
+    bytes: u64,
+    flops: u64,
+    copy_bps: f64,
+    config: String,
+    mismatch: Option<String>,
+) -> CliffordRow {
     let secs = stats.median_ms * 1e-3;
-    Ok(CliffordRow {
+    CliffordRow {
         dim: p.dim,
-        op: "fcgp_gemm".into(),
-        dtype: T::DTYPE.name().into(),
+        op: op.into(),
+        dtype: dtype.into(),
         backend: backend.name().into(),
         b: p.b,
         n: p.n,
@@ -71,25 +137,34 @@ pub fn gemm_peer_row<T: Scalar>(
         bytes_per_s: bytes as f64 / secs,
         flops_per_s: flops as f64 / secs,
         ratio_to_copy: bytes as f64 / secs / copy_bps,
-        config: format!("plain gemm M {m} N {n} K {k} (tf32 for f32)"),
+        config,
         correct: mismatch.is_none(),
         mismatch,
         sweep: Vec::new(),
         rate_vs_gemm: None,
-    })
+        rate_vs_own_gemms: None,
+    }
 }
 
-/// Sets `rate_vs_gemm` on every `fcgp_fwd` row with an `fcgp_gemm` row of the same dim,
-/// dtype, B and N: the FCGP forward's FLOP rate over the plain GEMM's.
+/// Sets `rate_vs_gemm` (`rate_vs_own_gemms`) on every `fcgp_fwd` row with an `fcgp_gemm`
+/// (`fcgp_gemms`) row of the same dim, dtype, B and N: the FCGP forward's FLOP rate over the
+/// peer's.
 pub fn join_rates(rows: &mut [CliffordRow]) {
-    let peers: Vec<(u32, String, usize, usize, f64)> = rows
-        .iter()
-        .filter(|r| r.op == "fcgp_gemm" && r.correct)
-        .map(|r| (r.dim, r.dtype.clone(), r.b, r.n, r.flops_per_s))
-        .collect();
-    for r in rows.iter_mut().filter(|r| r.op == "fcgp_fwd") {
-        if let Some(pk) = peers.iter().find(|pk| (pk.0, &pk.1, pk.2, pk.3) == (r.dim, &r.dtype, r.b, r.n)) {
-            r.rate_vs_gemm = Some(r.flops_per_s / pk.4);
+    for (peer, own) in [("fcgp_gemm", false), ("fcgp_gemms", true)] {
+        let peers: Vec<(u32, String, usize, usize, f64)> = rows
+            .iter()
+            .filter(|r| r.op == peer && r.correct)
+            .map(|r| (r.dim, r.dtype.clone(), r.b, r.n, r.flops_per_s))
+            .collect();
+        for r in rows.iter_mut().filter(|r| r.op == "fcgp_fwd") {
+            if let Some(pk) = peers.iter().find(|pk| (pk.0, &pk.1, pk.2, pk.3) == (r.dim, &r.dtype, r.b, r.n)) {
+                let rate = Some(r.flops_per_s / pk.4);
+                if own {
+                    r.rate_vs_own_gemms = rate;
+                } else {
+                    r.rate_vs_gemm = rate;
+                }
+            }
         }
     }
 }

@@ -583,7 +583,7 @@ fn clifford_bad_inputs_are_typed_errors() {
     let mut ws = FcgpWorkspace::<f32>::new(&s, &small).unwrap();
     let wf = Buffer::from_slice(&s, &vec![0.5f32; p.fcgp_weights_len().unwrap()]).unwrap();
     let e = fused_gelu_fcgp_norm(&s, &p, &x.all(), &x.all(), &wf.all(), &mut ws, &mut out.all_mut()).unwrap_err();
-    assert!(matches!(e, Error::BufferTooSmall { what: "FCGP workspace", .. }), "{e}");
+    assert!(matches!(e, Error::BufferTooSmall { what: "FCGP workspace (products)", .. }), "{e}");
     // Empty batches are a no-op forward and a zero weight gradient.
     let empty = Clifford::new(2, 0, 3, true);
     let e0 = Buffer::<f32>::zeros(&s, 0).unwrap();

@@ -248,7 +248,7 @@ fn fcgp_backward_bad_inputs_are_typed_errors() {
         &mut by.all_mut(),
         &mut dw.all_mut(),
     );
-    assert!(matches!(e, Err(Error::BufferTooSmall { what: "FCGP workspace", .. })), "{e:?}");
+    assert!(matches!(e, Err(Error::BufferTooSmall { what: "FCGP workspace (products)", .. })), "{e:?}");
     let e = fused_gelu_fcgp_norm_backward(
         &s,
         &Clifford::new(4, 2, 3, true),

@@ -74,6 +74,16 @@ pub struct Tables {
     pub offset: [usize; MAX_W],
     /// Sum of `cdim` (the signed per-path products of FCGP: 14 in 2D, 44 in 3D).
     pub total: usize,
+    /// FCGP: paths per output grade.
+    pub np: [usize; MAX_G],
+    /// FCGP: position of each path among the paths of its output grade.
+    pub qpos: [usize; MAX_W],
+    /// FCGP: the paths grouped by output grade (grade 0's first, path order within a grade):
+    /// the order of the weight matrices in the grouped copy the GEMMs read.
+    pub gorder: [usize; MAX_W],
+    /// FCGP: where each component's product rows start, in planes of `B * N` elements (the
+    /// components before it, each counted `np` of its grade times).
+    pub cstart: [usize; MAX_C],
     /// The `c * c` products, in (i, k) order.
     pub terms: [Term; MAX_C * MAX_C],
 }
@@ -145,7 +155,44 @@ const fn tables(dim: u32, blades: [u8; MAX_C], paths: [(usize, usize, usize); MA
         }
         i += 1;
     }
-    Tables { dim, c, w, g, blades, grade, slot, paths, cdim, offset, total, terms }
+    let (np, qpos, gorder, cstart) = grouped(c, g, w, &grade, &paths);
+    Tables { dim, c, w, g, blades, grade, slot, paths, cdim, offset, total, np, qpos, gorder, cstart, terms }
+}
+
+/// The FCGP's grouping of paths by output grade: `(np, qpos, gorder, cstart)` of [`Tables`].
+#[allow(clippy::type_complexity)]
+const fn grouped(
+    c: usize,
+    g: usize,
+    w: usize,
+    grade: &[usize; MAX_C],
+    paths: &[(usize, usize, usize); MAX_W],
+) -> ([usize; MAX_G], [usize; MAX_W], [usize; MAX_W], [usize; MAX_C]) {
+    let mut np = [0usize; MAX_G];
+    let mut qpos = [0usize; MAX_W];
+    let mut gorder = [0usize; MAX_W];
+    let mut at = 0;
+    let mut j = 0;
+    while j < g {
+        let mut p = 0;
+        while p < w {
+            if paths[p].1 == j {
+                qpos[p] = np[j];
+                np[j] += 1;
+                gorder[at] = p;
+                at += 1;
+            }
+            p += 1;
+        }
+        j += 1;
+    }
+    let mut cstart = [0usize; MAX_C];
+    let mut k = 1;
+    while k < c {
+        cstart[k] = cstart[k - 1] + np[grade[k - 1]];
+        k += 1;
+    }
+    (np, qpos, gorder, cstart)
 }
 
 const PATHS_2D: [(usize, usize, usize); MAX_W] = {
@@ -259,7 +306,8 @@ macro_rules! for_terms {
 // After `for_terms!`, which it uses.
 mod fcgp;
 pub use fcgp::{
-    MAX_TOTAL, expand_grad, fcgp_input_grads, fcgp_norm_bwd_rows, fcgp_products_bwd_rows, norm_stats, path_products_vjp,
+    MAX_TOTAL, each_product, fcgp_input_grads, fcgp_norm_bwd_rows, fcgp_products_bwd_rows, norm_stats,
+    path_products_vjp, prod_at,
 };
 
 /// `1 / sqrt(2 pi)`.
@@ -451,22 +499,6 @@ pub fn bwd_feature_with<A: Algebra, F: MulAdd>(
     (gate_vjp::<A>(x, sx, &dxg), gate_vjp::<A>(y, sy, &dyg))
 }
 
-/// FCGP assembly of one feature: `o_c = sum over paths p of output grade g(c) of d[p][slot c]`,
-/// where `d(s)` reads product row `s`.
-#[inline(always)]
-pub fn assemble<A: Algebra>(d: impl Fn(usize) -> f32) -> Mv {
-    let t = A::T;
-    let mut o = [0.0f32; MAX_C];
-    for p in 0..A::W {
-        for c in 0..A::C {
-            if t.grade[c] == t.paths[p].1 {
-                o[c] += d(t.offset[p] + t.slot[c]);
-            }
-        }
-    }
-    o
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -487,6 +519,35 @@ mod tests {
             for p in 0..t.w {
                 assert!(t.terms[..t.c * t.c].iter().any(|tm| tm.p == p), "path {p} unused");
             }
+        }
+    }
+
+    #[test]
+    fn fcgp_grouping_covers_every_product_once() {
+        assert_eq!(&CL2.np[..3], &[3, 4, 3]);
+        assert_eq!(&CL3.np[..4], &[4, 6, 6, 4]);
+        assert_eq!(&CL2.gorder[..10], &[0, 3, 7, 1, 4, 5, 8, 2, 6, 9]);
+        for t in [&CL2, &CL3] {
+            // Every path once in the grouped order, at its grade's position.
+            let mut seen = [false; MAX_W];
+            let mut start = 0;
+            for j in 0..t.g {
+                for q in 0..t.np[j] {
+                    let p = t.gorder[start + q];
+                    assert!(!seen[p]);
+                    seen[p] = true;
+                    assert_eq!((t.paths[p].1, t.qpos[p]), (j, q));
+                }
+                start += t.np[j];
+            }
+            assert_eq!(start, t.w);
+            // The component row blocks tile the products without gaps.
+            let mut at = 0;
+            for c in 0..t.c {
+                assert_eq!(t.cstart[c], at);
+                at += t.np[t.grade[c]];
+            }
+            assert_eq!(at, t.total);
         }
     }
 

@@ -44,8 +44,9 @@ pub fn run_cmd(args: CliffordArgs) -> anyhow::Result<()> {
     if !args.rows.is_empty() {
         for r in &args.rows {
             anyhow::ensure!(
-                OPS.contains(&r.as_str()) || ["fwd_sweep", "fwdbwd_sweep", "fcgp_gemm"].contains(&r.as_str()),
-                "unknown clifford row '{r}' (fwd, fwdbwd, fcgp_fwd, fcgp_gemm, fwd_sweep, fwdbwd_sweep)"
+                OPS.contains(&r.as_str())
+                    || ["fwd_sweep", "fwdbwd_sweep", "fcgp_gemm", "fcgp_gemms"].contains(&r.as_str()),
+                "unknown clifford row '{r}' (fwd, fwdbwd, fcgp_fwd, fcgp_gemm, fcgp_gemms, fwd_sweep, fwdbwd_sweep)"
             );
         }
         opts.ops = args.rows.clone();

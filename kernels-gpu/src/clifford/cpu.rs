@@ -8,8 +8,9 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::{
-    Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, apply_gate, assemble, gate, gate_vjp_pdf, inv_rms,
-    norm_backward_coefs, norm_stats, normal_pdf_with, path_products, product_vjp_with, product_with, through_norm,
+    Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, apply_gate, each_product, gate, gate_vjp_pdf, inv_rms,
+    norm_backward_coefs, norm_stats, normal_pdf_with, path_products, prod_at, product_vjp_with, product_with,
+    through_norm,
 };
 use crate::arch::{MulAdd, prefetch};
 use crate::element::{DType, Element};
@@ -502,34 +503,44 @@ pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
     }
 }
 
-/// CPU path of the FCGP products for whole rows: `prod[s]` is the rows of product `s`
-/// (`offset[p] + slot[c]`), same row layout as `x`.
+/// CPU path of the FCGP products for whole rows: `x[c]`, `y[c]` hold component `c` of the
+/// same rows (`rows * n` each); `prod[c]` holds component `c`'s product rows of the same batch
+/// rows in the grouped layout (`rows * np * n`, [`prod_at`]).
 #[inline(always)]
-pub fn fcgp_products_rows<A: Algebra, T: Element, V: Widen<T>>(conv: V, x: &[&[T]], y: &[&[T]], prod: &mut [&mut [T]]) {
-    let len = x[0].len();
+pub fn fcgp_products_rows<A: Algebra, T: Element, V: Widen<T>>(
+    conv: V,
+    x: &[&[T]],
+    y: &[&[T]],
+    prod: &mut [&mut [T]],
+    n: usize,
+) {
+    let rows = x[0].len().checked_div(n).unwrap_or(0);
     let (mut xs, mut ys) = ([[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C]);
     let mut pb = [[0.0f32; LANES]; 44];
-    for i0 in (0..len).step_by(LANES) {
-        let m = LANES.min(len - i0);
-        widen_block(conv, x, A::C, i0, m, &mut xs);
-        widen_block(conv, y, A::C, i0, m, &mut ys);
-        for l in 0..LANES {
-            let (mut xg, mut yg) = (lane(&xs, A::C, l), lane(&ys, A::C, l));
-            gate::<A>(&mut xg);
-            gate::<A>(&mut yg);
-            let pr = path_products::<A>(&xg, &yg);
-            for s in 0..A::TOTAL {
-                pb[s][l] = pr[s];
+    for r in 0..rows {
+        for f0 in (0..n).step_by(LANES) {
+            let m = LANES.min(n - f0);
+            widen_block(conv, x, A::C, r * n + f0, m, &mut xs);
+            widen_block(conv, y, A::C, r * n + f0, m, &mut ys);
+            for l in 0..LANES {
+                let (mut xg, mut yg) = (lane(&xs, A::C, l), lane(&ys, A::C, l));
+                gate::<A>(&mut xg);
+                gate::<A>(&mut yg);
+                let pr = path_products::<A>(&xg, &yg);
+                for s in 0..A::TOTAL {
+                    pb[s][l] = pr[s];
+                }
             }
-        }
-        for s in 0..A::TOTAL {
-            store_lanes(conv, &pb[s], &mut prod[s][i0..i0 + m]);
+            each_product::<A>(|s, p, c| {
+                let at = prod_at::<A>(p, c, r, f0, n);
+                store_lanes(conv, &pb[s], &mut prod[c][at..at + m]);
+            });
         }
     }
 }
 
-/// CPU path of the FCGP assembly and norm for whole rows: `d[s]` are the GEMM results' rows of
-/// product `s` (f32).
+/// CPU path of the FCGP norm for whole rows: `d[c]` are the GEMM results (component `c`'s
+/// un-normalised output, f32) of the rows `out[c]` receives.
 #[inline(always)]
 pub fn fcgp_assemble_rows<A: Algebra, T: Element, V: Widen<T>>(
     conv: V,
@@ -540,25 +551,19 @@ pub fn fcgp_assemble_rows<A: Algebra, T: Element, V: Widen<T>>(
     scratch: &mut [f32],
 ) {
     let rows = d[0].len().checked_div(n).unwrap_or(0);
-    let mut ds = [[0.0f32; LANES]; 44];
-    let mut acc = [[0.0f32; LANES]; MAX_G];
     let mut ob = [[0.0f32; LANES]; MAX_C];
+    let mut acc = [[0.0f32; LANES]; MAX_G];
     for r in 0..rows {
         let mut ss = [0.0f32; MAX_G];
         for (b, f0) in (0..n).step_by(LANES).enumerate() {
             let m = LANES.min(n - f0);
-            for s in 0..A::TOTAL {
-                load_lanes(PortableWiden, &d[s][r * n + f0..r * n + f0 + m], &mut ds[s]);
-            }
+            widen_block(PortableWiden, d, A::C, r * n + f0, m, &mut ob);
             for l in 0..LANES {
-                let o = assemble::<A>(|s| ds[s][l]);
+                let o = lane(&ob, A::C, l);
                 let mut sq = [0.0f32; MAX_G];
                 accumulate_grades::<A>(&o, &mut sq);
                 for g in 0..A::G {
                     acc[g][l] += sq[g];
-                }
-                for c in 0..A::C {
-                    ob[c][l] = o[c];
                 }
             }
             for c in 0..A::C {

@@ -1,30 +1,43 @@
-//! The FCGP backward's per-feature maths and CPU row loops (the PTX entries in
-//! `entry/clifford_fcgp.rs` call the same per-feature functions): the gradient through the
-//! norm spread over the signed per-path products, and the products' gradient back to x and y
-//! through the gate. The GEMMs between them (`dProd = gD Wᵀ`, `dW = Prodᵀ gD`) run on the host.
+//! The FCGP's product layout and its backward's per-feature maths and CPU row loops (the PTX
+//! entries in `entry/clifford_fcgp.rs` call the same per-feature functions).
+//!
+//! Layout of the products (the GEMMs' A operand): the paths are grouped by output grade, and
+//! component `c` (of grade `j`) owns `B` rows of `np[j] * N` products: row `b` holds, for each
+//! path `q` of grade `j` in turn, the `N` features' signed products that reach `c`. The rows of
+//! grade `j`'s components, stacked, are one `(cdim * B) x (np * N)` matrix, so one GEMM per
+//! grade against the grade's weight matrices stacked (`(np * N) x N`, the grouped copy of `W`)
+//! sums the paths inside the GEMM and gives the un-normalised output directly, `(C, B, N)`.
+//! The backward runs the same two GEMMs per grade (`dProd = gD Wᵀ`, `dW = Prodᵀ gD`) on the
+//! gradient through the norm, which is `(C, B, N)` too.
 #![allow(clippy::needless_range_loop)]
 
 use super::cpu::{blocked_sums, load};
-use super::{Algebra, MAX_C, MAX_G, Mv, assemble, fmaf, gate, gate_vjp, norm_backward_coefs, through_norm};
+use super::{Algebra, MAX_C, MAX_G, Mv, fmaf, gate, gate_vjp, norm_backward_coefs, through_norm};
 use crate::element::Element;
 
 /// Products per feature of the largest algebra (`Tables::total` of Cl(3,0)).
 pub const MAX_TOTAL: usize = 44;
 
-/// The assembled output is a plain sum of GEMM results, so the gradient of product row
-/// `offset[p] + slot[c]` is the gradient `g[c]` of its component.
+/// Calls `f(s, p, c)` for every product: `s = offset[p] + slot[c]` (its index in
+/// [`super::path_products`]' array), path `p`, component `c` of the path's output grade.
 #[inline(always)]
-pub fn expand_grad<A: Algebra>(g: &Mv) -> [f32; MAX_TOTAL] {
+pub fn each_product<A: Algebra>(mut f: impl FnMut(usize, usize, usize)) {
     let t = A::T;
-    let mut e = [0.0f32; MAX_TOTAL];
     for p in 0..A::W {
         for c in 0..A::C {
             if t.grade[c] == t.paths[p].1 {
-                e[t.offset[p] + t.slot[c]] = g[c];
+                f(t.offset[p] + t.slot[c], p, c);
             }
         }
     }
-    e
+}
+
+/// Where the product of path `p` for component `c`, feature `f` of batch row `row` lives among
+/// component `c`'s product rows (which start at `cstart[c] * B * N` of the whole layout).
+#[inline(always)]
+pub fn prod_at<A: Algebra>(p: usize, c: usize, row: usize, f: usize, n: usize) -> usize {
+    let t = A::T;
+    (row * t.np[t.grade[c]] + t.qpos[p]) * n + f
 }
 
 /// Adds one feature's squares of the raw output `o` and `go . o` to the per-grade sums.
@@ -65,9 +78,9 @@ pub fn fcgp_input_grads<A: Algebra>(x: &Mv, y: &Mv, dpr: &[f32; MAX_TOTAL]) -> (
     (gate_vjp::<A>(x, sx, &dxg), gate_vjp::<A>(y, sy, &dyg))
 }
 
-/// CPU path of the FCGP norm backward for whole rows: from the forward GEMM results `d`
-/// (`total` planes of f32) and `go`, writes the gradient of every product row to `gd`
-/// (`total` planes of `T`, the GEMMs' operand).
+/// CPU path of the FCGP norm backward for whole rows: from the forward GEMM results `d` (`C`
+/// planes of f32, the un-normalised output) and `go`, writes the gradient of the GEMM results
+/// `gd` (`C` planes of `T`, the backward GEMMs' operand).
 pub fn fcgp_norm_bwd_rows<A: Algebra, T: Element>(
     d: &[&[f32]],
     go: &[&[T]],
@@ -76,11 +89,18 @@ pub fn fcgp_norm_bwd_rows<A: Algebra, T: Element>(
     normalize: bool,
 ) {
     let rows = d[0].len().checked_div(n).unwrap_or(0);
+    let raw = |idx: usize| {
+        let mut o = [0.0f32; MAX_C];
+        for c in 0..A::C {
+            o[c] = d[c][idx];
+        }
+        o
+    };
     for r in 0..rows {
         let coefs = normalize.then(|| {
             let (ss, dot) = blocked_sums(n, |f, ss, dot| {
                 let idx = r * n + f;
-                norm_stats::<A>(&assemble::<A>(|s| d[s][idx]), &load::<T, A>(go, idx), ss, dot);
+                norm_stats::<A>(&raw(idx), &load::<T, A>(go, idx), ss, dot);
             });
             norm_backward_coefs::<A>(&ss, &dot, n)
         });
@@ -88,35 +108,37 @@ pub fn fcgp_norm_bwd_rows<A: Algebra, T: Element>(
             let idx = r * n + f;
             let gv = load::<T, A>(go, idx);
             let g = match &coefs {
-                Some((inv, k)) => through_norm::<A>(&gv, &assemble::<A>(|s| d[s][idx]), inv, k),
+                Some((inv, k)) => through_norm::<A>(&gv, &raw(idx), inv, k),
                 None => gv,
             };
-            let e = expand_grad::<A>(&g);
-            for s in 0..A::TOTAL {
-                gd[s][idx] = T::from_f32(e[s]);
+            for c in 0..A::C {
+                gd[c][idx] = T::from_f32(g[c]);
             }
         }
     }
 }
 
-/// CPU path of the FCGP input gradients for whole rows: `dpr` is the gradient of every product
-/// row (`total` planes of f32).
+/// CPU path of the FCGP input gradients for whole rows: `dpr[c]` is the gradient of component
+/// `c`'s product rows (f32, the layout of [`prod_at`]) for the rows of `x`, `y`, `dx`, `dy`.
 pub fn fcgp_products_bwd_rows<A: Algebra, T: Element>(
     x: &[&[T]],
     y: &[&[T]],
     dpr: &[&[f32]],
     dx: &mut [&mut [T]],
     dy: &mut [&mut [T]],
+    n: usize,
 ) {
-    for idx in 0..x[0].len() {
-        let mut dv = [0.0f32; MAX_TOTAL];
-        for s in 0..A::TOTAL {
-            dv[s] = dpr[s][idx];
-        }
-        let (a, b) = fcgp_input_grads::<A>(&load::<T, A>(x, idx), &load::<T, A>(y, idx), &dv);
-        for c in 0..A::C {
-            dx[c][idx] = T::from_f32(a[c]);
-            dy[c][idx] = T::from_f32(b[c]);
+    let rows = x[0].len().checked_div(n).unwrap_or(0);
+    for r in 0..rows {
+        for f in 0..n {
+            let idx = r * n + f;
+            let mut dv = [0.0f32; MAX_TOTAL];
+            each_product::<A>(|s, p, c| dv[s] = dpr[c][prod_at::<A>(p, c, r, f, n)]);
+            let (a, b) = fcgp_input_grads::<A>(&load::<T, A>(x, idx), &load::<T, A>(y, idx), &dv);
+            for c in 0..A::C {
+                dx[c][idx] = T::from_f32(a[c]);
+                dy[c][idx] = T::from_f32(b[c]);
+            }
         }
     }
 }

@@ -21,8 +21,8 @@ use crate::arch::nvptx::{
     st_shared_f32, sync_threads, thread_idx_x,
 };
 use crate::clifford::{
-    Algebra, Cl2, Cl3, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, bwd_feature, bwd_stats_feature, gate,
-    inv_rms, norm_backward_coefs, path_products,
+    Algebra, Cl2, Cl3, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, bwd_feature, bwd_stats_feature,
+    each_product, gate, inv_rms, norm_backward_coefs, path_products, prod_at,
 };
 use crate::element::Element;
 use half::{bf16, f16};
@@ -72,7 +72,7 @@ trait Source<A: Algebra> {
     unsafe fn eval<const L: usize>(&self, row: usize, f: usize) -> [Mv; L];
 }
 
-/// FCGP: sums of the GEMM results `d` (f32, product `s` at rows `s * B ..`).
+/// FCGP: the GEMM results `d` (f32, `(C, B, N)`), which are the un-normalised output.
 struct Assemble {
     d: *const f32,
     plane: usize,
@@ -84,17 +84,11 @@ impl<A: Algebra> Source<A> for Assemble {
     unsafe fn eval<const L: usize>(&self, row: usize, f: usize) -> [Mv; L] {
         let base = row * self.n + f;
         let mut o = [[0.0f32; MAX_C]; L];
-        let t = A::T;
-        for p in 0..A::W {
-            for c in 0..A::C {
-                if t.grade[c] == t.paths[p].1 {
-                    let s = t.offset[p] + t.slot[c];
-                    // SAFETY: product s of row `row` covers N features (caller).
-                    let v = unsafe { ld::<f32, L>(self.d.add(s * self.plane + base)) };
-                    for l in 0..L {
-                        o[l][c] += v[l];
-                    }
-                }
+        for c in 0..A::C {
+            // SAFETY: component c of row `row` covers N features (caller).
+            let v = unsafe { ld::<f32, L>(self.d.add(c * self.plane + base)) };
+            for l in 0..L {
+                o[l][c] = v[l];
             }
         }
         o
@@ -335,11 +329,11 @@ unsafe fn bwd_kernel<T: Element, A: Algebra, const L: usize, const SMEM: bool>(
     }
 }
 
-/// FCGP products: for every (row, feature) the signed per-path products, `prod[s]` planes of
-/// `B * N` elements.
+/// FCGP products: for every (row, feature) the signed per-path products, in the grouped
+/// layout of [`prod_at`] (component `c`'s rows from `cstart[c] * B * N`).
 ///
 /// # Safety
-/// `x`, `y` cover `C * B * N` elements, `prod` covers `total * B * N`.
+/// `x`, `y` cover `C * B * N` elements, `prod` covers `total * B * N`; `n >= 1`.
 #[inline(always)]
 unsafe fn fcgp_products<T: Element, A: Algebra, P: Element>(
     x: *const T,
@@ -358,10 +352,12 @@ unsafe fn fcgp_products<T: Element, A: Algebra, P: Element>(
         gate::<A>(&mut xg);
         gate::<A>(&mut yg);
         let pr = path_products::<A>(&xg, &yg);
-        for s in 0..A::TOTAL {
-            // SAFETY: s < total, idx < B * N.
-            unsafe { *prod.add(s * plane + idx) = P::from_f32(pr[s]) };
-        }
+        let (row, f) = (idx / n, idx % n);
+        each_product::<A>(|s, p, c| {
+            let at = A::T.cstart[c] * plane + prod_at::<A>(p, c, row, f, n);
+            // SAFETY: component c's rows end at (cstart[c] + np) * B * N <= total * B * N.
+            unsafe { *prod.add(at) = P::from_f32(pr[s]) };
+        });
         idx += step;
     }
 }

@@ -1,27 +1,59 @@
-//! PTX entries of the FCGP backward (the GEMMs between them run through `ops::gemm`):
+//! PTX entries of the FCGP besides its products and norm (`entry/clifford.rs`; the GEMMs run
+//! through `ops::gemm`): `ft_clifford_fcgp_wperm_d{2,3}_{dt}` — the weight matrices copied into
+//! the grouped order the GEMMs read, or a grouped weight gradient copied back to path order;
 //! `ft_clifford_fcgp_nbwd_d{2,3}_{dt}` — per batch row, the gradient through the norm from the
-//! forward GEMM results and `go`, written per product row (`gD`, the GEMMs' operand; one block
+//! forward GEMM results and `go` (`gD`, `(C, B, N)`, the backward GEMMs' operand; one block
 //! per row, the per-grade sums a block reduction); `ft_clifford_fcgp_pbwd_d{2,3}_{dt}` — per
-//! (row, feature), dx and dy from the products' gradient (`dProd = gD Wᵀ`, f32).
+//! (row, feature), dx and dy from the products' gradient (`dProd = gD Wᵀ`, f32, the layout of
+//! `prod_at`).
 #![allow(clippy::needless_range_loop)]
 
 use super::clifford_io::{ld_mv, team_sum};
-use crate::arch::nvptx::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
+use crate::arch::nvptx::{block_dim_x, block_idx_x, block_idx_y, grid_dim_x, thread_idx_x};
 use crate::clifford::{
-    Algebra, Cl2, Cl3, MAX_G, MAX_TOTAL, Mv, assemble, expand_grad, fcgp_input_grads, norm_backward_coefs, norm_stats,
-    through_norm,
+    Algebra, Cl2, Cl3, MAX_C, MAX_G, MAX_TOTAL, Mv, each_product, fcgp_input_grads, norm_backward_coefs, norm_stats,
+    prod_at, through_norm,
 };
 use crate::element::Element;
 use half::{bf16, f16};
 
-/// The raw (un-normalised) FCGP output of feature `idx` from the GEMM results.
+/// The raw (un-normalised) FCGP output of feature `idx`: the GEMM results.
 ///
 /// # Safety
-/// `d` covers `total * plane` f32 and `idx < plane`.
+/// `d` covers `C * plane` f32 and `idx < plane`.
 #[inline(always)]
 unsafe fn raw<A: Algebra>(d: *const f32, plane: usize, idx: usize) -> Mv {
-    // SAFETY: s < total, idx < plane (caller).
-    assemble::<A>(|s| unsafe { *d.add(s * plane + idx) })
+    let mut o = [0.0f32; MAX_C];
+    for c in 0..A::C {
+        // SAFETY: c < C, idx < plane (caller).
+        o[c] = unsafe { *d.add(c * plane + idx) };
+    }
+    o
+}
+
+/// Copies the `W` matrices of `nn` elements between path order and the grouped order of
+/// `Tables::gorder` (`scatter` false: `dst[i] = src[gorder[i]]`; true: `dst[gorder[i]] =
+/// src[i]`). Block row `blockIdx.y` is grouped position `i`; the x blocks stride over the matrix.
+///
+/// # Safety
+/// `src` and `dst` cover `W * nn` elements and do not overlap; `gridDim.y == W`.
+#[inline(always)]
+unsafe fn weight_perm<T: Element, A: Algebra>(src: *const T, dst: *mut T, nn: usize, scatter: bool) {
+    let i = block_idx_y() as usize;
+    let mut p = 0;
+    for q in 0..A::W {
+        if q == i {
+            p = A::T.gorder[q];
+        }
+    }
+    let (from, to) = if scatter { (i * nn, p * nn) } else { (p * nn, i * nn) };
+    let mut e = block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize;
+    let step = grid_dim_x() as usize * block_dim_x() as usize;
+    while e < nn {
+        // SAFETY: i, p < W and e < nn (caller: W * nn elements each).
+        unsafe { *dst.add(to + e) = *src.add(from + e) };
+        e += step;
+    }
 }
 
 /// Norm backward of the FCGP: each block owns one batch row at a time (grid-stride); its
@@ -29,7 +61,7 @@ unsafe fn raw<A: Algebra>(d: *const f32, plane: usize, idx: usize) -> Mv {
 /// block reduction; then the gradients).
 ///
 /// # Safety
-/// `d` covers `total * B * N` f32, `go` `C * B * N`, `gd` `total * B * N`; `blockDim.x` is a
+/// `d` covers `C * B * N` f32, `go` and `gd` `C * B * N`; `blockDim.x` is a
 /// power of two (at most 1024); the dynamic shared memory holds the 1024-byte scratch.
 #[inline(always)]
 unsafe fn norm_bwd<T: Element, A: Algebra>(
@@ -80,10 +112,9 @@ unsafe fn norm_bwd<T: Element, A: Algebra>(
             } else {
                 gv
             };
-            let e = expand_grad::<A>(&g);
-            for s in 0..A::TOTAL {
-                // SAFETY: s < total, base + f < plane.
-                unsafe { *gd.add(s * plane + base + f) = T::from_f32(e[s]) };
+            for c in 0..A::C {
+                // SAFETY: c < C, base + f < plane.
+                unsafe { *gd.add(c * plane + base + f) = T::from_f32(g[c]) };
             }
             f += nt;
         }
@@ -94,7 +125,7 @@ unsafe fn norm_bwd<T: Element, A: Algebra>(
 /// dx, dy of every (row, feature) from the products' gradient (grid-stride).
 ///
 /// # Safety
-/// `x`, `y`, `dx`, `dy` cover `C * B * N` elements, `dpr` `total * B * N` f32.
+/// `x`, `y`, `dx`, `dy` cover `C * B * N` elements, `dpr` `total * B * N` f32; `n >= 1`.
 #[inline(always)]
 unsafe fn products_bwd<T: Element, A: Algebra>(
     x: *const T,
@@ -110,10 +141,12 @@ unsafe fn products_bwd<T: Element, A: Algebra>(
     let step = grid_dim_x() as usize * block_dim_x() as usize;
     while idx < plane {
         let mut dv = [0.0f32; MAX_TOTAL];
-        for s in 0..A::TOTAL {
-            // SAFETY: s < total, idx < plane.
-            dv[s] = unsafe { *dpr.add(s * plane + idx) };
-        }
+        let (row, f) = (idx / n, idx % n);
+        each_product::<A>(|s, p, c| {
+            let at = A::T.cstart[c] * plane + prod_at::<A>(p, c, row, f, n);
+            // SAFETY: inside the `total * B * N` products (see `fcgp_products`).
+            dv[s] = unsafe { *dpr.add(at) };
+        });
         // SAFETY: idx < B * N.
         let (xs, ys) = unsafe { (ld_mv::<T, A, 1>(x, plane, idx)[0], ld_mv::<T, A, 1>(y, plane, idx)[0]) };
         let (a, c) = fcgp_input_grads::<A>(&xs, &ys, &dv);
@@ -128,10 +161,15 @@ unsafe fn products_bwd<T: Element, A: Algebra>(
     }
 }
 
-/// `(d, go, gd, b, n, normalize)` and `(x, y, dpr, dx, dy, b, n)`.
+/// `(src, dst, nn, scatter)`, `(d, go, gd, b, n, normalize)` and `(x, y, dpr, dx, dy, b, n)`.
 macro_rules! fcgp_bwd_entries {
     ($A:ty, $d:literal, $T:ty, $dt:literal) => {
         const _: () = {
+            #[unsafe(export_name = concat!("ft_clifford_fcgp_wperm_d", $d, "_", $dt))]
+            unsafe extern "ptx-kernel" fn wperm(src: *const $T, dst: *mut $T, nn: usize, scatter: u32) {
+                // SAFETY: the host checked sizes and launches W block rows.
+                unsafe { weight_perm::<$T, $A>(src, dst, nn, scatter != 0) }
+            }
             #[unsafe(export_name = concat!("ft_clifford_fcgp_nbwd_d", $d, "_", $dt))]
             unsafe extern "ptx-kernel" fn nbwd(
                 d: *const f32,

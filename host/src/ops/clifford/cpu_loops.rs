@@ -152,8 +152,9 @@ macro_rules! isa_loops {
                 x: &[&[T]],
                 y: &[&[T]],
                 prod: &mut [&mut [T]],
+                n: usize,
             ) {
-                kc::fcgp_products_rows::<A, T, Conv>(conv, x, y, prod)
+                kc::fcgp_products_rows::<A, T, Conv>(conv, x, y, prod, n)
             }
 
             /// # Safety
@@ -231,9 +232,9 @@ pub(super) fn bwd_rows<A: Algebra, T: Element>(
 }
 
 /// [`kc::fcgp_products_rows`] in the widest build.
-pub(super) fn products_rows<A: Algebra, T: Element>(x: &[&[T]], y: &[&[T]], prod: &mut [&mut [T]]) {
+pub(super) fn products_rows<A: Algebra, T: Element>(x: &[&[T]], y: &[&[T]], prod: &mut [&mut [T]], n: usize) {
     let conv = conv_for::<T>();
-    pick!(products, kc::fcgp_products_rows::<A, T, Conv>(conv, x, y, prod), (conv, x, y, prod))
+    pick!(products, kc::fcgp_products_rows::<A, T, Conv>(conv, x, y, prod, n), (conv, x, y, prod, n))
 }
 
 /// [`kc::fcgp_assemble_rows`] in the widest build.

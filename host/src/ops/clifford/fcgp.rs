@@ -15,11 +15,14 @@ use crate::ops::gemm::{Gemm, Precision, gemm};
 use crate::stream::Stream;
 
 /// Scratch of [`fused_gelu_fcgp_norm`]: the signed per-path products (`total * B * N` of
-/// `T`, the GEMM's A operands) and the GEMM results (`total * B * N` f32); the backward's
-/// gradient of the GEMM results (`total * B * N` of `T`, allocated by the first backward); and
-/// the precision of the GEMMs for f32 inputs.
+/// `T`, the GEMMs' A operands, grouped by output grade: see `ferrotune_kernels::clifford::
+/// prod_at`), the weights copied into that grouping (`W * N * N` of `T`), the GEMM results
+/// (`C * B * N` f32, the un-normalised output; the backward grows it to `total * B * N` for the
+/// products' gradient), the backward's gradient through the norm (`C * B * N` of `T`, allocated
+/// by the first backward), and the precision of the GEMMs for f32 inputs.
 pub struct FcgpWorkspace<T: Scalar> {
     pub(super) prod: Buffer<T>,
+    pub(super) wg: Buffer<T>,
     pub(super) d: Buffer<f32>,
     pub(super) grad: Buffer<T>,
     pub(super) precision: Precision,
@@ -29,10 +32,12 @@ impl<T: Scalar> FcgpWorkspace<T> {
     /// Workspace for problems up to `p`'s size on `s`'s backend; f32 GEMMs on TF32 tensor
     /// cores as in [`gemm`] (f16/bf16 always run natively on tensor cores).
     pub fn new(s: &Stream, p: &Clifford) -> Result<FcgpWorkspace<T>> {
-        let len = p.tables()?.total * p.b * p.n;
+        let t = p.tables()?;
+        let plane = p.b * p.n;
         Ok(FcgpWorkspace {
-            prod: Buffer::zeros(s, len)?,
-            d: Buffer::zeros(s, len)?,
+            prod: Buffer::zeros(s, t.total * plane)?,
+            wg: Buffer::zeros(s, p.fcgp_weights_len()?)?,
+            d: Buffer::zeros(s, t.c * plane)?,
             grad: Buffer::zeros(s, 0)?,
             precision: Precision::AllowTf32,
         })
@@ -43,13 +48,28 @@ impl<T: Scalar> FcgpWorkspace<T> {
         self.precision = precision;
         self
     }
+
+    /// An error unless the products and grouped weights fit problem `p` and `d` holds `d_len`.
+    pub(super) fn check(&self, p: &Clifford, d_len: usize) -> Result<()> {
+        let needed = [
+            ("FCGP workspace (products)", p.tables()?.total * p.b * p.n, self.prod.len()),
+            ("FCGP workspace (grouped weights)", p.fcgp_weights_len()?, self.wg.len()),
+            ("FCGP workspace (GEMM results)", d_len, self.d.len()),
+        ];
+        match needed.into_iter().find(|&(_, need, got)| got < need) {
+            Some((what, needed, got)) => Err(Error::BufferTooSmall { op: OP, what, needed, got }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The fully connected variant: `o_c[b, m] = sum over paths p of ± sum_n x_i[b, n] y_k[b, n]
 /// W_p[n, m]` on the gated inputs, then the per-grade norm. `w` is `(W, N, N)`. Runs the
-/// per-path products, one strided-batched GEMM per run of consecutive paths with the same
-/// number of output components (ours: TF32 tensor cores for f32 unless the workspace asks for
-/// exact f32, tensor cores with f32 results in f16/bf16), then the assembly and norm. The backward is
+/// per-path products (grouped by output grade), one GEMM per output grade whose K runs over
+/// the grade's paths — `(cdim * B) x (np * N)` products times the grade's weights stacked, so
+/// the sum over paths happens inside the GEMM (ours: TF32 tensor cores for f32 unless the
+/// workspace asks for exact f32, tensor cores with f32 results in f16/bf16; grades of equal
+/// shape in one batched call) — then the norm. The backward is
 /// [`super::fused_gelu_fcgp_norm_backward`].
 #[allow(clippy::too_many_arguments)]
 pub fn fused_gelu_fcgp_norm<T: Scalar>(
@@ -78,7 +98,6 @@ pub fn run_fcgp_forward<T: Scalar>(
     ws: &mut FcgpWorkspace<T>,
     out: &mut ViewMut<'_, T>,
 ) -> Result<()> {
-    let t = p.tables()?;
     let len = p.mv_len()?;
     for (what, v) in [("x", x), ("y", y), ("w", w)] {
         check_backend(s, what, v.backend_name())?;
@@ -89,22 +108,19 @@ pub fn run_fcgp_forward<T: Scalar>(
     check_len("y", y.len(), len)?;
     check_len("w (W x N x N)", w.len(), p.fcgp_weights_len()?)?;
     check_len("out", out.len(), len)?;
-    let wsl = t.total * p.b * p.n;
-    if ws.prod.len() < wsl || ws.d.len() < wsl {
-        return Err(Error::BufferTooSmall { op: OP, what: "FCGP workspace", needed: wsl, got: ws.d.len() });
-    }
+    ws.check(p, len)?;
     cfg.validate(p, s.gpu().map(|g| g.info()))?;
     if len == 0 {
         return Ok(());
     }
     products(s, p, cfg, x, y, &mut ws.prod)?;
     forward_gemms(s, p, w, ws)?;
-    // 3. Assembly and norm.
+    // 3. The norm.
     match (s, &ws.d, out) {
         (Stream::Cpu(cpu), Buffer::Cpu(d), ViewMut::Cpu(out)) => {
             match p.dim {
-                2 => cpu_assemble::<Cl2, T>(cpu, p, cfg, &d[..wsl], out),
-                _ => cpu_assemble::<Cl3, T>(cpu, p, cfg, &d[..wsl], out),
+                2 => cpu_assemble::<Cl2, T>(cpu, p, cfg, &d[..len], out),
+                _ => cpu_assemble::<Cl3, T>(cpu, p, cfg, &d[..len], out),
             }
             Ok(())
         }
@@ -120,7 +136,7 @@ pub fn run_fcgp_forward<T: Scalar>(
 }
 
 /// Step 1 of the forward (and backward): the signed per-path products of the gated inputs
-/// into `prod` (`total * B * N`; sizes checked by the caller).
+/// into `prod` (`total * B * N`, grouped by output grade; sizes checked by the caller).
 pub(super) fn products<T: Scalar>(
     s: &Stream,
     p: &Clifford,
@@ -131,13 +147,10 @@ pub(super) fn products<T: Scalar>(
 ) -> Result<()> {
     let plane = p.b * p.n;
     match (s, x, y, prod) {
-        (Stream::Cpu(cpu), View::Cpu(x), View::Cpu(y), Buffer::Cpu(prod)) => {
-            match p.dim {
-                2 => cpu_products::<Cl2, T>(cpu, p, cfg, x, y, prod),
-                _ => cpu_products::<Cl3, T>(cpu, p, cfg, x, y, prod),
-            }
-            Ok(())
-        }
+        (Stream::Cpu(cpu), View::Cpu(x), View::Cpu(y), Buffer::Cpu(prod)) => match p.dim {
+            2 => cpu_products::<Cl2, T>(cpu, p, cfg, x, y, prod),
+            _ => cpu_products::<Cl3, T>(cpu, p, cfg, x, y, prod),
+        },
         (Stream::Cuda { stream, gpu }, View::Cuda(x), View::Cuda(y), Buffer::Cuda(prod)) => {
             let name = format!("ft_clifford_fcgp_prod_d{}_{}", p.dim, T::DTYPE.name());
             let kernel = gpu.kernels()?.function(&name)?;
@@ -150,7 +163,8 @@ pub(super) fn products<T: Scalar>(
             let mut lb = stream.launch_builder(&kernel.func);
             lb.arg(&px).arg(&py).arg(&pp).arg(&p.b).arg(&p.n);
             // SAFETY: matches `prod_entry!` (3 pointers, 2 usize); x and y hold C * B * N
-            // elements, the workspace at least total * B * N (checked by the caller).
+            // elements, the workspace at least total * B * N (checked by the caller); N >= 1
+            // (the caller returned early on an empty problem).
             unsafe { lb.launch(launch) }.ctx(|| format!("launching {name}"))?;
             drop((gx, gy, gp));
             Ok(())
@@ -159,42 +173,178 @@ pub(super) fn products<T: Scalar>(
     }
 }
 
-/// The runs of consecutive paths with the same output component count, as `(first, end, cdim)`:
-/// one strided-batched GEMM each.
-pub(super) fn path_runs(p: &Clifford) -> Result<Vec<(usize, usize, usize)>> {
-    let t = p.tables()?;
-    let mut runs = Vec::new();
-    let mut p0 = 0;
-    while p0 < t.w {
-        let cd = t.cdim[p0];
-        let mut p1 = p0 + 1;
-        while p1 < t.w && t.cdim[p1] == cd {
-            p1 += 1;
-        }
-        runs.push((p0, p1, cd));
-        p0 = p1;
-    }
-    Ok(runs)
+/// One GEMM call of the FCGP (forward or backward): output grades `first`, `first + 1 * ..`
+/// of equal shape in one batch — `rows = cdim * B` rows of products, `k = np * N` — with the
+/// element offsets of the first grade's products, grouped weights and `(C, B, N)` planes, and
+/// the strides between the batch's grades (0 for a batch of one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct GradeGemm {
+    pub rows: usize,
+    pub k: usize,
+    pub batch: usize,
+    pub prod: (usize, usize),
+    pub w: (usize, usize),
+    pub planes: (usize, usize),
 }
 
-/// Step 2: `d_p = prod_p W_p` per path (rows `cdim * B`, `N x N` weights), into `ws.d` (f32).
+/// The FCGP's GEMMs: one per output grade, grades with the same `(cdim, np)` batched together
+/// when their offsets are evenly spaced (in 2D grades 0 and 2; in 3D 0 and 3, 1 and 2).
+pub(super) fn grade_gemms(p: &Clifford) -> Result<Vec<GradeGemm>> {
+    let t = p.tables()?;
+    let plane = p.b * p.n;
+    let (mut prod, mut w, mut planes) = (vec![0; t.g], vec![0; t.g], vec![0; t.g]);
+    let mut cd = vec![0; t.g];
+    for c in 0..t.c {
+        cd[t.grade[c]] += 1;
+    }
+    for j in 1..t.g {
+        prod[j] = prod[j - 1] + cd[j - 1] * t.np[j - 1] * plane;
+        w[j] = w[j - 1] + t.np[j - 1] * p.n * p.n;
+        planes[j] = planes[j - 1] + cd[j - 1] * plane;
+    }
+    let mut done = vec![false; t.g];
+    let mut out = Vec::new();
+    for j in 0..t.g {
+        if done[j] {
+            continue;
+        }
+        let same: Vec<usize> = (j..t.g).filter(|&i| !done[i] && cd[i] == cd[j] && t.np[i] == t.np[j]).collect();
+        let even = |v: &[usize]| same.windows(3).all(|s| v[s[1]] - v[s[0]] == v[s[2]] - v[s[1]]);
+        let members = if even(&prod) && even(&w) && even(&planes) { same } else { vec![j] };
+        let stride = |v: &[usize]| if members.len() > 1 { v[members[1]] - v[j] } else { 0 };
+        out.push(GradeGemm {
+            rows: cd[j] * p.b,
+            k: t.np[j] * p.n,
+            batch: members.len(),
+            prod: (prod[j], stride(&prod)),
+            w: (w[j], stride(&w)),
+            planes: (planes[j], stride(&planes)),
+        });
+        for m in members {
+            done[m] = true;
+        }
+    }
+    Ok(out)
+}
+
+/// A GEMM of `g`'s batch with the given strides of A, B and D (a batch of one keeps the tight
+/// defaults).
+pub(super) fn batched(g: Gemm, batch: usize, strides: [usize; 3]) -> Gemm {
+    let mut g = g.batched(batch);
+    if batch > 1 {
+        (g.stride_a, g.stride_b, g.stride_c) = (strides[0], strides[1], strides[2]);
+    }
+    g
+}
+
+/// The GEMM calls of the FCGP forward on `p`, each with the element offsets of its first
+/// matrix in the products (`total * B * N`, A), the grouped weights (`W * N * N`, B) and the
+/// `(C, B, N)` output planes (D, f32): one call per output grade or batch of equal grades.
+/// Their FLOPs are those of one `(total * B) x N x N` GEMM.
+pub fn fcgp_forward_gemms(p: &Clifford, precision: Precision) -> Result<Vec<(Gemm, [usize; 3])>> {
+    Ok(grade_gemms(p)?
+        .into_iter()
+        .map(|gg| {
+            let g = Gemm::new(gg.rows, p.n, gg.k).precision(precision);
+            (batched(g, gg.batch, [gg.prod.1, gg.w.1, gg.planes.1]), [gg.prod.0, gg.w.0, gg.planes.0])
+        })
+        .collect())
+}
+
+/// Step 2: the weights copied into the grade grouping (`ws.wg`), then per grade
+/// `d_j = prod_j wg_j` (`(cdim * B) x N`, f32) into `ws.d`, the un-normalised output.
 pub(super) fn forward_gemms<T: Scalar>(
     s: &Stream,
     p: &Clifford,
     w: &View<'_, T>,
     ws: &mut FcgpWorkspace<T>,
 ) -> Result<()> {
-    let t = p.tables()?;
-    let plane = p.b * p.n;
-    for (p0, p1, cd) in path_runs(p)? {
-        let (a0, rows) = (t.offset[p0] * plane, cd * p.b);
-        let g = Gemm::new(rows, p.n, p.n).batched(p1 - p0).precision(ws.precision);
-        let a = ws.prod.view(a0..t.total * plane)?;
-        let bw = w.slice(p0 * p.n * p.n..)?;
-        let mut d = ws.d.view_mut(a0..t.total * plane)?;
-        gemm::<T, f32>(s, &g, &a, &bw, None, None, &mut d)?;
+    weight_perm(s, p, w, &mut ws.wg.all_mut(), false)?;
+    let len = p.mv_len()?;
+    for (g, [a0, b0, d0]) in fcgp_forward_gemms(p, ws.precision)? {
+        let a = ws.prod.view(a0..)?;
+        let b = ws.wg.view(b0..)?;
+        gemm::<T, f32>(s, &g, &a, &b, None, None, &mut ws.d.view_mut(d0..len)?)?;
     }
     Ok(())
+}
+
+/// Copies the `(W, N, N)` weight matrices from path order into the grouped order of
+/// `Tables::gorder` (`scatter` false), or a grouped weight gradient back to path order (true).
+pub(super) fn weight_perm<T: Scalar>(
+    s: &Stream,
+    p: &Clifford,
+    src: &View<'_, T>,
+    dst: &mut ViewMut<'_, T>,
+    scatter: bool,
+) -> Result<()> {
+    let t = p.tables()?;
+    let nn = p.n * p.n;
+    check_len("FCGP weights", src.len(), t.w * nn)?;
+    check_len("FCGP weights", dst.len(), t.w * nn)?;
+    if nn == 0 {
+        return Ok(());
+    }
+    match (s, src, dst) {
+        (Stream::Cpu(_), View::Cpu(src), ViewMut::Cpu(dst)) => {
+            for i in 0..t.w {
+                let q = t.gorder[i];
+                let (from, to) = if scatter { (i, q) } else { (q, i) };
+                dst[to * nn..(to + 1) * nn].copy_from_slice(&src[from * nn..(from + 1) * nn]);
+            }
+            Ok(())
+        }
+        (Stream::Cuda { stream, gpu }, View::Cuda(src), ViewMut::Cuda(dst)) => {
+            let name = format!("ft_clifford_fcgp_wperm_d{}_{}", p.dim, T::DTYPE.name());
+            let kernel = gpu.kernels()?.function(&name)?;
+            let threads = 256u32.min(kernel.max_threads);
+            let per_matrix = (gpu.info.sm_count as usize * 8).div_ceil(t.w);
+            let blocks = nn.div_ceil(threads as usize).min(per_matrix).max(1) as u32;
+            let launch =
+                LaunchConfig { grid_dim: (blocks, t.w as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+            let (ps, g1) = src.device_ptr(stream);
+            let (pd, g2) = dst.device_ptr_mut(stream);
+            let flag = scatter as u32;
+            let mut lb = stream.launch_builder(&kernel.func);
+            lb.arg(&ps).arg(&pd).arg(&nn).arg(&flag);
+            // SAFETY: matches `fcgp_bwd_entries!` (src, dst, nn, scatter); both hold W * N * N
+            // elements (checked above) in separate buffers; W block rows.
+            unsafe { lb.launch(launch) }.ctx(|| format!("launching {name}"))?;
+            drop((g1, g2));
+            Ok(())
+        }
+        _ => Err(Error::BackendMismatch { op: OP, what: "FCGP weights", expected: s.backend_name(), got: "mixed" }),
+    }
+}
+
+/// The length of one batch row of each component's products (`np * N`).
+fn product_row_lens(p: &Clifford) -> Result<Vec<usize>> {
+    let t = p.tables()?;
+    Ok((0..t.c).map(|c| t.np[t.grade[c]] * p.n).collect())
+}
+
+/// Component `c`'s `rows * np * N` products for each chunk of `rows` batch rows (the CPU
+/// loops' view of the grouped layout), chunk-major.
+pub(super) fn product_rows<'a, U>(x: &'a [U], p: &Clifford, rows: usize) -> Result<Vec<Vec<&'a [U]>>> {
+    let mut per = Vec::new();
+    let mut at = 0;
+    for rl in product_row_lens(p)? {
+        per.push(x[at..at + rl * p.b].chunks((rl * rows).max(1)).collect());
+        at += rl * p.b;
+    }
+    Ok(super::transpose(per))
+}
+
+/// [`product_rows`], mutable.
+pub(super) fn product_rows_mut<'a, U>(x: &'a mut [U], p: &Clifford, rows: usize) -> Result<Vec<Vec<&'a mut [U]>>> {
+    let mut per = Vec::new();
+    let mut rest = x;
+    for rl in product_row_lens(p)? {
+        let (mine, tail) = rest.split_at_mut(rl * p.b);
+        per.push(mine.chunks_mut((rl * rows).max(1)).collect());
+        rest = tail;
+    }
+    Ok(super::transpose(per))
 }
 
 fn cpu_products<A: Algebra, T: Scalar>(
@@ -204,21 +354,22 @@ fn cpu_products<A: Algebra, T: Scalar>(
     x: &[T],
     y: &[T],
     prod: &mut [T],
-) {
+) -> Result<()> {
     let (plane, chunk) = (p.b * p.n, cfg.cpu_rows * p.n);
     let xs = planes(x, A::C, plane, chunk);
     let ys = planes(y, A::C, plane, chunk);
-    let ps = planes_mut(&mut prod[..A::TOTAL * plane], A::TOTAL, plane, chunk);
+    let ps = product_rows_mut(&mut prod[..A::TOTAL * plane], p, cfg.cpu_rows)?;
     cpu.install(|| {
         ps.into_par_iter().zip(xs.par_iter().zip(ys.par_iter())).for_each(|(mut pc, (xc, yc))| {
-            super::cpu_loops::products_rows::<A, T>(xc, yc, &mut pc);
+            super::cpu_loops::products_rows::<A, T>(xc, yc, &mut pc, p.n);
         })
     });
+    Ok(())
 }
 
 fn cpu_assemble<A: Algebra, T: Scalar>(cpu: &Cpu, p: &Clifford, cfg: &CliffordConfig, d: &[f32], out: &mut [T]) {
     let (plane, chunk) = (p.b * p.n, cfg.cpu_rows * p.n);
-    let ds = planes(d, A::TOTAL, plane, chunk);
+    let ds = planes(d, A::C, plane, chunk);
     let os = planes_mut(out, A::C, plane, chunk);
     cpu.install(|| {
         os.into_par_iter().zip(ds.par_iter()).for_each(|(mut o, dc)| {
@@ -226,4 +377,36 @@ fn cpu_assemble<A: Algebra, T: Scalar>(cpu: &Cpu, p: &Clifford, cfg: &CliffordCo
             super::cpu_loops::assemble_rows::<A, T>(dc, &mut o, p.n, p.normalize, &mut scratch);
         })
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grade_gemms_batch_the_grades_of_equal_shape() {
+        let (b, n) = (5, 3);
+        let (plane, nn) = (b * n, n * n);
+        // 2D: grades 0 and 2 (1 component, 3 paths) in one batch, grade 1 (2 x 4) alone.
+        let g = grade_gemms(&Clifford::new(2, b, n, true)).unwrap();
+        assert_eq!(g.len(), 2);
+        assert_eq!((g[0].rows, g[0].k, g[0].batch), (b, 3 * n, 2));
+        assert_eq!(g[0].prod, (0, (3 + 2 * 4) * plane));
+        assert_eq!(g[0].w, (0, 7 * nn));
+        assert_eq!(g[0].planes, (0, 3 * plane));
+        assert_eq!((g[1].rows, g[1].k, g[1].batch), (2 * b, 4 * n, 1));
+        assert_eq!((g[1].prod.0, g[1].w.0, g[1].planes.0), (3 * plane, 3 * nn, plane));
+        // 3D: grades 0 and 3 (1 x 4), 1 and 2 (3 x 6).
+        let g = grade_gemms(&Clifford::new(3, b, n, true)).unwrap();
+        assert_eq!(g.len(), 2);
+        assert_eq!((g[0].rows, g[0].k, g[0].batch, g[0].planes), (b, 4 * n, 2, (0, 7 * plane)));
+        assert_eq!((g[1].rows, g[1].k, g[1].batch, g[1].planes), (3 * b, 6 * n, 2, (plane, 3 * plane)));
+        assert_eq!(g[1].prod, (4 * plane, 18 * plane));
+        // Every product row and weight matrix is covered once.
+        let t = Clifford::new(3, b, n, true).tables().unwrap();
+        let rows: usize = g.iter().map(|x| x.batch * x.rows * x.k).sum();
+        assert_eq!(rows, t.total * plane);
+        let ws: usize = g.iter().map(|x| x.batch * x.k * n).sum();
+        assert_eq!(ws, t.w * nn);
+    }
 }

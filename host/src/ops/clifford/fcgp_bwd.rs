@@ -1,15 +1,16 @@
 //! The FCGP backward (`fused_gelu_fcgp_norm_backward`): dx, dy and dW. The forward's products
-//! and GEMMs are recomputed, the gradient through the norm is spread over the product rows
-//! (`gD`), and the two backward GEMMs per run of paths — `dProd_p = gD_p W_pᵀ` and
-//! `dW_p = Prod_pᵀ gD_p` — go through our GEMM (TF32 tensor cores for f32 unless the workspace
-//! asks for exact f32; f16/bf16 natively); a last kernel takes `dProd` back through the
-//! products and the gate to dx and dy.
+//! and GEMMs are recomputed, the gradient is taken through the norm (`gD`, `(C, B, N)`), and
+//! the two backward GEMMs per output grade — `dProd_j = gD_j wg_jᵀ` and `dW_j = Prod_jᵀ gD_j`,
+//! on the grade-grouped layout of the forward — go through our GEMM (TF32 tensor cores for f32
+//! unless the workspace asks for exact f32; f16/bf16 natively). The grouped weight gradient is
+//! copied back to path order, and a last kernel takes `dProd` back through the products and
+//! the gate to dx and dy.
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3};
 use rayon::prelude::*;
 
-use super::fcgp::{forward_gemms, path_runs, products};
+use super::fcgp::{batched, forward_gemms, grade_gemms, product_rows, products, weight_perm};
 use super::{Clifford, CliffordConfig, FcgpWorkspace, OP, SCRATCH_BYTES, check_backend, check_len, planes, planes_mut};
 use crate::buffer::{Buffer, Scalar, View, ViewMut};
 use crate::error::{DriverContext, Error, Result};
@@ -67,10 +68,7 @@ pub fn run_fcgp_backward<T: Scalar>(
     }
     check_len("w (W x N x N)", w.len(), wl)?;
     check_len("dw (W x N x N)", dw.len(), wl)?;
-    let wsl = t.total * p.b * p.n;
-    if ws.prod.len() < wsl || ws.d.len() < wsl {
-        return Err(Error::BufferTooSmall { op: OP, what: "FCGP workspace", needed: wsl, got: ws.d.len() });
-    }
+    ws.check(p, len)?;
     cfg.validate(p, s.gpu().map(|g| g.info()))?;
     if wl == 0 {
         return Ok(());
@@ -80,31 +78,37 @@ pub fn run_fcgp_backward<T: Scalar>(
         let zeros = Buffer::<T>::zeros(s, wl)?;
         return crate::ops::copy(s, &zeros.all(), dw);
     }
-    if ws.grad.len() < wsl {
-        ws.grad = Buffer::zeros(s, wsl)?;
+    let wsl = t.total * p.b * p.n;
+    if ws.grad.len() < len {
+        ws.grad = Buffer::zeros(s, len)?;
+    }
+    if ws.d.len() < wsl {
+        ws.d = Buffer::zeros(s, wsl)?;
     }
     products(s, p, cfg, x, y, &mut ws.prod)?;
     forward_gemms(s, p, w, ws)?;
     norm_backward(s, p, cfg, go, ws)?;
-    let (plane, nn) = (p.b * p.n, p.n * p.n);
-    for (p0, p1, cd) in path_runs(p)? {
-        let (a0, rows, batch) = (t.offset[p0] * plane, cd * p.b, p1 - p0);
-        let gd = ws.grad.view(a0..wsl)?;
-        // dProd_p (rows x N) = gD_p (rows x N) W_pᵀ: W_p read column-major. Into `d`, whose
-        // forward values the norm backward has used.
-        let g = Gemm::new(rows, p.n, p.n).layouts(Layout::Row, Layout::Col).batched(batch).precision(ws.precision);
-        let mut d = ws.d.view_mut(a0..wsl)?;
-        gemm::<T, f32>(s, &g, &gd, &w.slice(p0 * nn..)?, None, None, &mut d)?;
-        // dW_p (N x N) = Prod_pᵀ (N x rows) gD_p (rows x N).
-        let g = Gemm::new(p.n, p.n, rows).layouts(Layout::Col, Layout::Row).batched(batch).precision(ws.precision);
-        let prod = ws.prod.view(a0..wsl)?;
-        gemm::<T, T>(s, &g, &prod, &gd, None, None, &mut dw.slice_mut(p0 * nn..p1 * nn)?)?;
+    for gg in grade_gemms(p)? {
+        let gd = ws.grad.view(gg.planes.0..len)?;
+        // dProd_j ((cdim B) x (np N)) = gD_j ((cdim B) x N) wg_jᵀ: the grouped weights read
+        // column-major. Into `d`, whose forward values the norm backward has used.
+        let g = Gemm::new(gg.rows, gg.k, p.n).layouts(Layout::Row, Layout::Col).precision(ws.precision);
+        let g = batched(g, gg.batch, [gg.planes.1, gg.w.1, gg.prod.1]);
+        let mut dpr = ws.d.view_mut(gg.prod.0..wsl)?;
+        gemm::<T, f32>(s, &g, &gd, &ws.wg.view(gg.w.0..)?, None, None, &mut dpr)?;
+        // dW_j ((np N) x N) = Prod_jᵀ ((np N) x (cdim B)) gD_j, over the grouped weights (this
+        // grade's dProd GEMM, which read them, is ahead of it on the stream).
+        let g = Gemm::new(gg.k, p.n, gg.rows).layouts(Layout::Col, Layout::Row).precision(ws.precision);
+        let g = batched(g, gg.batch, [gg.prod.1, gg.planes.1, gg.w.1]);
+        let prod = ws.prod.view(gg.prod.0..)?;
+        gemm::<T, T>(s, &g, &prod, &gd, None, None, &mut ws.wg.view_mut(gg.w.0..)?)?;
     }
+    weight_perm(s, p, &ws.wg.all(), dw, true)?;
     input_grads(s, p, cfg, x, y, &ws.d, dx, dy)
 }
 
-/// The gradient of every product row (`ws.grad`) from the forward GEMM results (`ws.d`) and
-/// `go`, through the norm.
+/// The gradient through the norm (`ws.grad`, `(C, B, N)`) from the forward GEMM results (the
+/// un-normalised output, `ws.d`) and `go`.
 fn norm_backward<T: Scalar>(
     s: &Stream,
     p: &Clifford,
@@ -148,8 +152,8 @@ fn norm_backward<T: Scalar>(
             let (b, n, norm) = (p.b, p.n, p.normalize as u32);
             let mut lb = stream.launch_builder(&kernel.func);
             lb.arg(&pd).arg(&pg).arg(&pgd).arg(&b).arg(&n).arg(&norm);
-            // SAFETY: matches `fcgp_bwd_entries!` (d, go, gd, b, n, normalize); d and gd hold
-            // total * B * N elements, go C * B * N (checked by the caller); the block is a
+            // SAFETY: matches `fcgp_bwd_entries!` (d, go, gd, b, n, normalize); d, go and gd
+            // hold C * B * N elements (checked by the caller); the block is a
             // power of two from 32 to 256 within the kernel's limit; the scratch is the 1024
             // bytes of dynamic shared memory the block reduction uses.
             unsafe { lb.launch(launch) }.ctx(|| format!("launching {name} on {b} x {n}"))?;
@@ -162,15 +166,15 @@ fn norm_backward<T: Scalar>(
 
 fn cpu_norm_bwd<A: Algebra, T: Scalar>(p: &Clifford, chunk: usize, d: &[f32], go: &[T], gd: &mut [T]) {
     let plane = p.b * p.n;
-    let ds = planes(d, A::TOTAL, plane, chunk);
+    let ds = planes(d, A::C, plane, chunk);
     let gs = planes(go, A::C, plane, chunk);
-    let outs = planes_mut(&mut gd[..A::TOTAL * plane], A::TOTAL, plane, chunk);
+    let outs = planes_mut(&mut gd[..A::C * plane], A::C, plane, chunk);
     outs.into_par_iter().zip(ds.par_iter().zip(gs.par_iter())).for_each(|(mut o, (dc, gc))| {
         kc::fcgp_norm_bwd_rows::<A, T>(dc, gc, &mut o, p.n, p.normalize);
     });
 }
 
-/// dx and dy from the products' gradient (`dpr`, f32 product rows).
+/// dx and dy from the products' gradient (`dpr`, f32, the products' grouped layout).
 #[allow(clippy::too_many_arguments)]
 fn input_grads<T: Scalar>(
     s: &Stream,
@@ -189,8 +193,7 @@ fn input_grads<T: Scalar>(
                 2 => cpu_input_grads::<Cl2, T>,
                 _ => cpu_input_grads::<Cl3, T>,
             };
-            cpu.install(|| f(p, cfg.cpu_rows * p.n, [x, y], dpr, dx, dy));
-            Ok(())
+            cpu.install(|| f(p, cfg.cpu_rows, [x, y], dpr, dx, dy))
         }
         (
             Stream::Cuda { stream, gpu },
@@ -213,7 +216,8 @@ fn input_grads<T: Scalar>(
             let mut lb = stream.launch_builder(&kernel.func);
             lb.arg(&px).arg(&py).arg(&pd).arg(&pdx).arg(&pdy).arg(&p.b).arg(&p.n);
             // SAFETY: matches `fcgp_bwd_entries!` (x, y, dpr, dx, dy, b, n); x, y, dx, dy hold
-            // C * B * N elements, dpr total * B * N (checked by the caller); grid-stride loop.
+            // C * B * N elements, dpr total * B * N (checked by the caller); N >= 1 (the caller
+            // returned early on an empty problem); grid-stride loop.
             unsafe { lb.launch(launch) }.ctx(|| format!("launching {name}"))?;
             drop((g1, g2, g3, g4, g5));
             Ok(())
@@ -224,21 +228,22 @@ fn input_grads<T: Scalar>(
 
 fn cpu_input_grads<A: Algebra, T: Scalar>(
     p: &Clifford,
-    chunk: usize,
+    rows: usize,
     xy: [&[T]; 2],
     dpr: &[f32],
     dx: &mut [T],
     dy: &mut [T],
-) {
-    let plane = p.b * p.n;
+) -> Result<()> {
+    let (plane, chunk) = (p.b * p.n, rows * p.n);
     let xs = planes(xy[0], A::C, plane, chunk);
     let ys = planes(xy[1], A::C, plane, chunk);
-    let ds = planes(dpr, A::TOTAL, plane, chunk);
+    let ds = product_rows(&dpr[..A::TOTAL * plane], p, rows)?;
     let dxs = planes_mut(dx, A::C, plane, chunk);
     let dys = planes_mut(dy, A::C, plane, chunk);
     dxs.into_par_iter().zip(dys).zip(xs.par_iter().zip(ys.par_iter()).zip(ds.par_iter())).for_each(
         |((mut a, mut b), ((xc, yc), dc))| {
-            kc::fcgp_products_bwd_rows::<A, T>(xc, yc, dc, &mut a, &mut b);
+            kc::fcgp_products_bwd_rows::<A, T>(xc, yc, dc, &mut a, &mut b, p.n);
         },
     );
+    Ok(())
 }

@@ -26,7 +26,7 @@ mod sgp_fwd;
 
 pub use choice::{backward_choice, backward_config, backward_entry, choice_in, forward_choice};
 pub use config::CliffordConfig;
-pub use fcgp::{FcgpWorkspace, fused_gelu_fcgp_norm, run_fcgp_forward};
+pub use fcgp::{FcgpWorkspace, fcgp_forward_gemms, fused_gelu_fcgp_norm, run_fcgp_forward};
 pub use fcgp_bwd::{fused_gelu_fcgp_norm_backward, run_fcgp_backward};
 pub use sgp_bwd::{fused_gelu_sgp_norm_backward, run_sgp_backward, sgp_backward_workspace_len};
 pub use sgp_fwd::{forward_config, fused_gelu_sgp_norm, run_sgp_forward};
