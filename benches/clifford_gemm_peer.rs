@@ -15,33 +15,29 @@ use ferrotune_testkit::Rng;
 use crate::clifford::{CliffordOptions, CliffordRow};
 use crate::error::Result;
 use ferrotune::ops::clifford::{Clifford, fcgp_forward_gemms};
+use ferrotune_kernels::clifford::fcgp_ld;
 
 /// Sampled entries of D checked against a float64 dot product.
 const CHECKS: usize = 64;
 
 /// The first sampled entry of `D[d0 ..]` (row-major `m x n`) that is not `A[a0 ..] (m x k)
-/// B[b0 ..] (k x n)` within TF32's rounding: each input rounded to 10 mantissa bits, so a
-/// relative 2^-10 of the sum of |products| bounds the error with room; NaN (an entry never
-/// written) fails.
-#[allow(clippy::too_many_arguments)]
-fn first_mismatch<T: Scalar>(
-    ha: &[T],
-    hb: &[T],
-    got: &[f32],
-    (m, n, k): (usize, usize, usize),
-    [a0, b0, d0]: [usize; 3],
-) -> Option<String> {
-    for i in 0..CHECKS.min(m * n) {
-        let (r, c) = ((i * 7919 + 3) % m, (i * 104_729 + 1) % n);
+/// B[b0 ..] (k x n)` (all row-major, leading dimensions of `g`) within TF32's rounding: each
+/// input rounded to 10 mantissa bits, so a relative 2^-10 of the sum of |products| bounds the
+/// error with room; NaN (an entry never written) fails.
+fn first_mismatch<T: Scalar>(ha: &[T], hb: &[T], got: &[f32], g: &Gemm, [a0, b0, d0]: [usize; 3]) -> Option<String> {
+    let g = g.resolved();
+    for i in 0..CHECKS.min(g.m * g.n) {
+        let (r, c) = ((i * 7919 + 3) % g.m, (i * 104_729 + 1) % g.n);
         let (mut want, mut mag) = (0.0f64, 0.0f64);
-        for q in 0..k {
-            let v = ha[a0 + r * k + q].to_f32() as f64 * hb[b0 + q * n + c].to_f32() as f64;
+        for q in 0..g.k {
+            let v = ha[a0 + r * g.lda + q].to_f32() as f64 * hb[b0 + q * g.ldb + c].to_f32() as f64;
             want += v;
             mag += v.abs();
         }
-        let e = (got[d0 + r * n + c] as f64 - want).abs();
+        let at = d0 + r * g.ldc + c;
+        let e = (got[at] as f64 - want).abs();
         if e.is_nan() || e > mag * 2f64.powi(-10) + 1e-6 {
-            return Some(format!("D[{r}, {c}] = {} vs {want} (bound {})", got[d0 + r * n + c], mag * 2f64.powi(-10)));
+            return Some(format!("D[{r}, {c}] = {} vs {want} (bound {})", got[at], mag * 2f64.powi(-10)));
         }
     }
     None
@@ -64,7 +60,7 @@ pub fn gemm_peer_row<T: Scalar>(
     let mut d = Buffer::from_slice(s, &vec![f32::NAN; m * n])?;
     let run = |d: &mut Buffer<f32>| gemm::<T, f32>(s, &g, &a.all(), &b.all(), None, None, &mut d.all_mut());
     run(&mut d)?;
-    let mismatch = first_mismatch(&ha, &hb, &d.to_vec(s)?, (m, n, k), [0; 3]);
+    let mismatch = first_mismatch(&ha, &hb, &d.to_vec(s)?, &g, [0; 3]);
     let stats = time_on_stream(s, opts.repeat, |_| run(&mut d))?;
     let e = T::DTYPE.size_bytes() as u64;
     let bytes = (m * k) as u64 * e + (k * n) as u64 * e + (m * n) as u64 * 4;
@@ -81,9 +77,9 @@ pub fn own_gemms_row<T: Scalar>(
     opts: &CliffordOptions,
     copy_bps: f64,
 ) -> Result<CliffordRow> {
-    let t = p.tables()?;
+    let (t, ld) = (p.tables()?, fcgp_ld(p.n));
     let calls = fcgp_forward_gemms(p, Precision::AllowTf32)?;
-    let (al, bl, dl) = (t.total * p.b * p.n, p.fcgp_weights_len()?, p.mv_len()?);
+    let (al, bl, dl) = (t.total * p.b * ld, t.w * ld * ld, t.c * p.b * ld);
     let mut rng = Rng::new(19);
     let ha: Vec<T> = rng.vec(al, -1.0, 1.0);
     let hb: Vec<T> = rng.vec(bl, -1.0, 1.0);
@@ -97,7 +93,7 @@ pub fn own_gemms_row<T: Scalar>(
     };
     run(&mut d)?;
     let (g0, offs) = calls[0];
-    let mismatch = first_mismatch(&ha, &hb, &d.to_vec(s)?, (g0.m, g0.n, g0.k), offs);
+    let mismatch = first_mismatch(&ha, &hb, &d.to_vec(s)?, &g0, offs);
     let stats = time_on_stream(s, opts.repeat, |_| run(&mut d))?;
     let e = T::DTYPE.size_bytes() as u64;
     let bytes = (al + bl) as u64 * e + dl as u64 * 4;

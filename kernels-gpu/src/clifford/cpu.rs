@@ -505,7 +505,7 @@ pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
 
 /// CPU path of the FCGP products for whole rows: `x[c]`, `y[c]` hold component `c` of the
 /// same rows (`rows * n` each); `prod[c]` holds component `c`'s product rows of the same batch
-/// rows in the grouped layout (`rows * np * n`, [`prod_at`]).
+/// rows in the grouped layout (`rows * np * ld`, [`prod_at`]; the padding is zeroed).
 #[inline(always)]
 pub fn fcgp_products_rows<A: Algebra, T: Element, V: Widen<T>>(
     conv: V,
@@ -513,6 +513,7 @@ pub fn fcgp_products_rows<A: Algebra, T: Element, V: Widen<T>>(
     y: &[&[T]],
     prod: &mut [&mut [T]],
     n: usize,
+    ld: usize,
 ) {
     let rows = x[0].len().checked_div(n).unwrap_or(0);
     let (mut xs, mut ys) = ([[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C]);
@@ -532,32 +533,38 @@ pub fn fcgp_products_rows<A: Algebra, T: Element, V: Widen<T>>(
                 }
             }
             each_product::<A>(|s, p, c| {
-                let at = prod_at::<A>(p, c, r, f0, n);
+                let at = prod_at::<A>(p, c, r, f0, ld);
                 store_lanes(conv, &pb[s], &mut prod[c][at..at + m]);
             });
         }
+        each_product::<A>(|_, p, c| {
+            let at = prod_at::<A>(p, c, r, n, ld);
+            prod[c][at..at + ld - n].fill(T::from_f32(0.0));
+        });
     }
 }
 
 /// CPU path of the FCGP norm for whole rows: `d[c]` are the GEMM results (component `c`'s
-/// un-normalised output, f32) of the rows `out[c]` receives.
+/// un-normalised output, f32, rows of `ld`) of the rows `out[c]` (rows of `n`) receives.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn fcgp_assemble_rows<A: Algebra, T: Element, V: Widen<T>>(
     conv: V,
     d: &[&[f32]],
     out: &mut [&mut [T]],
     n: usize,
+    ld: usize,
     normalize: bool,
     scratch: &mut [f32],
 ) {
-    let rows = d[0].len().checked_div(n).unwrap_or(0);
+    let rows = out[0].len().checked_div(n).unwrap_or(0);
     let mut ob = [[0.0f32; LANES]; MAX_C];
     let mut acc = [[0.0f32; LANES]; MAX_G];
     for r in 0..rows {
         let mut ss = [0.0f32; MAX_G];
         for (b, f0) in (0..n).step_by(LANES).enumerate() {
             let m = LANES.min(n - f0);
-            widen_block(PortableWiden, d, A::C, r * n + f0, m, &mut ob);
+            widen_block(PortableWiden, d, A::C, r * ld + f0, m, &mut ob);
             for l in 0..LANES {
                 let o = lane(&ob, A::C, l);
                 let mut sq = [0.0f32; MAX_G];

@@ -2,13 +2,15 @@
 //! entries in `entry/clifford_fcgp.rs` call the same per-feature functions).
 //!
 //! Layout of the products (the GEMMs' A operand): the paths are grouped by output grade, and
-//! component `c` (of grade `j`) owns `B` rows of `np[j] * N` products: row `b` holds, for each
-//! path `q` of grade `j` in turn, the `N` features' signed products that reach `c`. The rows of
-//! grade `j`'s components, stacked, are one `(cdim * B) x (np * N)` matrix, so one GEMM per
-//! grade against the grade's weight matrices stacked (`(np * N) x N`, the grouped copy of `W`)
-//! sums the paths inside the GEMM and gives the un-normalised output directly, `(C, B, N)`.
-//! The backward runs the same two GEMMs per grade (`dProd = gD Wᵀ`, `dW = Prodᵀ gD`) on the
-//! gradient through the norm, which is `(C, B, N)` too.
+//! component `c` (of grade `j`) owns `B` rows of `np[j] * ld` products: row `b` holds, for each
+//! path `q` of grade `j` in turn, the `N` features' signed products that reach `c`, then zeros
+//! up to `ld` ([`fcgp_ld`]: `N` rounded up to 8, so every row of every operand starts 16-byte
+//! aligned and the GEMMs take their fast paths for any N). The rows of grade `j`'s components,
+//! stacked, are one `(cdim * B) x (np * ld)` matrix, so one GEMM per grade against the grade's
+//! weight matrices stacked (`(np * ld) x N`, the grouped copy of `W`, zero past `N`) sums the
+//! paths inside the GEMM and gives the un-normalised output directly (`C` planes of `B` rows of
+//! `ld`). The backward runs the same two GEMMs per grade (`dProd = gD Wᵀ`, `dW = Prodᵀ gD`) on
+//! the gradient through the norm, laid out as that output.
 #![allow(clippy::needless_range_loop)]
 
 use super::cpu::{blocked_sums, load};
@@ -32,12 +34,18 @@ pub fn each_product<A: Algebra>(mut f: impl FnMut(usize, usize, usize)) {
     }
 }
 
-/// Where the product of path `p` for component `c`, feature `f` of batch row `row` lives among
-/// component `c`'s product rows (which start at `cstart[c] * B * N` of the whole layout).
+/// The row length of the FCGP's workspaces per path: `n` rounded up to a multiple of 8.
 #[inline(always)]
-pub fn prod_at<A: Algebra>(p: usize, c: usize, row: usize, f: usize, n: usize) -> usize {
+pub const fn fcgp_ld(n: usize) -> usize {
+    n.div_ceil(8) * 8
+}
+
+/// Where the product of path `p` for component `c`, feature `f` of batch row `row` lives among
+/// component `c`'s product rows (which start at `cstart[c] * B * ld` of the whole layout).
+#[inline(always)]
+pub fn prod_at<A: Algebra>(p: usize, c: usize, row: usize, f: usize, ld: usize) -> usize {
     let t = A::T;
-    (row * t.np[t.grade[c]] + t.qpos[p]) * n + f
+    (row * t.np[t.grade[c]] + t.qpos[p]) * ld + f
 }
 
 /// Adds one feature's squares of the raw output `o` and `go . o` to the per-grade sums.
@@ -79,40 +87,40 @@ pub fn fcgp_input_grads<A: Algebra>(x: &Mv, y: &Mv, dpr: &[f32; MAX_TOTAL]) -> (
 }
 
 /// CPU path of the FCGP norm backward for whole rows: from the forward GEMM results `d` (`C`
-/// planes of f32, the un-normalised output) and `go`, writes the gradient of the GEMM results
-/// `gd` (`C` planes of `T`, the backward GEMMs' operand).
+/// planes of f32 rows of `ld`, the un-normalised output) and `go` (rows of `n`), writes the
+/// gradient of the GEMM results `gd` (`C` planes of `T`, rows of `ld`: the backward GEMMs'
+/// operand).
 pub fn fcgp_norm_bwd_rows<A: Algebra, T: Element>(
     d: &[&[f32]],
     go: &[&[T]],
     gd: &mut [&mut [T]],
     n: usize,
+    ld: usize,
     normalize: bool,
 ) {
-    let rows = d[0].len().checked_div(n).unwrap_or(0);
-    let raw = |idx: usize| {
+    let rows = go[0].len().checked_div(n).unwrap_or(0);
+    let raw = |at: usize| {
         let mut o = [0.0f32; MAX_C];
         for c in 0..A::C {
-            o[c] = d[c][idx];
+            o[c] = d[c][at];
         }
         o
     };
     for r in 0..rows {
         let coefs = normalize.then(|| {
             let (ss, dot) = blocked_sums(n, |f, ss, dot| {
-                let idx = r * n + f;
-                norm_stats::<A>(&raw(idx), &load::<T, A>(go, idx), ss, dot);
+                norm_stats::<A>(&raw(r * ld + f), &load::<T, A>(go, r * n + f), ss, dot);
             });
             norm_backward_coefs::<A>(&ss, &dot, n)
         });
         for f in 0..n {
-            let idx = r * n + f;
-            let gv = load::<T, A>(go, idx);
+            let gv = load::<T, A>(go, r * n + f);
             let g = match &coefs {
-                Some((inv, k)) => through_norm::<A>(&gv, &raw(idx), inv, k),
+                Some((inv, k)) => through_norm::<A>(&gv, &raw(r * ld + f), inv, k),
                 None => gv,
             };
             for c in 0..A::C {
-                gd[c][idx] = T::from_f32(g[c]);
+                gd[c][r * ld + f] = T::from_f32(g[c]);
             }
         }
     }
@@ -127,13 +135,14 @@ pub fn fcgp_products_bwd_rows<A: Algebra, T: Element>(
     dx: &mut [&mut [T]],
     dy: &mut [&mut [T]],
     n: usize,
+    ld: usize,
 ) {
     let rows = x[0].len().checked_div(n).unwrap_or(0);
     for r in 0..rows {
         for f in 0..n {
             let idx = r * n + f;
             let mut dv = [0.0f32; MAX_TOTAL];
-            each_product::<A>(|s, p, c| dv[s] = dpr[c][prod_at::<A>(p, c, r, f, n)]);
+            each_product::<A>(|s, p, c| dv[s] = dpr[c][prod_at::<A>(p, c, r, f, ld)]);
             let (a, b) = fcgp_input_grads::<A>(&load::<T, A>(x, idx), &load::<T, A>(y, idx), &dv);
             for c in 0..A::C {
                 dx[c][idx] = T::from_f32(a[c]);

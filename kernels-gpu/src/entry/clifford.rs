@@ -72,17 +72,18 @@ trait Source<A: Algebra> {
     unsafe fn eval<const L: usize>(&self, row: usize, f: usize) -> [Mv; L];
 }
 
-/// FCGP: the GEMM results `d` (f32, `(C, B, N)`), which are the un-normalised output.
+/// FCGP: the GEMM results `d` (f32, `C` planes of `B` rows of `ld`), which are the
+/// un-normalised output.
 struct Assemble {
     d: *const f32,
     plane: usize,
-    n: usize,
+    ld: usize,
 }
 
 impl<A: Algebra> Source<A> for Assemble {
     #[inline(always)]
     unsafe fn eval<const L: usize>(&self, row: usize, f: usize) -> [Mv; L] {
-        let base = row * self.n + f;
+        let base = row * self.ld + f;
         let mut o = [[0.0f32; MAX_C]; L];
         for c in 0..A::C {
             // SAFETY: component c of row `row` covers N features (caller).
@@ -330,10 +331,11 @@ unsafe fn bwd_kernel<T: Element, A: Algebra, const L: usize, const SMEM: bool>(
 }
 
 /// FCGP products: for every (row, feature) the signed per-path products, in the grouped
-/// layout of [`prod_at`] (component `c`'s rows from `cstart[c] * B * N`).
+/// layout of [`prod_at`] (component `c`'s rows from `cstart[c] * B * ld`), and zeros in each
+/// row's padding from `n` to `ld`.
 ///
 /// # Safety
-/// `x`, `y` cover `C * B * N` elements, `prod` covers `total * B * N`; `n >= 1`.
+/// `x`, `y` cover `C * B * N` elements, `prod` covers `total * B * ld`; `1 <= n <= ld`.
 #[inline(always)]
 unsafe fn fcgp_products<T: Element, A: Algebra, P: Element>(
     x: *const T,
@@ -341,8 +343,9 @@ unsafe fn fcgp_products<T: Element, A: Algebra, P: Element>(
     prod: *mut P,
     b: usize,
     n: usize,
+    ld: usize,
 ) {
-    let plane = b * n;
+    let (plane, lplane) = (b * n, b * ld);
     let mut idx = block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize;
     let step = grid_dim_x() as usize * block_dim_x() as usize;
     while idx < plane {
@@ -354,11 +357,22 @@ unsafe fn fcgp_products<T: Element, A: Algebra, P: Element>(
         let pr = path_products::<A>(&xg, &yg);
         let (row, f) = (idx / n, idx % n);
         each_product::<A>(|s, p, c| {
-            let at = A::T.cstart[c] * plane + prod_at::<A>(p, c, row, f, n);
-            // SAFETY: component c's rows end at (cstart[c] + np) * B * N <= total * B * N.
+            let at = A::T.cstart[c] * lplane + prod_at::<A>(p, c, row, f, ld);
+            // SAFETY: component c's rows end at (cstart[c] + np) * B * ld <= total * B * ld.
             unsafe { *prod.add(at) = P::from_f32(pr[s]) };
         });
         idx += step;
+    }
+    let pad = ld - n;
+    let mut i = block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize;
+    while i < b * pad {
+        let (row, f) = (i / pad, n + i % pad);
+        each_product::<A>(|_, p, c| {
+            let at = A::T.cstart[c] * lplane + prod_at::<A>(p, c, row, f, ld);
+            // SAFETY: as above, f < ld.
+            unsafe { *prod.add(at) = P::from_f32(0.0) };
+        });
+        i += step;
     }
 }
 
@@ -419,7 +433,7 @@ macro_rules! each_dim_dtype {
     };
 }
 
-/// `(d, out, b, n, normalize, team)`.
+/// `(d, out, b, n, ld, normalize, team)`.
 macro_rules! asm_entry {
     ($A:ty, $d:literal, $T:ty, $dt:literal, $vn:literal, $l:literal, $pn:literal, $vpt:literal) => {
         const _: () = {
@@ -429,10 +443,11 @@ macro_rules! asm_entry {
                 out: *mut $T,
                 b: usize,
                 n: usize,
+                ld: usize,
                 normalize: u32,
                 team: u32,
             ) {
-                let src = Assemble { d, plane: b * n, n };
+                let src = Assemble { d, plane: b * ld, ld };
                 // SAFETY: the host checked sizes, alignment and team.
                 unsafe { row_kernel::<$T, $A, Assemble, $l, $vpt>(&src, out, b, n, normalize != 0, team) }
             }
@@ -465,14 +480,21 @@ macro_rules! bwd_entry {
     };
 }
 
-/// `(x, y, prod, b, n)`.
+/// `(x, y, prod, b, n, ld)`.
 macro_rules! prod_entry {
     ($A:ty, $d:literal, $T:ty, $dt:literal) => {
         const _: () = {
             #[unsafe(export_name = concat!("ft_clifford_fcgp_prod_d", $d, "_", $dt))]
-            unsafe extern "ptx-kernel" fn entry(x: *const $T, y: *const $T, prod: *mut $T, b: usize, n: usize) {
-                // SAFETY: the host checked sizes.
-                unsafe { fcgp_products::<$T, $A, $T>(x, y, prod, b, n) }
+            unsafe extern "ptx-kernel" fn entry(
+                x: *const $T,
+                y: *const $T,
+                prod: *mut $T,
+                b: usize,
+                n: usize,
+                ld: usize,
+            ) {
+                // SAFETY: the host checked sizes and 1 <= n <= ld.
+                unsafe { fcgp_products::<$T, $A, $T>(x, y, prod, b, n, ld) }
             }
         };
     };

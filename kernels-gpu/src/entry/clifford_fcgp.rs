@@ -17,7 +17,7 @@ use crate::clifford::{
 use crate::element::Element;
 use half::{bf16, f16};
 
-/// The raw (un-normalised) FCGP output of feature `idx`: the GEMM results.
+/// The raw (un-normalised) FCGP output at `idx` of the GEMM results' planes.
 ///
 /// # Safety
 /// `d` covers `C * plane` f32 and `idx < plane`.
@@ -31,14 +31,16 @@ unsafe fn raw<A: Algebra>(d: *const f32, plane: usize, idx: usize) -> Mv {
     o
 }
 
-/// Copies the `W` matrices of `nn` elements between path order and the grouped order of
-/// `Tables::gorder` (`scatter` false: `dst[i] = src[gorder[i]]`; true: `dst[gorder[i]] =
-/// src[i]`). Block row `blockIdx.y` is grouped position `i`; the x blocks stride over the matrix.
+/// Copies the `W` weight matrices between path order (`n x n` each, tight) and the grouped
+/// order of `Tables::gorder` (`ld x ld` each, zero past `n`). `scatter` false: grouped matrix
+/// `i` from path `gorder[i]`, padding written as zeros; true: path `gorder[i]` from grouped `i`.
+/// Block row `blockIdx.y` is grouped position `i`; the x blocks stride over the padded matrix.
 ///
 /// # Safety
-/// `src` and `dst` cover `W * nn` elements and do not overlap; `gridDim.y == W`.
+/// The grouped side covers `W * ld * ld` elements, the path side `W * n * n`, they do not
+/// overlap; `n <= ld`; `gridDim.y == W`.
 #[inline(always)]
-unsafe fn weight_perm<T: Element, A: Algebra>(src: *const T, dst: *mut T, nn: usize, scatter: bool) {
+unsafe fn weight_perm<T: Element, A: Algebra>(src: *const T, dst: *mut T, n: usize, ld: usize, scatter: bool) {
     let i = block_idx_y() as usize;
     let mut p = 0;
     for q in 0..A::W {
@@ -46,12 +48,20 @@ unsafe fn weight_perm<T: Element, A: Algebra>(src: *const T, dst: *mut T, nn: us
             p = A::T.gorder[q];
         }
     }
-    let (from, to) = if scatter { (i * nn, p * nn) } else { (p * nn, i * nn) };
+    let (tight, padded) = (p * n * n, i * ld * ld);
     let mut e = block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize;
     let step = grid_dim_x() as usize * block_dim_x() as usize;
-    while e < nn {
-        // SAFETY: i, p < W and e < nn (caller: W * nn elements each).
-        unsafe { *dst.add(to + e) = *src.add(from + e) };
+    while e < ld * ld {
+        let (r, c) = (e / ld, e % ld);
+        let inside = r < n && c < n;
+        // SAFETY: i, p < W, e < ld * ld, and r * n + c < n * n when inside (caller's sizes).
+        unsafe {
+            if !scatter {
+                *dst.add(padded + e) = if inside { *src.add(tight + r * n + c) } else { T::from_f32(0.0) };
+            } else if inside {
+                *dst.add(tight + r * n + c) = *src.add(padded + e);
+            }
+        }
         e += step;
     }
 }
@@ -61,7 +71,7 @@ unsafe fn weight_perm<T: Element, A: Algebra>(src: *const T, dst: *mut T, nn: us
 /// block reduction; then the gradients).
 ///
 /// # Safety
-/// `d` covers `C * B * N` f32, `go` and `gd` `C * B * N`; `blockDim.x` is a
+/// `d` and `gd` cover `C * B * ld` (rows of `ld`), `go` `C * B * N`; `blockDim.x` is a
 /// power of two (at most 1024); the dynamic shared memory holds the 1024-byte scratch.
 #[inline(always)]
 unsafe fn norm_bwd<T: Element, A: Algebra>(
@@ -70,13 +80,14 @@ unsafe fn norm_bwd<T: Element, A: Algebra>(
     gd: *mut T,
     b: usize,
     n: usize,
+    ld: usize,
     normalize: bool,
 ) {
-    let plane = b * n;
+    let (plane, lplane) = (b * n, b * ld);
     let (tid, nt) = (thread_idx_x() as usize, block_dim_x() as usize);
     let mut row = block_idx_x() as usize;
     while row < b {
-        let base = row * n;
+        let (base, lbase) = (row * n, row * ld);
         let mut inv = [1.0f32; MAX_G];
         let mut k = [0.0f32; MAX_G];
         if normalize {
@@ -84,8 +95,8 @@ unsafe fn norm_bwd<T: Element, A: Algebra>(
             let mut f = tid;
             while f < n {
                 let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
-                // SAFETY: row < B, f < N.
-                let (o, g) = unsafe { (raw::<A>(d, plane, base + f), ld_mv::<T, A, 1>(go, plane, base + f)[0]) };
+                // SAFETY: row < B, f < N <= ld.
+                let (o, g) = unsafe { (raw::<A>(d, lplane, lbase + f), ld_mv::<T, A, 1>(go, plane, base + f)[0]) };
                 norm_stats::<A>(&o, &g, &mut ss, &mut dot);
                 for j in 0..MAX_G {
                     acc[j] += ss[j];
@@ -108,13 +119,13 @@ unsafe fn norm_bwd<T: Element, A: Algebra>(
             let gv = unsafe { ld_mv::<T, A, 1>(go, plane, base + f)[0] };
             let g: Mv = if normalize {
                 // SAFETY: as above.
-                through_norm::<A>(&gv, &unsafe { raw::<A>(d, plane, base + f) }, &inv, &k)
+                through_norm::<A>(&gv, &unsafe { raw::<A>(d, lplane, lbase + f) }, &inv, &k)
             } else {
                 gv
             };
             for c in 0..A::C {
-                // SAFETY: c < C, base + f < plane.
-                unsafe { *gd.add(c * plane + base + f) = T::from_f32(g[c]) };
+                // SAFETY: c < C, lbase + f < B * ld.
+                unsafe { *gd.add(c * lplane + lbase + f) = T::from_f32(g[c]) };
             }
             f += nt;
         }
@@ -125,7 +136,7 @@ unsafe fn norm_bwd<T: Element, A: Algebra>(
 /// dx, dy of every (row, feature) from the products' gradient (grid-stride).
 ///
 /// # Safety
-/// `x`, `y`, `dx`, `dy` cover `C * B * N` elements, `dpr` `total * B * N` f32; `n >= 1`.
+/// `x`, `y`, `dx`, `dy` cover `C * B * N` elements, `dpr` `total * B * ld` f32; `1 <= n <= ld`.
 #[inline(always)]
 unsafe fn products_bwd<T: Element, A: Algebra>(
     x: *const T,
@@ -135,6 +146,7 @@ unsafe fn products_bwd<T: Element, A: Algebra>(
     dy: *mut T,
     b: usize,
     n: usize,
+    ld: usize,
 ) {
     let plane = b * n;
     let mut idx = block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize;
@@ -143,8 +155,8 @@ unsafe fn products_bwd<T: Element, A: Algebra>(
         let mut dv = [0.0f32; MAX_TOTAL];
         let (row, f) = (idx / n, idx % n);
         each_product::<A>(|s, p, c| {
-            let at = A::T.cstart[c] * plane + prod_at::<A>(p, c, row, f, n);
-            // SAFETY: inside the `total * B * N` products (see `fcgp_products`).
+            let at = A::T.cstart[c] * b * ld + prod_at::<A>(p, c, row, f, ld);
+            // SAFETY: inside the `total * B * ld` products (see `fcgp_products`).
             dv[s] = unsafe { *dpr.add(at) };
         });
         // SAFETY: idx < B * N.
@@ -161,14 +173,15 @@ unsafe fn products_bwd<T: Element, A: Algebra>(
     }
 }
 
-/// `(src, dst, nn, scatter)`, `(d, go, gd, b, n, normalize)` and `(x, y, dpr, dx, dy, b, n)`.
+/// `(src, dst, n, ld, scatter)`, `(d, go, gd, b, n, ld, normalize)` and
+/// `(x, y, dpr, dx, dy, b, n, ld)`.
 macro_rules! fcgp_bwd_entries {
     ($A:ty, $d:literal, $T:ty, $dt:literal) => {
         const _: () = {
             #[unsafe(export_name = concat!("ft_clifford_fcgp_wperm_d", $d, "_", $dt))]
-            unsafe extern "ptx-kernel" fn wperm(src: *const $T, dst: *mut $T, nn: usize, scatter: u32) {
-                // SAFETY: the host checked sizes and launches W block rows.
-                unsafe { weight_perm::<$T, $A>(src, dst, nn, scatter != 0) }
+            unsafe extern "ptx-kernel" fn wperm(src: *const $T, dst: *mut $T, n: usize, ld: usize, scatter: u32) {
+                // SAFETY: the host checked sizes and n <= ld, and launches W block rows.
+                unsafe { weight_perm::<$T, $A>(src, dst, n, ld, scatter != 0) }
             }
             #[unsafe(export_name = concat!("ft_clifford_fcgp_nbwd_d", $d, "_", $dt))]
             unsafe extern "ptx-kernel" fn nbwd(
@@ -177,10 +190,11 @@ macro_rules! fcgp_bwd_entries {
                 gd: *mut $T,
                 b: usize,
                 n: usize,
+                ld: usize,
                 normalize: u32,
             ) {
                 // SAFETY: the host checked sizes, the block size and the shared memory.
-                unsafe { norm_bwd::<$T, $A>(d, go, gd, b, n, normalize != 0) }
+                unsafe { norm_bwd::<$T, $A>(d, go, gd, b, n, ld, normalize != 0) }
             }
             #[unsafe(export_name = concat!("ft_clifford_fcgp_pbwd_d", $d, "_", $dt))]
             unsafe extern "ptx-kernel" fn pbwd(
@@ -191,9 +205,10 @@ macro_rules! fcgp_bwd_entries {
                 dy: *mut $T,
                 b: usize,
                 n: usize,
+                ld: usize,
             ) {
-                // SAFETY: the host checked sizes.
-                unsafe { products_bwd::<$T, $A>(x, y, dpr, dx, dy, b, n) }
+                // SAFETY: the host checked sizes and 1 <= n <= ld.
+                unsafe { products_bwd::<$T, $A>(x, y, dpr, dx, dy, b, n, ld) }
             }
         };
     };

@@ -153,8 +153,9 @@ macro_rules! isa_loops {
                 y: &[&[T]],
                 prod: &mut [&mut [T]],
                 n: usize,
+                ld: usize,
             ) {
-                kc::fcgp_products_rows::<A, T, Conv>(conv, x, y, prod, n)
+                kc::fcgp_products_rows::<A, T, Conv>(conv, x, y, prod, n, ld)
             }
 
             /// # Safety
@@ -165,10 +166,11 @@ macro_rules! isa_loops {
                 d: &[&[f32]],
                 out: &mut [&mut [T]],
                 n: usize,
+                ld: usize,
                 normalize: bool,
                 scratch: &mut [f32],
             ) {
-                kc::fcgp_assemble_rows::<A, T, Conv>(conv, d, out, n, normalize, scratch)
+                kc::fcgp_assemble_rows::<A, T, Conv>(conv, d, out, n, ld, normalize, scratch)
             }
         }
     };
@@ -232,9 +234,15 @@ pub(super) fn bwd_rows<A: Algebra, T: Element>(
 }
 
 /// [`kc::fcgp_products_rows`] in the widest build.
-pub(super) fn products_rows<A: Algebra, T: Element>(x: &[&[T]], y: &[&[T]], prod: &mut [&mut [T]], n: usize) {
+pub(super) fn products_rows<A: Algebra, T: Element>(
+    x: &[&[T]],
+    y: &[&[T]],
+    prod: &mut [&mut [T]],
+    n: usize,
+    ld: usize,
+) {
     let conv = conv_for::<T>();
-    pick!(products, kc::fcgp_products_rows::<A, T, Conv>(conv, x, y, prod, n), (conv, x, y, prod, n))
+    pick!(products, kc::fcgp_products_rows::<A, T, Conv>(conv, x, y, prod, n, ld), (conv, x, y, prod, n, ld))
 }
 
 /// [`kc::fcgp_assemble_rows`] in the widest build.
@@ -242,13 +250,14 @@ pub(super) fn assemble_rows<A: Algebra, T: Element>(
     d: &[&[f32]],
     out: &mut [&mut [T]],
     n: usize,
+    ld: usize,
     normalize: bool,
     scratch: &mut [f32],
 ) {
     let conv = conv_for::<T>();
     pick!(
         assemble,
-        kc::fcgp_assemble_rows::<A, T, Conv>(conv, d, out, n, normalize, scratch),
-        (conv, d, out, n, normalize, scratch)
+        kc::fcgp_assemble_rows::<A, T, Conv>(conv, d, out, n, ld, normalize, scratch),
+        (conv, d, out, n, ld, normalize, scratch)
     )
 }

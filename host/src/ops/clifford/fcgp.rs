@@ -1,7 +1,7 @@
 //! The FCGP forward (`fused_gelu_fcgp_norm`): per-path products, our GEMM, assembly and norm.
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
-use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3, CliffordKernel};
+use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3, CliffordKernel, fcgp_ld};
 use rayon::prelude::*;
 
 use super::{
@@ -14,12 +14,13 @@ use crate::error::{DriverContext, Error, Result};
 use crate::ops::gemm::{Gemm, Precision, gemm};
 use crate::stream::Stream;
 
-/// Scratch of [`fused_gelu_fcgp_norm`]: the signed per-path products (`total * B * N` of
-/// `T`, the GEMMs' A operands, grouped by output grade: see `ferrotune_kernels::clifford::
-/// prod_at`), the weights copied into that grouping (`W * N * N` of `T`), the GEMM results
-/// (`C * B * N` f32, the un-normalised output; the backward grows it to `total * B * N` for the
-/// products' gradient), the backward's gradient through the norm (`C * B * N` of `T`, allocated
-/// by the first backward), and the precision of the GEMMs for f32 inputs.
+/// Scratch of [`fused_gelu_fcgp_norm`], with rows of `ld` = N rounded up to 8
+/// (`ferrotune_kernels::clifford::fcgp_ld`): the signed per-path products (`total * B * ld`
+/// of `T`, the GEMMs' A operands, grouped by output grade: see `ferrotune_kernels::clifford::
+/// prod_at`), the weights copied into that grouping (`W * ld * ld` of `T`), the GEMM results
+/// (`C * B * ld` f32, the un-normalised output; the backward grows it to `total * B * ld` for
+/// the products' gradient), the backward's gradient through the norm (`C * B * ld` of `T`,
+/// allocated by the first backward), and the precision of the GEMMs for f32 inputs.
 pub struct FcgpWorkspace<T: Scalar> {
     pub(super) prod: Buffer<T>,
     pub(super) wg: Buffer<T>,
@@ -33,10 +34,10 @@ impl<T: Scalar> FcgpWorkspace<T> {
     /// cores as in [`gemm`] (f16/bf16 always run natively on tensor cores).
     pub fn new(s: &Stream, p: &Clifford) -> Result<FcgpWorkspace<T>> {
         let t = p.tables()?;
-        let plane = p.b * p.n;
+        let (plane, ld) = (p.b * fcgp_ld(p.n), fcgp_ld(p.n));
         Ok(FcgpWorkspace {
             prod: Buffer::zeros(s, t.total * plane)?,
-            wg: Buffer::zeros(s, p.fcgp_weights_len()?)?,
+            wg: Buffer::zeros(s, t.w * ld * ld)?,
             d: Buffer::zeros(s, t.c * plane)?,
             grad: Buffer::zeros(s, 0)?,
             precision: Precision::AllowTf32,
@@ -49,12 +50,13 @@ impl<T: Scalar> FcgpWorkspace<T> {
         self
     }
 
-    /// An error unless the products and grouped weights fit problem `p` and `d` holds `d_len`.
-    pub(super) fn check(&self, p: &Clifford, d_len: usize) -> Result<()> {
+    /// An error unless the products, grouped weights and GEMM results fit problem `p`.
+    pub(super) fn check(&self, p: &Clifford) -> Result<()> {
+        let (t, ld) = (p.tables()?, fcgp_ld(p.n));
         let needed = [
-            ("FCGP workspace (products)", p.tables()?.total * p.b * p.n, self.prod.len()),
-            ("FCGP workspace (grouped weights)", p.fcgp_weights_len()?, self.wg.len()),
-            ("FCGP workspace (GEMM results)", d_len, self.d.len()),
+            ("FCGP workspace (products)", t.total * p.b * ld, self.prod.len()),
+            ("FCGP workspace (grouped weights)", t.w * ld * ld, self.wg.len()),
+            ("FCGP workspace (GEMM results)", t.c * p.b * ld, self.d.len()),
         ];
         match needed.into_iter().find(|&(_, need, got)| got < need) {
             Some((what, needed, got)) => Err(Error::BufferTooSmall { op: OP, what, needed, got }),
@@ -108,7 +110,7 @@ pub fn run_fcgp_forward<T: Scalar>(
     check_len("y", y.len(), len)?;
     check_len("w (W x N x N)", w.len(), p.fcgp_weights_len()?)?;
     check_len("out", out.len(), len)?;
-    ws.check(p, len)?;
+    ws.check(p)?;
     cfg.validate(p, s.gpu().map(|g| g.info()))?;
     if len == 0 {
         return Ok(());
@@ -119,8 +121,8 @@ pub fn run_fcgp_forward<T: Scalar>(
     match (s, &ws.d, out) {
         (Stream::Cpu(cpu), Buffer::Cpu(d), ViewMut::Cpu(out)) => {
             match p.dim {
-                2 => cpu_assemble::<Cl2, T>(cpu, p, cfg, &d[..len], out),
-                _ => cpu_assemble::<Cl3, T>(cpu, p, cfg, &d[..len], out),
+                2 => cpu_assemble::<Cl2, T>(cpu, p, cfg, d, out),
+                _ => cpu_assemble::<Cl3, T>(cpu, p, cfg, d, out),
             }
             Ok(())
         }
@@ -160,11 +162,12 @@ pub(super) fn products<T: Scalar>(
             let (py, gy) = y.device_ptr(stream);
             let (pp, gp) = prod.device_ptr_mut(stream);
             let launch = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+            let ld = fcgp_ld(p.n);
             let mut lb = stream.launch_builder(&kernel.func);
-            lb.arg(&px).arg(&py).arg(&pp).arg(&p.b).arg(&p.n);
-            // SAFETY: matches `prod_entry!` (3 pointers, 2 usize); x and y hold C * B * N
-            // elements, the workspace at least total * B * N (checked by the caller); N >= 1
-            // (the caller returned early on an empty problem).
+            lb.arg(&px).arg(&py).arg(&pp).arg(&p.b).arg(&p.n).arg(&ld);
+            // SAFETY: matches `prod_entry!` (3 pointers, 3 usize); x and y hold C * B * N
+            // elements, the workspace at least total * B * ld (checked by the caller);
+            // 1 <= N <= ld (the caller returned early on an empty problem).
             unsafe { lb.launch(launch) }.ctx(|| format!("launching {name}"))?;
             drop((gx, gy, gp));
             Ok(())
@@ -173,10 +176,10 @@ pub(super) fn products<T: Scalar>(
     }
 }
 
-/// One GEMM call of the FCGP (forward or backward): output grades `first`, `first + 1 * ..`
-/// of equal shape in one batch — `rows = cdim * B` rows of products, `k = np * N` — with the
-/// element offsets of the first grade's products, grouped weights and `(C, B, N)` planes, and
-/// the strides between the batch's grades (0 for a batch of one).
+/// One GEMM call of the FCGP (forward or backward): output grades of equal shape in one
+/// batch — `rows = cdim * B` rows of products, `k = np * ld` — with the element offsets of the
+/// first grade's products, grouped weights and output planes (`C` planes of `B` rows of `ld`),
+/// and the strides between the batch's grades (0 for a batch of one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct GradeGemm {
     pub rows: usize,
@@ -191,7 +194,8 @@ pub(super) struct GradeGemm {
 /// when their offsets are evenly spaced (in 2D grades 0 and 2; in 3D 0 and 3, 1 and 2).
 pub(super) fn grade_gemms(p: &Clifford) -> Result<Vec<GradeGemm>> {
     let t = p.tables()?;
-    let plane = p.b * p.n;
+    let ld = fcgp_ld(p.n);
+    let plane = p.b * ld;
     let (mut prod, mut w, mut planes) = (vec![0; t.g], vec![0; t.g], vec![0; t.g]);
     let mut cd = vec![0; t.g];
     for c in 0..t.c {
@@ -199,7 +203,7 @@ pub(super) fn grade_gemms(p: &Clifford) -> Result<Vec<GradeGemm>> {
     }
     for j in 1..t.g {
         prod[j] = prod[j - 1] + cd[j - 1] * t.np[j - 1] * plane;
-        w[j] = w[j - 1] + t.np[j - 1] * p.n * p.n;
+        w[j] = w[j - 1] + t.np[j - 1] * ld * ld;
         planes[j] = planes[j - 1] + cd[j - 1] * plane;
     }
     let mut done = vec![false; t.g];
@@ -214,7 +218,7 @@ pub(super) fn grade_gemms(p: &Clifford) -> Result<Vec<GradeGemm>> {
         let stride = |v: &[usize]| if members.len() > 1 { v[members[1]] - v[j] } else { 0 };
         out.push(GradeGemm {
             rows: cd[j] * p.b,
-            k: t.np[j] * p.n,
+            k: t.np[j] * ld,
             batch: members.len(),
             prod: (prod[j], stride(&prod)),
             w: (w[j], stride(&w)),
@@ -238,14 +242,17 @@ pub(super) fn batched(g: Gemm, batch: usize, strides: [usize; 3]) -> Gemm {
 }
 
 /// The GEMM calls of the FCGP forward on `p`, each with the element offsets of its first
-/// matrix in the products (`total * B * N`, A), the grouped weights (`W * N * N`, B) and the
-/// `(C, B, N)` output planes (D, f32): one call per output grade or batch of equal grades.
-/// Their FLOPs are those of one `(total * B) x N x N` GEMM.
+/// matrix in the products (`total * B * ld`, A), the grouped weights (`W * ld * ld`, B) and
+/// the output planes (`C * B * ld`, D, f32), `ld` being N rounded up to 8: one call per
+/// output grade or batch of equal grades. Their FLOPs are those of one
+/// `(total * B) x N x (N rounded up to 8)` GEMM.
 pub fn fcgp_forward_gemms(p: &Clifford, precision: Precision) -> Result<Vec<(Gemm, [usize; 3])>> {
+    let ld = fcgp_ld(p.n);
     Ok(grade_gemms(p)?
         .into_iter()
         .map(|gg| {
-            let g = Gemm::new(gg.rows, p.n, gg.k).precision(precision);
+            let mut g = Gemm::new(gg.rows, p.n, gg.k).precision(precision);
+            (g.ldb, g.ldc) = (ld, ld);
             (batched(g, gg.batch, [gg.prod.1, gg.w.1, gg.planes.1]), [gg.prod.0, gg.w.0, gg.planes.0])
         })
         .collect())
@@ -260,17 +267,17 @@ pub(super) fn forward_gemms<T: Scalar>(
     ws: &mut FcgpWorkspace<T>,
 ) -> Result<()> {
     weight_perm(s, p, w, &mut ws.wg.all_mut(), false)?;
-    let len = p.mv_len()?;
     for (g, [a0, b0, d0]) in fcgp_forward_gemms(p, ws.precision)? {
         let a = ws.prod.view(a0..)?;
         let b = ws.wg.view(b0..)?;
-        gemm::<T, f32>(s, &g, &a, &b, None, None, &mut ws.d.view_mut(d0..len)?)?;
+        gemm::<T, f32>(s, &g, &a, &b, None, None, &mut ws.d.view_mut(d0..)?)?;
     }
     Ok(())
 }
 
 /// Copies the `(W, N, N)` weight matrices from path order into the grouped order of
-/// `Tables::gorder` (`scatter` false), or a grouped weight gradient back to path order (true).
+/// `Tables::gorder`, `ld x ld` each with zeros past N (`scatter` false), or a grouped weight
+/// gradient back to path order (true).
 pub(super) fn weight_perm<T: Scalar>(
     s: &Stream,
     p: &Clifford,
@@ -279,18 +286,30 @@ pub(super) fn weight_perm<T: Scalar>(
     scatter: bool,
 ) -> Result<()> {
     let t = p.tables()?;
-    let nn = p.n * p.n;
-    check_len("FCGP weights", src.len(), t.w * nn)?;
-    check_len("FCGP weights", dst.len(), t.w * nn)?;
-    if nn == 0 {
+    let (n, ld) = (p.n, fcgp_ld(p.n));
+    let (tight, padded) = (t.w * n * n, t.w * ld * ld);
+    let (need_src, need_dst) = if scatter { (padded, tight) } else { (tight, padded) };
+    check_len("FCGP weights", src.len().min(need_src), need_src)?;
+    check_len("FCGP weights", dst.len().min(need_dst), need_dst)?;
+    if n == 0 {
         return Ok(());
     }
     match (s, src, dst) {
         (Stream::Cpu(_), View::Cpu(src), ViewMut::Cpu(dst)) => {
             for i in 0..t.w {
                 let q = t.gorder[i];
-                let (from, to) = if scatter { (i, q) } else { (q, i) };
-                dst[to * nn..(to + 1) * nn].copy_from_slice(&src[from * nn..(from + 1) * nn]);
+                for r in 0..ld {
+                    let at = i * ld * ld + r * ld;
+                    if scatter && r < n {
+                        dst[(q * n + r) * n..(q * n + r + 1) * n].copy_from_slice(&src[at..at + n]);
+                    } else if !scatter {
+                        let row = &mut dst[at..at + ld];
+                        row.fill(T::from_f32(0.0));
+                        if r < n {
+                            row[..n].copy_from_slice(&src[(q * n + r) * n..(q * n + r + 1) * n]);
+                        }
+                    }
+                }
             }
             Ok(())
         }
@@ -299,16 +318,17 @@ pub(super) fn weight_perm<T: Scalar>(
             let kernel = gpu.kernels()?.function(&name)?;
             let threads = 256u32.min(kernel.max_threads);
             let per_matrix = (gpu.info.sm_count as usize * 8).div_ceil(t.w);
-            let blocks = nn.div_ceil(threads as usize).min(per_matrix).max(1) as u32;
+            let blocks = (ld * ld).div_ceil(threads as usize).min(per_matrix).max(1) as u32;
             let launch =
                 LaunchConfig { grid_dim: (blocks, t.w as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
             let (ps, g1) = src.device_ptr(stream);
             let (pd, g2) = dst.device_ptr_mut(stream);
             let flag = scatter as u32;
             let mut lb = stream.launch_builder(&kernel.func);
-            lb.arg(&ps).arg(&pd).arg(&nn).arg(&flag);
-            // SAFETY: matches `fcgp_bwd_entries!` (src, dst, nn, scatter); both hold W * N * N
-            // elements (checked above) in separate buffers; W block rows.
+            lb.arg(&ps).arg(&pd).arg(&n).arg(&ld).arg(&flag);
+            // SAFETY: matches `fcgp_bwd_entries!` (src, dst, n, ld, scatter); the path side
+            // holds W * N * N elements, the grouped side W * ld * ld (checked above), in
+            // separate buffers; N <= ld; W block rows.
             unsafe { lb.launch(launch) }.ctx(|| format!("launching {name}"))?;
             drop((g1, g2));
             Ok(())
@@ -317,13 +337,13 @@ pub(super) fn weight_perm<T: Scalar>(
     }
 }
 
-/// The length of one batch row of each component's products (`np * N`).
+/// The length of one batch row of each component's products (`np * ld`).
 fn product_row_lens(p: &Clifford) -> Result<Vec<usize>> {
     let t = p.tables()?;
-    Ok((0..t.c).map(|c| t.np[t.grade[c]] * p.n).collect())
+    Ok((0..t.c).map(|c| t.np[t.grade[c]] * fcgp_ld(p.n)).collect())
 }
 
-/// Component `c`'s `rows * np * N` products for each chunk of `rows` batch rows (the CPU
+/// Component `c`'s `rows * np * ld` products for each chunk of `rows` batch rows (the CPU
 /// loops' view of the grouped layout), chunk-major.
 pub(super) fn product_rows<'a, U>(x: &'a [U], p: &Clifford, rows: usize) -> Result<Vec<Vec<&'a [U]>>> {
     let mut per = Vec::new();
@@ -358,23 +378,23 @@ fn cpu_products<A: Algebra, T: Scalar>(
     let (plane, chunk) = (p.b * p.n, cfg.cpu_rows * p.n);
     let xs = planes(x, A::C, plane, chunk);
     let ys = planes(y, A::C, plane, chunk);
-    let ps = product_rows_mut(&mut prod[..A::TOTAL * plane], p, cfg.cpu_rows)?;
+    let ps = product_rows_mut(&mut prod[..A::TOTAL * p.b * fcgp_ld(p.n)], p, cfg.cpu_rows)?;
     cpu.install(|| {
         ps.into_par_iter().zip(xs.par_iter().zip(ys.par_iter())).for_each(|(mut pc, (xc, yc))| {
-            super::cpu_loops::products_rows::<A, T>(xc, yc, &mut pc, p.n);
+            super::cpu_loops::products_rows::<A, T>(xc, yc, &mut pc, p.n, fcgp_ld(p.n));
         })
     });
     Ok(())
 }
 
 fn cpu_assemble<A: Algebra, T: Scalar>(cpu: &Cpu, p: &Clifford, cfg: &CliffordConfig, d: &[f32], out: &mut [T]) {
-    let (plane, chunk) = (p.b * p.n, cfg.cpu_rows * p.n);
-    let ds = planes(d, A::C, plane, chunk);
-    let os = planes_mut(out, A::C, plane, chunk);
+    let ld = fcgp_ld(p.n);
+    let ds = planes(d, A::C, p.b * ld, cfg.cpu_rows * ld);
+    let os = planes_mut(out, A::C, p.b * p.n, cfg.cpu_rows * p.n);
     cpu.install(|| {
         os.into_par_iter().zip(ds.par_iter()).for_each(|(mut o, dc)| {
             let mut scratch = vec![0.0f32; A::C * kc::padded(p.n)];
-            super::cpu_loops::assemble_rows::<A, T>(dc, &mut o, p.n, p.normalize, &mut scratch);
+            super::cpu_loops::assemble_rows::<A, T>(dc, &mut o, p.n, ld, p.normalize, &mut scratch);
         })
     });
 }
@@ -385,10 +405,11 @@ mod tests {
 
     #[test]
     fn grade_gemms_batch_the_grades_of_equal_shape() {
-        let (b, n) = (5, 3);
+        // N = 3 pads to ld = 8: every offset counts rows of 8.
+        let (b, n) = (5, 8);
         let (plane, nn) = (b * n, n * n);
         // 2D: grades 0 and 2 (1 component, 3 paths) in one batch, grade 1 (2 x 4) alone.
-        let g = grade_gemms(&Clifford::new(2, b, n, true)).unwrap();
+        let g = grade_gemms(&Clifford::new(2, b, 3, true)).unwrap();
         assert_eq!(g.len(), 2);
         assert_eq!((g[0].rows, g[0].k, g[0].batch), (b, 3 * n, 2));
         assert_eq!(g[0].prod, (0, (3 + 2 * 4) * plane));
@@ -397,7 +418,7 @@ mod tests {
         assert_eq!((g[1].rows, g[1].k, g[1].batch), (2 * b, 4 * n, 1));
         assert_eq!((g[1].prod.0, g[1].w.0, g[1].planes.0), (3 * plane, 3 * nn, plane));
         // 3D: grades 0 and 3 (1 x 4), 1 and 2 (3 x 6).
-        let g = grade_gemms(&Clifford::new(3, b, n, true)).unwrap();
+        let g = grade_gemms(&Clifford::new(3, b, 3, true)).unwrap();
         assert_eq!(g.len(), 2);
         assert_eq!((g[0].rows, g[0].k, g[0].batch, g[0].planes), (b, 4 * n, 2, (0, 7 * plane)));
         assert_eq!((g[1].rows, g[1].k, g[1].batch, g[1].planes), (3 * b, 6 * n, 2, (plane, 3 * plane)));

@@ -7,7 +7,7 @@
 //! the gate to dx and dy.
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
-use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3};
+use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3, fcgp_ld};
 use rayon::prelude::*;
 
 use super::fcgp::{batched, forward_gemms, grade_gemms, product_rows, products, weight_perm};
@@ -68,7 +68,7 @@ pub fn run_fcgp_backward<T: Scalar>(
     }
     check_len("w (W x N x N)", w.len(), wl)?;
     check_len("dw (W x N x N)", dw.len(), wl)?;
-    ws.check(p, len)?;
+    ws.check(p)?;
     cfg.validate(p, s.gpu().map(|g| g.info()))?;
     if wl == 0 {
         return Ok(());
@@ -78,9 +78,10 @@ pub fn run_fcgp_backward<T: Scalar>(
         let zeros = Buffer::<T>::zeros(s, wl)?;
         return crate::ops::copy(s, &zeros.all(), dw);
     }
-    let wsl = t.total * p.b * p.n;
-    if ws.grad.len() < len {
-        ws.grad = Buffer::zeros(s, len)?;
+    let ld = fcgp_ld(p.n);
+    let wsl = t.total * p.b * ld;
+    if ws.grad.len() < t.c * p.b * ld {
+        ws.grad = Buffer::zeros(s, t.c * p.b * ld)?;
     }
     if ws.d.len() < wsl {
         ws.d = Buffer::zeros(s, wsl)?;
@@ -89,16 +90,19 @@ pub fn run_fcgp_backward<T: Scalar>(
     forward_gemms(s, p, w, ws)?;
     norm_backward(s, p, cfg, go, ws)?;
     for gg in grade_gemms(p)? {
-        let gd = ws.grad.view(gg.planes.0..len)?;
-        // dProd_j ((cdim B) x (np N)) = gD_j ((cdim B) x N) wg_jᵀ: the grouped weights read
-        // column-major. Into `d`, whose forward values the norm backward has used.
-        let g = Gemm::new(gg.rows, gg.k, p.n).layouts(Layout::Row, Layout::Col).precision(ws.precision);
+        let gd = ws.grad.view(gg.planes.0..)?;
+        // dProd_j ((cdim B) x (np ld)) = gD_j ((cdim B) x N, rows of ld) wg_jᵀ: the grouped
+        // weights read column-major. Into `d`, whose forward values the norm backward has used.
+        let mut g = Gemm::new(gg.rows, gg.k, p.n).layouts(Layout::Row, Layout::Col).precision(ws.precision);
+        (g.lda, g.ldb) = (ld, ld);
         let g = batched(g, gg.batch, [gg.planes.1, gg.w.1, gg.prod.1]);
         let mut dpr = ws.d.view_mut(gg.prod.0..wsl)?;
         gemm::<T, f32>(s, &g, &gd, &ws.wg.view(gg.w.0..)?, None, None, &mut dpr)?;
-        // dW_j ((np N) x N) = Prod_jᵀ ((np N) x (cdim B)) gD_j, over the grouped weights (this
-        // grade's dProd GEMM, which read them, is ahead of it on the stream).
-        let g = Gemm::new(gg.k, p.n, gg.rows).layouts(Layout::Col, Layout::Row).precision(ws.precision);
+        // dW_j ((np ld) x N) = Prod_jᵀ ((np ld) x (cdim B)) gD_j, over the grouped weights
+        // (this grade's dProd GEMM, which read them, is ahead of it on the stream); the rows
+        // of the padding come out 0 (the products' padding is 0).
+        let mut g = Gemm::new(gg.k, p.n, gg.rows).layouts(Layout::Col, Layout::Row).precision(ws.precision);
+        (g.ldb, g.ldc) = (ld, ld);
         let g = batched(g, gg.batch, [gg.prod.1, gg.planes.1, gg.w.1]);
         let prod = ws.prod.view(gg.prod.0..)?;
         gemm::<T, T>(s, &g, &prod, &gd, None, None, &mut ws.wg.view_mut(gg.w.0..)?)?;
@@ -122,7 +126,7 @@ fn norm_backward<T: Scalar>(
                 2 => cpu_norm_bwd::<Cl2, T>,
                 _ => cpu_norm_bwd::<Cl3, T>,
             };
-            cpu.install(|| f(p, cfg.cpu_rows * p.n, d, go, gd));
+            cpu.install(|| f(p, cfg.cpu_rows, d, go, gd));
             Ok(())
         }
         (Stream::Cuda { stream, gpu }, View::Cuda(go), Buffer::Cuda(d), Buffer::Cuda(gd)) => {
@@ -149,11 +153,11 @@ fn norm_backward<T: Scalar>(
             let (pd, g1) = d.device_ptr(stream);
             let (pg, g2) = go.device_ptr(stream);
             let (pgd, g3) = gd.device_ptr_mut(stream);
-            let (b, n, norm) = (p.b, p.n, p.normalize as u32);
+            let (b, n, ld, norm) = (p.b, p.n, fcgp_ld(p.n), p.normalize as u32);
             let mut lb = stream.launch_builder(&kernel.func);
-            lb.arg(&pd).arg(&pg).arg(&pgd).arg(&b).arg(&n).arg(&norm);
-            // SAFETY: matches `fcgp_bwd_entries!` (d, go, gd, b, n, normalize); d, go and gd
-            // hold C * B * N elements (checked by the caller); the block is a
+            lb.arg(&pd).arg(&pg).arg(&pgd).arg(&b).arg(&n).arg(&ld).arg(&norm);
+            // SAFETY: matches `fcgp_bwd_entries!` (d, go, gd, b, n, ld, normalize); d and gd
+            // hold C * B * ld elements, go C * B * N (checked by the caller); the block is a
             // power of two from 32 to 256 within the kernel's limit; the scratch is the 1024
             // bytes of dynamic shared memory the block reduction uses.
             unsafe { lb.launch(launch) }.ctx(|| format!("launching {name} on {b} x {n}"))?;
@@ -164,13 +168,13 @@ fn norm_backward<T: Scalar>(
     }
 }
 
-fn cpu_norm_bwd<A: Algebra, T: Scalar>(p: &Clifford, chunk: usize, d: &[f32], go: &[T], gd: &mut [T]) {
-    let plane = p.b * p.n;
-    let ds = planes(d, A::C, plane, chunk);
-    let gs = planes(go, A::C, plane, chunk);
-    let outs = planes_mut(&mut gd[..A::C * plane], A::C, plane, chunk);
+fn cpu_norm_bwd<A: Algebra, T: Scalar>(p: &Clifford, rows: usize, d: &[f32], go: &[T], gd: &mut [T]) {
+    let ld = fcgp_ld(p.n);
+    let ds = planes(d, A::C, p.b * ld, rows * ld);
+    let gs = planes(go, A::C, p.b * p.n, rows * p.n);
+    let outs = planes_mut(&mut gd[..A::C * p.b * ld], A::C, p.b * ld, rows * ld);
     outs.into_par_iter().zip(ds.par_iter().zip(gs.par_iter())).for_each(|(mut o, (dc, gc))| {
-        kc::fcgp_norm_bwd_rows::<A, T>(dc, gc, &mut o, p.n, p.normalize);
+        kc::fcgp_norm_bwd_rows::<A, T>(dc, gc, &mut o, p.n, ld, p.normalize);
     });
 }
 
@@ -214,10 +218,11 @@ fn input_grads<T: Scalar>(
             let (pdx, g4) = dx.device_ptr_mut(stream);
             let (pdy, g5) = dy.device_ptr_mut(stream);
             let mut lb = stream.launch_builder(&kernel.func);
-            lb.arg(&px).arg(&py).arg(&pd).arg(&pdx).arg(&pdy).arg(&p.b).arg(&p.n);
-            // SAFETY: matches `fcgp_bwd_entries!` (x, y, dpr, dx, dy, b, n); x, y, dx, dy hold
-            // C * B * N elements, dpr total * B * N (checked by the caller); N >= 1 (the caller
-            // returned early on an empty problem); grid-stride loop.
+            let ld = fcgp_ld(p.n);
+            lb.arg(&px).arg(&py).arg(&pd).arg(&pdx).arg(&pdy).arg(&p.b).arg(&p.n).arg(&ld);
+            // SAFETY: matches `fcgp_bwd_entries!` (x, y, dpr, dx, dy, b, n, ld); x, y, dx, dy
+            // hold C * B * N elements, dpr total * B * ld (checked by the caller); 1 <= N <= ld
+            // (the caller returned early on an empty problem); grid-stride loop.
             unsafe { lb.launch(launch) }.ctx(|| format!("launching {name}"))?;
             drop((g1, g2, g3, g4, g5));
             Ok(())
@@ -237,12 +242,12 @@ fn cpu_input_grads<A: Algebra, T: Scalar>(
     let (plane, chunk) = (p.b * p.n, rows * p.n);
     let xs = planes(xy[0], A::C, plane, chunk);
     let ys = planes(xy[1], A::C, plane, chunk);
-    let ds = product_rows(&dpr[..A::TOTAL * plane], p, rows)?;
+    let ds = product_rows(&dpr[..A::TOTAL * p.b * fcgp_ld(p.n)], p, rows)?;
     let dxs = planes_mut(dx, A::C, plane, chunk);
     let dys = planes_mut(dy, A::C, plane, chunk);
     dxs.into_par_iter().zip(dys).zip(xs.par_iter().zip(ys.par_iter()).zip(ds.par_iter())).for_each(
         |((mut a, mut b), ((xc, yc), dc))| {
-            kc::fcgp_products_bwd_rows::<A, T>(xc, yc, dc, &mut a, &mut b, p.n);
+            kc::fcgp_products_bwd_rows::<A, T>(xc, yc, dc, &mut a, &mut b, p.n, fcgp_ld(p.n));
         },
     );
     Ok(())

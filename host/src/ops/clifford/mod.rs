@@ -108,6 +108,7 @@ pub fn all_entries() -> Vec<String> {
             v.push(format!("ft_clifford_fcgp_prod_d{dim}_{}", dt.name()));
             v.push(format!("ft_clifford_fcgp_nbwd_d{dim}_{}", dt.name()));
             v.push(format!("ft_clifford_fcgp_pbwd_d{dim}_{}", dt.name()));
+            v.push(format!("ft_clifford_fcgp_wperm_d{dim}_{}", dt.name()));
         }
     }
     for dt in DType::ALL {
@@ -244,16 +245,17 @@ fn gpu_row_kernel<T: Scalar>(
         block_dim: (cfg.threads, 1, 1),
         shared_mem_bytes: smem,
     };
-    let (b, n, norm, team) = (p.b, p.n, p.normalize as u32, cfg.team());
+    let (b, n, ld, norm, team) = (p.b, p.n, kc::fcgp_ld(p.n), p.normalize as u32, cfg.team());
     let mut lb = cs.launch_builder(&kernel.func);
     match &what {
-        RowLaunch::Forward { x, y, w } => lb.arg(x).arg(y).arg(w).arg(&out),
-        RowLaunch::Assemble { d } => lb.arg(d).arg(&out),
+        RowLaunch::Forward { x, y, w } => lb.arg(x).arg(y).arg(w).arg(&out).arg(&b).arg(&n),
+        RowLaunch::Assemble { d } => lb.arg(d).arg(&out).arg(&b).arg(&n).arg(&ld),
     };
-    lb.arg(&b).arg(&n).arg(&norm).arg(&team);
+    lb.arg(&norm).arg(&team);
     // SAFETY: the arguments match `fwd_entry!` / `asm_entry!` in kernels-gpu/src/entry/clifford.rs
-    // (pointers as u64, b and n as usize, normalize and team as u32); the caller checked that
-    // x, y and out hold C * B * N elements, w N * W (the FCGP results `total * B * N` f32);
+    // (pointers as u64, b, n and the FCGP's ld as usize, normalize and team as u32); the
+    // caller checked that x, y and out hold C * B * N elements, w N * W (the FCGP results
+    // C planes of B rows of ld f32);
     // `validate` proved team is a power of two dividing threads and that team * vpt * lanes
     // covers N; 4-feature variants run only with N % 4 == 0 and aligned pointers; the shared
     // memory holds the scratch and the weights.
