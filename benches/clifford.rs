@@ -292,7 +292,11 @@ fn bench_row<T: Scalar>(
     if op == "fcgp_gemms" {
         return crate::clifford_gemm_peer::own_gemms_row::<T>(backend, s, p, opts, copy_bps);
     }
-    let cfg = CliffordConfig::heuristic(p, T::DTYPE, backend.device());
+    let cfg = match op {
+        // The config `fused_gelu_fcgp_norm` takes for its norm pass.
+        "fcgp_fwd" => CliffordConfig::assemble_heuristic(p, backend.device()),
+        _ => CliffordConfig::heuristic(p, T::DTYPE, backend.device()),
+    };
     let bwd = CliffordConfig::backward_heuristic(p, T::DTYPE, backend.device());
     bench_row_with::<T>(backend, s, op, p, opts, copy_bps, &cfg, &bwd)
 }

@@ -7,7 +7,7 @@
 //!   the grade's paths: `fcgp_forward_gemms`) on random data, alone — how much of the forward's
 //!   time is GEMM (`rate_vs_own_gemms`).
 
-use ferrotune::ops::gemm::{Gemm, Precision, gemm};
+use ferrotune::ops::gemm::{Gemm, Layout, Precision, gemm};
 use ferrotune::{Backend, Buffer, Scalar, Stream};
 use ferrotune_autotune::measure::time_on_stream;
 use ferrotune_testkit::Rng;
@@ -21,16 +21,20 @@ use ferrotune_kernels::clifford::fcgp_ld;
 const CHECKS: usize = 64;
 
 /// The first sampled entry of `D[d0 ..]` (row-major `m x n`) that is not `A[a0 ..] (m x k)
-/// B[b0 ..] (k x n)` (all row-major, leading dimensions of `g`) within TF32's rounding: each
-/// input rounded to 10 mantissa bits, so a relative 2^-10 of the sum of |products| bounds the
-/// error with room; NaN (an entry never written) fails.
+/// B[b0 ..] (k x n)` (A row-major, B in `g`'s layout, leading dimensions of `g`) within
+/// TF32's rounding: each input rounded to 10 mantissa bits, so a relative 2^-10 of the sum of
+/// |products| bounds the error with room; NaN (an entry never written) fails.
 fn first_mismatch<T: Scalar>(ha: &[T], hb: &[T], got: &[f32], g: &Gemm, [a0, b0, d0]: [usize; 3]) -> Option<String> {
     let g = g.resolved();
     for i in 0..CHECKS.min(g.m * g.n) {
         let (r, c) = ((i * 7919 + 3) % g.m, (i * 104_729 + 1) % g.n);
         let (mut want, mut mag) = (0.0f64, 0.0f64);
         for q in 0..g.k {
-            let v = ha[a0 + r * g.lda + q].to_f32() as f64 * hb[b0 + q * g.ldb + c].to_f32() as f64;
+            let bq = match g.b_layout {
+                Layout::Row => hb[b0 + q * g.ldb + c],
+                Layout::Col => hb[b0 + c * g.ldb + q],
+            };
+            let v = ha[a0 + r * g.lda + q].to_f32() as f64 * bq.to_f32() as f64;
             want += v;
             mag += v.abs();
         }

@@ -306,8 +306,8 @@ macro_rules! for_terms {
 // After `for_terms!`, which it uses.
 mod fcgp;
 pub use fcgp::{
-    MAX_TOTAL, each_product, fcgp_input_grads, fcgp_ld, fcgp_norm_bwd_rows, fcgp_products_bwd_rows, norm_stats,
-    path_products_vjp, prod_at,
+    MAX_TOTAL, WPERM_GATHER, WPERM_GATHER_T, WPERM_SCATTER, each_product, fcgp_input_grads, fcgp_ld,
+    fcgp_norm_bwd_rows, fcgp_products_bwd_rows, norm_stats, path_products_vjp, prod_at,
 };
 
 /// `1 / sqrt(2 pi)`.

@@ -34,6 +34,13 @@ pub fn each_product<A: Algebra>(mut f: impl FnMut(usize, usize, usize)) {
     }
 }
 
+/// Modes of the FCGP's weight copy (`ft_clifford_fcgp_wperm_*`): path order to the grouped
+/// order (zero-padded to `ld x ld`), the same transposed (the forward GEMM reads it K-major),
+/// and grouped back to path order.
+pub const WPERM_GATHER: u32 = 0;
+pub const WPERM_SCATTER: u32 = 1;
+pub const WPERM_GATHER_T: u32 = 2;
+
 /// The row length of the FCGP's workspaces per path: `n` rounded up to a multiple of 8.
 #[inline(always)]
 pub const fn fcgp_ld(n: usize) -> usize {

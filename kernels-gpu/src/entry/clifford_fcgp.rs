@@ -9,10 +9,13 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::clifford_io::{ld_mv, team_sum};
-use crate::arch::nvptx::{block_dim_x, block_idx_x, block_idx_y, grid_dim_x, thread_idx_x};
+use crate::arch::nvptx::{
+    block_dim_x, block_idx_x, block_idx_y, dyn_smem_addr, grid_dim_x, ld_shared_f32, st_shared_f32, sync_threads,
+    thread_idx_x,
+};
 use crate::clifford::{
-    Algebra, Cl2, Cl3, MAX_C, MAX_G, MAX_TOTAL, Mv, each_product, fcgp_input_grads, norm_backward_coefs, norm_stats,
-    prod_at, through_norm,
+    Algebra, Cl2, Cl3, MAX_C, MAX_G, MAX_TOTAL, Mv, WPERM_GATHER, WPERM_GATHER_T, each_product, fcgp_input_grads,
+    norm_backward_coefs, norm_stats, prod_at, through_norm,
 };
 use crate::element::Element;
 use half::{bf16, f16};
@@ -32,31 +35,73 @@ unsafe fn raw<A: Algebra>(d: *const f32, plane: usize, idx: usize) -> Mv {
 }
 
 /// Copies the `W` weight matrices between path order (`n x n` each, tight) and the grouped
-/// order of `Tables::gorder` (`ld x ld` each, zero past `n`). `scatter` false: grouped matrix
-/// `i` from path `gorder[i]`, padding written as zeros; true: path `gorder[i]` from grouped `i`.
-/// Block row `blockIdx.y` is grouped position `i`; the x blocks stride over the padded matrix.
+/// order of `Tables::gorder` (`ld x ld` each, zero past `n`): [`WPERM_GATHER`], grouped matrix
+/// `i` from path `gorder[i]`, padding written as zeros; [`WPERM_GATHER_T`], the same
+/// transposed, each grade's block as `ld` rows (output features) of `np * ld` (its paths'
+/// input features in turn: the forward GEMM's B read K-major); [`WPERM_SCATTER`], path `gorder[i]` from
+/// grouped `i` (untransposed). Block row `blockIdx.y` is grouped position `i`; the x blocks
+/// stride over the padded matrix (transposed: over its 32 x 32 tiles, through shared memory so
+/// that reads and writes are both row-wise).
 ///
 /// # Safety
 /// The grouped side covers `W * ld * ld` elements, the path side `W * n * n`, they do not
-/// overlap; `n <= ld`; `gridDim.y == W`.
+/// overlap; `n <= ld`; `gridDim.y == W`; 256 threads per block; transposed, the dynamic shared
+/// memory holds `32 * 33` f32.
 #[inline(always)]
-unsafe fn weight_perm<T: Element, A: Algebra>(src: *const T, dst: *mut T, n: usize, ld: usize, scatter: bool) {
+unsafe fn weight_perm<T: Element, A: Algebra>(src: *const T, dst: *mut T, n: usize, ld: usize, mode: u32) {
     let i = block_idx_y() as usize;
-    let mut p = 0;
-    for q in 0..A::W {
-        if q == i {
-            p = A::T.gorder[q];
+    let (mut p, mut np, mut q) = (0, 1, 0);
+    for g in 0..A::W {
+        if g == i {
+            p = A::T.gorder[g];
+            np = A::T.np[A::T.paths[A::T.gorder[g]].1];
+            q = A::T.qpos[A::T.gorder[g]];
         }
     }
     let (tight, padded) = (p * n * n, i * ld * ld);
-    let mut e = block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize;
+    let tid = thread_idx_x() as usize;
+    if mode == WPERM_GATHER_T {
+        // Row r of the grade's transposed block is output feature r: `np * ld` long, path q's
+        // `ld` inputs at `q * ld` (the grade's blocks start at grouped position i - q).
+        let (base, row_len) = ((i - q) * ld * ld + q * ld, np * ld);
+        let (tx, ty, tiles) = (tid % 32, tid / 32, ld.div_ceil(32));
+        let smem = dyn_smem_addr();
+        let at = |r: usize, c: usize| smem + ((r * 33 + c) * 4) as u32;
+        let mut t = block_idx_x() as usize;
+        // Uniform over the block: every thread reaches both barriers.
+        while t < tiles * tiles {
+            let (r0, c0) = ((t / tiles) * 32, (t % tiles) * 32);
+            for j in 0..4 {
+                let (r, c) = (r0 + ty + 8 * j, c0 + tx);
+                // SAFETY: read inside the path's n x n matrix; the tile is in shared memory.
+                unsafe {
+                    let v = if r < n && c < n { (*src.add(tight + r * n + c)).to_f32() } else { 0.0 };
+                    st_shared_f32(at(ty + 8 * j, tx), v);
+                }
+            }
+            // SAFETY: uniform loop, every thread is here.
+            unsafe { sync_threads() };
+            for j in 0..4 {
+                let (r, c) = (c0 + ty + 8 * j, r0 + tx);
+                if r < ld && c < ld {
+                    // SAFETY: inside the grade's np * ld * ld block; the tile is in shared memory.
+                    unsafe { *dst.add(base + r * row_len + c) = T::from_f32(ld_shared_f32(at(tx, ty + 8 * j))) };
+                }
+            }
+            // SAFETY: as above, before the tile is overwritten.
+            unsafe { sync_threads() };
+            t += grid_dim_x() as usize;
+        }
+        return;
+    }
+    let mut e = block_idx_x() as usize * block_dim_x() as usize + tid;
     let step = grid_dim_x() as usize * block_dim_x() as usize;
     while e < ld * ld {
         let (r, c) = (e / ld, e % ld);
         let inside = r < n && c < n;
         // SAFETY: i, p < W, e < ld * ld, and r * n + c < n * n when inside (caller's sizes).
         unsafe {
-            if !scatter {
+            if mode == WPERM_GATHER {
                 *dst.add(padded + e) = if inside { *src.add(tight + r * n + c) } else { T::from_f32(0.0) };
             } else if inside {
                 *dst.add(tight + r * n + c) = *src.add(padded + e);
@@ -173,15 +218,16 @@ unsafe fn products_bwd<T: Element, A: Algebra>(
     }
 }
 
-/// `(src, dst, n, ld, scatter)`, `(d, go, gd, b, n, ld, normalize)` and
+/// `(src, dst, n, ld, mode)`, `(d, go, gd, b, n, ld, normalize)` and
 /// `(x, y, dpr, dx, dy, b, n, ld)`.
 macro_rules! fcgp_bwd_entries {
     ($A:ty, $d:literal, $T:ty, $dt:literal) => {
         const _: () = {
             #[unsafe(export_name = concat!("ft_clifford_fcgp_wperm_d", $d, "_", $dt))]
-            unsafe extern "ptx-kernel" fn wperm(src: *const $T, dst: *mut $T, n: usize, ld: usize, scatter: u32) {
-                // SAFETY: the host checked sizes and n <= ld, and launches W block rows.
-                unsafe { weight_perm::<$T, $A>(src, dst, n, ld, scatter != 0) }
+            unsafe extern "ptx-kernel" fn wperm(src: *const $T, dst: *mut $T, n: usize, ld: usize, mode: u32) {
+                // SAFETY: the host checked sizes and n <= ld, and launches W block rows of 256
+                // threads with the shared memory of the transposed mode.
+                unsafe { weight_perm::<$T, $A>(src, dst, n, ld, mode) }
             }
             #[unsafe(export_name = concat!("ft_clifford_fcgp_nbwd_d", $d, "_", $dt))]
             unsafe extern "ptx-kernel" fn nbwd(

@@ -103,6 +103,32 @@ impl CliffordConfig {
             .expect("the two-pass candidate always fits")
     }
 
+    /// The built-in choice for the FCGP's norm pass (`ft_clifford_fcgp_asm_*`), which reads
+    /// the GEMM results and holds no weights: a row in registers, 4-feature accesses where N
+    /// allows (`v4_p1`, a team of N / 4; else 2 or 4 features a thread), one block per group
+    /// of rows (no cap per SM: nothing to keep across rows). ncu on the H100 had the forward's
+    /// config (two blocks per SM, one feature an access) at about half of copy bandwidth here.
+    pub fn assemble_heuristic(p: &Clifford, device: Option<&DeviceInfo>) -> CliffordConfig {
+        let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
+        let n = p.n.max(1);
+        let vec = n.is_multiple_of(4) && n / 4 <= 256;
+        let (variant, team) = match [1u32, 2, 4].into_iter().find(|&v| n.div_ceil(v as usize) <= 256) {
+            _ if vec => (RowVariant { vec: true, vpt: 1, stream_w: false }, (n / 4).next_power_of_two()),
+            Some(vpt) => {
+                (RowVariant { vec: false, vpt, stream_w: false }, n.div_ceil(vpt as usize).next_power_of_two())
+            }
+            None => return Self::heuristic(p, DType::F32, device),
+        };
+        let threads = (team as u32).max(256).min(max_threads.max(team as u32));
+        CliffordConfig {
+            threads,
+            rows_per_block: threads / team as u32,
+            variant,
+            blocks_per_sm: 0,
+            cpu_rows: (4096 / n).max(1),
+        }
+    }
+
     /// The forward configs in the heuristic's order of preference, each with the team that
     /// covers N: first (the sweep's winners) the fewest features per thread whose team of at
     /// most 256 covers N; then a row kept in registers with one feature per thread and the weights in

@@ -1,7 +1,9 @@
 //! The FCGP forward (`fused_gelu_fcgp_norm`): per-path products, our GEMM, assembly and norm.
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
-use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3, CliffordKernel, fcgp_ld};
+use ferrotune_kernels::clifford::{
+    self as kc, Algebra, Cl2, Cl3, CliffordKernel, WPERM_GATHER_T, WPERM_SCATTER, fcgp_ld,
+};
 use rayon::prelude::*;
 
 use super::{
@@ -11,13 +13,15 @@ use super::{
 use crate::backend::Cpu;
 use crate::buffer::{Buffer, Scalar, View, ViewMut};
 use crate::error::{DriverContext, Error, Result};
-use crate::ops::gemm::{Gemm, Precision, gemm};
+use crate::ops::gemm::{Gemm, Layout, Precision, gemm};
 use crate::stream::Stream;
 
 /// Scratch of [`fused_gelu_fcgp_norm`], with rows of `ld` = N rounded up to 8
 /// (`ferrotune_kernels::clifford::fcgp_ld`): the signed per-path products (`total * B * ld`
 /// of `T`, the GEMMs' A operands, grouped by output grade: see `ferrotune_kernels::clifford::
-/// prod_at`), the weights copied into that grouping (`W * ld * ld` of `T`), the GEMM results
+/// prod_at`), the weights copied into that grouping (`W * ld * ld` of `T`; transposed for the
+/// forward's GEMMs, which then read both operands K-major, as the backward's first GEMM),
+/// the GEMM results
 /// (`C * B * ld` f32, the un-normalised output; the backward grows it to `total * B * ld` for
 /// the products' gradient), the backward's gradient through the norm (`C * B * ld` of `T`,
 /// allocated by the first backward), and the precision of the GEMMs for f32 inputs.
@@ -83,7 +87,7 @@ pub fn fused_gelu_fcgp_norm<T: Scalar>(
     ws: &mut FcgpWorkspace<T>,
     out: &mut ViewMut<'_, T>,
 ) -> Result<()> {
-    let cfg = CliffordConfig::heuristic(p, T::DTYPE, s.gpu().map(|g| g.info()));
+    let cfg = CliffordConfig::assemble_heuristic(p, s.gpu().map(|g| g.info()));
     let cfg = fit_to(s, cfg, &row_entry(CliffordKernel::FcgpAssemble, p.dim, T::DTYPE, cfg.variant))?;
     run_fcgp_forward(s, p, &cfg, x, y, w, ws, out)
 }
@@ -242,8 +246,9 @@ pub(super) fn batched(g: Gemm, batch: usize, strides: [usize; 3]) -> Gemm {
 }
 
 /// The GEMM calls of the FCGP forward on `p`, each with the element offsets of its first
-/// matrix in the products (`total * B * ld`, A), the grouped weights (`W * ld * ld`, B) and
-/// the output planes (`C * B * ld`, D, f32), `ld` being N rounded up to 8: one call per
+/// matrix in the products (`total * B * ld`, A, row-major), the grouped weights transposed
+/// (`W * ld * ld`, B, column-major: `x @ w.T` form, which the Hopper path takes for TF32 too)
+/// and the output planes (`C * B * ld`, D, f32), `ld` being N rounded up to 8: one call per
 /// output grade or batch of equal grades. Their FLOPs are those of one
 /// `(total * B) x N x (N rounded up to 8)` GEMM.
 pub fn fcgp_forward_gemms(p: &Clifford, precision: Precision) -> Result<Vec<(Gemm, [usize; 3])>> {
@@ -251,8 +256,8 @@ pub fn fcgp_forward_gemms(p: &Clifford, precision: Precision) -> Result<Vec<(Gem
     Ok(grade_gemms(p)?
         .into_iter()
         .map(|gg| {
-            let mut g = Gemm::new(gg.rows, p.n, gg.k).precision(precision);
-            (g.ldb, g.ldc) = (ld, ld);
+            let mut g = Gemm::new(gg.rows, p.n, gg.k).layouts(Layout::Row, Layout::Col).precision(precision);
+            g.ldc = ld;
             (batched(g, gg.batch, [gg.prod.1, gg.w.1, gg.planes.1]), [gg.prod.0, gg.w.0, gg.planes.0])
         })
         .collect())
@@ -266,7 +271,7 @@ pub(super) fn forward_gemms<T: Scalar>(
     w: &View<'_, T>,
     ws: &mut FcgpWorkspace<T>,
 ) -> Result<()> {
-    weight_perm(s, p, w, &mut ws.wg.all_mut(), false)?;
+    weight_perm(s, p, w, &mut ws.wg.all_mut(), WPERM_GATHER_T)?;
     for (g, [a0, b0, d0]) in fcgp_forward_gemms(p, ws.precision)? {
         let a = ws.prod.view(a0..)?;
         let b = ws.wg.view(b0..)?;
@@ -276,15 +281,16 @@ pub(super) fn forward_gemms<T: Scalar>(
 }
 
 /// Copies the `(W, N, N)` weight matrices from path order into the grouped order of
-/// `Tables::gorder`, `ld x ld` each with zeros past N (`scatter` false), or a grouped weight
-/// gradient back to path order (true).
+/// `Tables::gorder`, `ld x ld` each with zeros past N (`WPERM_GATHER`; transposed:
+/// [`WPERM_GATHER_T`]), or a grouped weight gradient back to path order ([`WPERM_SCATTER`]).
 pub(super) fn weight_perm<T: Scalar>(
     s: &Stream,
     p: &Clifford,
     src: &View<'_, T>,
     dst: &mut ViewMut<'_, T>,
-    scatter: bool,
+    mode: u32,
 ) -> Result<()> {
+    let scatter = mode == WPERM_SCATTER;
     let t = p.tables()?;
     let (n, ld) = (p.n, fcgp_ld(p.n));
     let (tight, padded) = (t.w * n * n, t.w * ld * ld);
@@ -298,15 +304,24 @@ pub(super) fn weight_perm<T: Scalar>(
         (Stream::Cpu(_), View::Cpu(src), ViewMut::Cpu(dst)) => {
             for i in 0..t.w {
                 let q = t.gorder[i];
+                let (np, pos) = (t.np[t.paths[q].1], t.qpos[q]);
                 for r in 0..ld {
-                    let at = i * ld * ld + r * ld;
+                    // Transposed, row r of the grade's block (output feature r) holds path
+                    // `pos`'s inputs at `pos * ld` of `np * ld`; else each path is ld x ld.
+                    let at = match mode {
+                        WPERM_GATHER_T => (i - pos) * ld * ld + r * np * ld + pos * ld,
+                        _ => i * ld * ld + r * ld,
+                    };
                     if scatter && r < n {
                         dst[(q * n + r) * n..(q * n + r + 1) * n].copy_from_slice(&src[at..at + n]);
                     } else if !scatter {
                         let row = &mut dst[at..at + ld];
                         row.fill(T::from_f32(0.0));
                         if r < n {
-                            row[..n].copy_from_slice(&src[(q * n + r) * n..(q * n + r + 1) * n]);
+                            for (c, v) in row[..n].iter_mut().enumerate() {
+                                let (sr, sc) = if mode == WPERM_GATHER_T { (c, r) } else { (r, c) };
+                                *v = src[(q * n + sr) * n + sc];
+                            }
                         }
                     }
                 }
@@ -317,18 +332,26 @@ pub(super) fn weight_perm<T: Scalar>(
             let name = format!("ft_clifford_fcgp_wperm_d{}_{}", p.dim, T::DTYPE.name());
             let kernel = gpu.kernels()?.function(&name)?;
             let threads = 256u32.min(kernel.max_threads);
+            if threads < 256 {
+                return Err(Error::InvalidConfig {
+                    op: OP,
+                    why: format!("{name} allows {} threads per block, it needs 256", kernel.max_threads),
+                });
+            }
             let per_matrix = (gpu.info.sm_count as usize * 8).div_ceil(t.w);
-            let blocks = (ld * ld).div_ceil(threads as usize).min(per_matrix).max(1) as u32;
+            let work = if mode == WPERM_GATHER_T { ld.div_ceil(32).pow(2) } else { (ld * ld).div_ceil(256) };
+            let blocks = work.min(per_matrix).max(1) as u32;
+            let smem = if mode == WPERM_GATHER_T { 32 * 33 * 4 } else { 0 };
             let launch =
-                LaunchConfig { grid_dim: (blocks, t.w as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+                LaunchConfig { grid_dim: (blocks, t.w as u32, 1), block_dim: (256, 1, 1), shared_mem_bytes: smem };
             let (ps, g1) = src.device_ptr(stream);
             let (pd, g2) = dst.device_ptr_mut(stream);
-            let flag = scatter as u32;
             let mut lb = stream.launch_builder(&kernel.func);
-            lb.arg(&ps).arg(&pd).arg(&n).arg(&ld).arg(&flag);
-            // SAFETY: matches `fcgp_bwd_entries!` (src, dst, n, ld, scatter); the path side
+            lb.arg(&ps).arg(&pd).arg(&n).arg(&ld).arg(&mode);
+            // SAFETY: matches `fcgp_bwd_entries!` (src, dst, n, ld, mode); the path side
             // holds W * N * N elements, the grouped side W * ld * ld (checked above), in
-            // separate buffers; N <= ld; W block rows.
+            // separate buffers; N <= ld; W block rows of 256 threads; the transposed mode's
+            // 32 x 33 f32 tile in dynamic shared memory.
             unsafe { lb.launch(launch) }.ctx(|| format!("launching {name}"))?;
             drop((g1, g2));
             Ok(())

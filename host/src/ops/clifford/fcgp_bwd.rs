@@ -7,7 +7,7 @@
 //! the gate to dx and dy.
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
-use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3, fcgp_ld};
+use ferrotune_kernels::clifford::{self as kc, Algebra, Cl2, Cl3, WPERM_GATHER, WPERM_SCATTER, fcgp_ld};
 use rayon::prelude::*;
 
 use super::fcgp::{batched, forward_gemms, grade_gemms, product_rows, products, weight_perm};
@@ -89,6 +89,8 @@ pub fn run_fcgp_backward<T: Scalar>(
     products(s, p, cfg, x, y, &mut ws.prod)?;
     forward_gemms(s, p, w, ws)?;
     norm_backward(s, p, cfg, go, ws)?;
+    // The grouped weights again, untransposed: `dProd` then reads both operands K-major.
+    weight_perm(s, p, w, &mut ws.wg.all_mut(), WPERM_GATHER)?;
     for gg in grade_gemms(p)? {
         let gd = ws.grad.view(gg.planes.0..)?;
         // dProd_j ((cdim B) x (np ld)) = gD_j ((cdim B) x N, rows of ld) wg_jᵀ: the grouped
@@ -107,7 +109,7 @@ pub fn run_fcgp_backward<T: Scalar>(
         let prod = ws.prod.view(gg.prod.0..)?;
         gemm::<T, T>(s, &g, &prod, &gd, None, None, &mut ws.wg.view_mut(gg.w.0..)?)?;
     }
-    weight_perm(s, p, &ws.wg.all(), dw, true)?;
+    weight_perm(s, p, &ws.wg.all(), dw, WPERM_SCATTER)?;
     input_grads(s, p, cfg, x, y, &ws.d, dx, dy)
 }
 
