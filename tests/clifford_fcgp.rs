@@ -76,6 +76,12 @@ fn term_scales<T: Scalar>(case: &Case<T>) -> [f64; 3] {
 
 /// Runs the FCGP backward on `backend` with the GEMMs at `precision`; outputs poisoned first.
 fn run_backward<T: Scalar>(backend: &Backend, case: &Case<T>, precision: Precision) -> Result<Grads, Error> {
+    let mut ws = FcgpWorkspace::<T>::new(&backend.stream(), &case.p)?.with_precision(precision);
+    run_backward_in(backend, case, &mut ws)
+}
+
+/// [`run_backward`] in a given workspace.
+fn run_backward_in<T: Scalar>(backend: &Backend, case: &Case<T>, ws: &mut FcgpWorkspace<T>) -> Result<Grads, Error> {
     let s = backend.stream();
     let len = case.x.len();
     let x = Buffer::from_slice(&s, &case.x)?;
@@ -85,7 +91,6 @@ fn run_backward<T: Scalar>(backend: &Backend, case: &Case<T>, precision: Precisi
     let mut dx = Buffer::from_slice(&s, &vec![poison::<T>(); len])?;
     let mut dy = Buffer::from_slice(&s, &vec![poison::<T>(); len])?;
     let mut dw = Buffer::from_slice(&s, &vec![poison::<T>(); case.w.len()])?;
-    let mut ws = FcgpWorkspace::<T>::new(&s, &case.p)?.with_precision(precision);
     fused_gelu_fcgp_norm_backward(
         &s,
         &case.p,
@@ -93,7 +98,7 @@ fn run_backward<T: Scalar>(backend: &Backend, case: &Case<T>, precision: Precisi
         &y.all(),
         &w.all(),
         &g.all(),
-        &mut ws,
+        ws,
         &mut dx.all_mut(),
         &mut dy.all_mut(),
         &mut dw.all_mut(),
@@ -194,6 +199,26 @@ fn fcgp_gradient_check_can_fail() {
         let scale = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
         v[1] += 1e-3 * scale;
         assert!(check_all(&bad, &want, terms, 1e-4).is_err(), "a wrong gradient {which} passed");
+    }
+}
+
+/// A workspace made for a larger problem, and used first on one whose inputs hold infinities
+/// (so that its scratch holds non-finite values where the smaller problem's padding and
+/// grouped weights now sit), gives the smaller problem exactly what a fresh workspace gives.
+#[test]
+fn fcgp_workspace_reused_for_a_smaller_problem_matches_a_fresh_one() {
+    let b = cpu_backend();
+    let mut big = make_case::<f32>(Clifford::new(3, 3, 13, true), 7);
+    big.x[5] = f32::INFINITY;
+    big.w[9] = f32::NEG_INFINITY;
+    let mut ws = FcgpWorkspace::<f32>::new(&b.stream(), &big.p).unwrap().with_precision(Precision::Strict);
+    run_backward_in(&b, &big, &mut ws).unwrap();
+    for n in [5, 8, 11] {
+        let small = make_case::<f32>(Clifford::new(3, 2, n, true), 8);
+        let reused = run_backward_in(&b, &small, &mut ws).unwrap();
+        let fresh = run_backward(&b, &small, Precision::Strict).unwrap();
+        assert!(reused.0.iter().chain(&reused.1).chain(&reused.2).all(|v| v.is_finite()), "N {n}: non-finite");
+        assert_eq!(reused, fresh, "N {n}: the reused workspace changed the result");
     }
 }
 
