@@ -4,7 +4,8 @@
 # double-buffered forms (2: 128 x 256 s3, 8: 128 x 256 s4, 14: 128 x 192 s4), on the H100, from
 # a carry built by `bench/prepare-carry.sh`.
 # PART=check: the sm90 GPU tests (also with 3 persistent blocks), compute-sanitizer memcheck,
-#   racecheck and synccheck on the TMA-store test with tiles 15 and 16 forced.
+#   racecheck and synccheck (TOOLS) on the strided-batch test with tiles 15 and 16 (CHECK_TILES;
+#   the ping-pong tiles with their TMA store: CHECK_TILES="4 6") forced.
 # PART=ab: short-K, mid-size and square bf16 shapes with the plan and each tile forced, cuBLAS
 #   in the same process, then torch's `x @ w.T`; one table (`bench/tile_table.py`).
 # PART=ncu: Nsight Compute (speed of light, warp states, memory, and the per-instruction stall
@@ -22,8 +23,8 @@ if [ "$PART" = check ]; then
   FERROTUNE_SM90_MAX_BLOCKS=3 timeout $(cap 120) $T --test-threads=2 sm90_tma_store sm90_every_tile \
     > $R/sm90-3-blocks.txt 2>&1
   stamp "3 persistent blocks exit $?: $(grep 'test result' $R/sm90-3-blocks.txt)"; grep -E "panicked" $R/sm90-3-blocks.txt | head -3
-  for tile in 15 16; do
-    for tool in memcheck racecheck synccheck; do
+  for tile in ${CHECK_TILES:-15 16}; do
+    for tool in ${TOOLS:-memcheck racecheck synccheck}; do
       FERROTUNE_SM90_TILE=$tile FERROTUNE_SM90_MAX_BLOCKS=3 timeout $(cap 50) compute-sanitizer --tool $tool \
         --error-exitcode 9 $T --test-threads=1 sm90_strided_batches > $R/$tool-t$tile.txt 2>&1
       stamp "$tool (tile $tile) exit $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $R/$tool-t$tile.txt | tail -1) $(grep 'test result' $R/$tool-t$tile.txt)"

@@ -212,8 +212,10 @@ fn sm90_row_split_matches_the_reference() {
 /// also runs this with `FERROTUNE_SM90_MAX_BLOCKS=3`, so each block stores many tiles), and the
 /// 128 x 256 tiles in clusters of two blocks (persistent and one-tile; 257 rows leave the last
 /// cluster's second block past the edge), the persistent 128 x 192 (three boxes of 64 columns
-/// per 16-bit row), and both again with a whole tile of store buffers (15: 4 per warp, 16: 3).
-/// A C read (beta != 0) on the same shapes takes the staged epilogue.
+/// per 16-bit row), and both again with a whole tile of store buffers (15: 4 per warp, 16: 3),
+/// and the ping-pong tiles (4: 64 x 256, 5: 64 x 128, 6: 128 x 128 whose warps store two
+/// slabs per tile; 7, 64 x 256 at five stages, has no room for the buffers and takes the
+/// staged epilogue). A C read (beta != 0) on the same shapes takes the staged epilogue.
 #[test]
 fn sm90_tma_store_epilogue_edges() {
     use ferrotune::ops::gemm::Epilogue;
@@ -240,6 +242,10 @@ fn sm90_tma_store_epilogue_edges() {
             (14, 136),
             (15, 200),
             (16, 72),
+            (4, 200),
+            (5, 136),
+            (6, 520),
+            (7, 72),
         ] {
             let mut g = rc(m, n, k).epilogue(epis[i % epis.len()]).path(GemmPath::Sm90(tile));
             if i % 3 == 1 {

@@ -24,6 +24,9 @@ pub const STAGE_COLS: usize = 32;
 /// Row pitch (bytes) of the persistent form's per-warp epilogue staging: a chunk + padding.
 pub const STAGE_PITCH_BYTES: usize = (STAGE_COLS + EPI_PAD) * 4;
 
+/// Dynamic shared memory one block may take on the H100 (227 KiB).
+pub const SMEM_MAX: usize = 232_448;
+
 /// One compiled Hopper tile: `64 * consumers` x `bn` outputs per block, `stages` deep ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Sm90Tile {
@@ -95,7 +98,7 @@ impl Sm90Tile {
     /// 227 KiB (their launch bounds cap registers for it: one block's epilogue then runs
     /// beside the other's main loop), else one.
     pub const fn blocks_per_sm(&self) -> usize {
-        let fits = 2 * self.smem_bytes() <= 232_448 && !self.persistent;
+        let fits = 2 * self.smem_bytes() <= SMEM_MAX && !self.persistent;
         if fits && (self.consumers == 1 || self.bn == 128) { 2 } else { 1 }
     }
     /// Whether K may be split over blocks on this tile: one block per tile (not persistent)
@@ -104,10 +107,17 @@ impl Sm90Tile {
     pub const fn splits_k(&self) -> bool {
         !self.persistent && self.cluster == 1 && (self.bn == 128 || self.consumers == 1)
     }
-    /// Whether the form keeps two TMA-store box buffers per consumer warpgroup (the persistent
-    /// cooperative form: its ring is busy with the next tile while a tile is stored).
+    /// Whether the form keeps TMA-store box buffers per consumer warpgroup: the persistent
+    /// forms, whose ring is busy with the next tile while a tile is stored — the ping-pong
+    /// tiles where the buffers fit beside their ring (`entry/gemm_sm90/pingpong.rs` checks
+    /// the same bound).
     pub const fn store_buffers(&self) -> bool {
-        self.persistent && self.pp_slabs == 0
+        let fits = self.barrier_offset() + self.buffer_bytes() + 1024 <= SMEM_MAX;
+        self.persistent && (self.pp_slabs == 0 || fits)
+    }
+    /// Bytes of the TMA-store buffers with their 1024-byte alignment gap past the barriers.
+    const fn buffer_bytes(&self) -> usize {
+        1024 + self.store_bufs * self.consumers * STORE_BOX_BYTES
     }
     /// Rows of the D boxes this tile's TMA-store epilogue writes: a warp's ([`WARP_BOX_ROWS`])
     /// on the persistent cooperative form, a warpgroup's ([`STORE_BOX_ROWS`]) on the one-tile
@@ -127,7 +137,7 @@ impl Sm90Tile {
     pub const fn smem_bytes(&self) -> usize {
         let staging = if self.persistent { 4 * self.consumers * 16 * STAGE_PITCH_BYTES } else { 16 };
         let mut tail = 16 * self.stages + staging;
-        let buffers = 1024 + self.store_bufs * self.consumers * STORE_BOX_BYTES;
+        let buffers = self.buffer_bytes();
         if self.store_buffers() && buffers > tail {
             tail = buffers;
         }
@@ -206,7 +216,7 @@ const _: () = {
     let mut i = 0;
     while i < TILES.len() {
         assert!(TILES[i].epilogue_bytes() <= TILES[i].barrier_offset());
-        assert!(TILES[i].smem_bytes() <= 232_448);
+        assert!(TILES[i].smem_bytes() <= SMEM_MAX);
         // The TMA-store epilogue writes out at most 32 fragment column groups (BN 256).
         assert!(TILES[i].bn <= 256);
         // A cluster splits the B tile into whole 8-row swizzle groups, and is cooperative.
@@ -481,7 +491,17 @@ mod tests {
             assert!(t.persistent && t.consumers == 2 && matches!(t.bm(), 64 | 128), "{t:?}");
             // Room for both warpgroups' epilogue staging past the ring and barriers.
             assert!(t.smem_bytes() >= t.barrier_offset() + 16 * t.stages + 8 * 16 * STAGE_PITCH_BYTES);
+            // The kernel's own bound on the TMA-store buffers (`pingpong.rs`) agrees.
+            let kernel_fits = t.stages * t.stage_bytes() + 2048 + 2 * t.store_bufs * STORE_BOX_BYTES <= SMEM_MAX;
+            assert_eq!(t.store_buffers(), kernel_fits, "{t:?}");
+            if t.store_buffers() {
+                assert!(t.smem_bytes() >= t.store_buffers_offset() + 2 * t.store_bufs * STORE_BOX_BYTES);
+                assert_eq!(t.store_box_rows(), WARP_BOX_ROWS);
+            }
         }
+        // The 64 x 256 ring of 5 stages leaves no room for the buffers; the others have it.
+        let pp_tma = [4, 5, 6, 7].map(|i| TILES[i].store_buffers());
+        assert_eq!(pp_tma, [true, true, true, false]);
     }
 
     #[test]

@@ -18,7 +18,8 @@ use crate::tma::TileMap;
 pub const PERSIST_TILE: u8 = 8;
 
 /// Whether `g`'s shape lets TMA store D on `tile` (D's base address is checked at launch,
-/// [`store_map`]): no C read, not a ping-pong tile, every row of D whole 16-byte chunks of
+/// [`store_map`]): no C read, a ping-pong tile only where its buffers fit
+/// (`Sm90Tile::store_buffers`), every row of D whole 16-byte chunks of
 /// `out_bytes` elements (N, the leading dimension and the batch stride: on the H100 a store
 /// whose last chunk was partly past N wrote the whole chunk, an f32 D of N = 1 at ldc 4 got 4
 /// elements, tests/gemm_sm90_tf32.rs on bc71ec3), and on the one-tile forms no GELU (their
@@ -30,7 +31,7 @@ pub fn stores_d(g: &Gemm, tile: u8, out_bytes: usize) -> bool {
     let off = std::env::var("FERROTUNE_SM90_TMA_STORE").is_ok_and(|x| x == "0");
     let gelu = matches!(g.epilogue.act, Activation::GeluErf | Activation::GeluTanh);
     let whole = |elems: usize| (elems * out_bytes).is_multiple_of(16);
-    !off && !t.pingpong()
+    !off && (!t.pingpong() || t.store_buffers())
         && g.epilogue.flags() & 8 == 0
         && (t.persistent || !gelu)
         && whole(g.n)
@@ -81,7 +82,7 @@ mod tests {
     }
 
     /// D goes through TMA only where TMA can describe it as whole 16-byte chunks, never with a C
-    /// read or on a ping-pong tile, and with GELU only on the persistent forms; its boxes are
+    /// read or on a ping-pong tile without room for its buffers, and with GELU only on the persistent forms; its boxes are
     /// one warpgroup's rows (one warp's on the persistent cooperative form) by 128 bytes.
     #[test]
     fn tma_store_only_where_d_is_describable() {
@@ -104,7 +105,9 @@ mod tests {
         assert!(store_map(&Gemm { n: 4, ..padded }, v(0, true), 0x10000).is_some(), "N = 4 f32 at ldc 4");
         let p = store_map(&g, v(8, false), 0x10000).expect("persistent cooperative tile");
         assert_eq!((p.box_rows, p.box_cols), (16, 64), "one warp's rows");
-        assert!(store_map(&g, v(4, false), 0x10000).is_none(), "ping-pong tile");
+        let pp = store_map(&g, v(4, false), 0x10000).expect("ping-pong tile with room for the buffers");
+        assert_eq!((pp.box_rows, pp.box_cols), (16, 64), "one warp's rows");
+        assert!(store_map(&g, v(7, false), 0x10000).is_none(), "ping-pong tile without room for the buffers");
         let beta = Epilogue { beta: 0.5, ..Epilogue::PLAIN };
         assert!(store_map(&g.epilogue(beta), v(0, false), 0x10000).is_none(), "C read");
         let gelu = Epilogue { bias: true, act: Activation::GeluTanh, ..Epilogue::PLAIN };

@@ -401,9 +401,10 @@ macro_rules! sm90_entry {
                 // most one block per tile).
                 unsafe {
                     if $pp > 0 {
-                        pingpong::sm90_gemm_pingpong::<$E, $O, $nacc, $pp, $st>(
+                        pingpong::sm90_gemm_pingpong::<$E, $O, $nacc, $pp, $st, $sb>(
                             ma,
                             mb,
+                            md,
                             c,
                             d,
                             bias,
