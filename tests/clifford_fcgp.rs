@@ -205,21 +205,32 @@ fn fcgp_gradient_check_can_fail() {
 /// A workspace made for a larger problem, and used first on one whose inputs hold infinities
 /// (so that its scratch holds non-finite values where the smaller problem's padding and
 /// grouped weights now sit), gives the smaller problem exactly what a fresh workspace gives.
-#[test]
-fn fcgp_workspace_reused_for_a_smaller_problem_matches_a_fresh_one() {
-    let b = cpu_backend();
+fn workspace_reuse_matches_fresh(b: &Backend) {
     let mut big = make_case::<f32>(Clifford::new(3, 3, 13, true), 7);
     big.x[5] = f32::INFINITY;
     big.w[9] = f32::NEG_INFINITY;
     let mut ws = FcgpWorkspace::<f32>::new(&b.stream(), &big.p).unwrap().with_precision(Precision::Strict);
-    run_backward_in(&b, &big, &mut ws).unwrap();
+    run_backward_in(b, &big, &mut ws).unwrap();
     for n in [5, 8, 11] {
         let small = make_case::<f32>(Clifford::new(3, 2, n, true), 8);
-        let reused = run_backward_in(&b, &small, &mut ws).unwrap();
-        let fresh = run_backward(&b, &small, Precision::Strict).unwrap();
+        let reused = run_backward_in(b, &small, &mut ws).unwrap();
+        let fresh = run_backward(b, &small, Precision::Strict).unwrap();
         assert!(reused.0.iter().chain(&reused.1).chain(&reused.2).all(|v| v.is_finite()), "N {n}: non-finite");
         assert_eq!(reused, fresh, "N {n}: the reused workspace changed the result");
     }
+}
+
+#[test]
+fn fcgp_workspace_reused_for_a_smaller_problem_matches_a_fresh_one() {
+    workspace_reuse_matches_fresh(&cpu_backend());
+}
+
+/// The same on the GPU, whose products kernel writes the padding as it walks the rows.
+#[test]
+fn gpu_fcgp_workspace_reused_for_a_smaller_problem_matches_a_fresh_one() {
+    let name = "gpu_fcgp_workspace_reused_for_a_smaller_problem_matches_a_fresh_one";
+    let Some(gpu) = cuda_backend(name) else { return };
+    workspace_reuse_matches_fresh(&gpu);
 }
 
 #[test]

@@ -15,11 +15,10 @@ use crate::arch::{MulAdd, Portable, fmaf, sqrt};
 use crate::math::{exp_with, normal_cdf};
 
 mod cpu;
+mod fcgp_cpu;
 mod variants;
-pub use cpu::{
-    LANES, blocked_at, bwd_rows, fcgp_assemble_rows, fcgp_products_rows, fwd_rows, padded, weight_index,
-    weights_by_path,
-};
+pub use cpu::{LANES, blocked_at, bwd_rows, fwd_rows, padded, weight_index, weights_by_path};
+pub use fcgp_cpu::{fcgp_assemble_rows, fcgp_products_rows};
 pub use variants::{
     BWD_VARIANTS, CliffordKernel, FWD_STREAM_VARIANTS, ROW_VARIANTS, RowVariant, bwd_entry_name, fwd_variants,
     launch_bounds, row_entry_name,

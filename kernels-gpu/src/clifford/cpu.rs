@@ -1,5 +1,5 @@
-//! The CPU backend's row loops of the Clifford ops (forward, backward, FCGP products and
-//! assembly) over `(C, B, N)` component planes, in blocks of [`LANES`] features: each block's
+//! The CPU backend's row loops of the Clifford ops (forward, backward; the FCGP's are in
+//! `fcgp_cpu.rs`) over `(C, B, N)` component planes, in blocks of [`LANES`] features: each block's
 //! components are widened into f32 lane arrays (16-bit data by the caller's [`Widen`], i.e. in
 //! blocks, not per element), the per-feature maths of the parent module (the one shared with
 //! the PTX entries) runs in a loop over the lanes with a fixed trip count that LLVM vectorises,
@@ -8,13 +8,12 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::{
-    Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, apply_gate, each_product, gate, gate_vjp_pdf, inv_rms,
-    norm_backward_coefs, norm_stats, normal_pdf_with, path_products, prod_at, product_vjp_with, product_with,
-    through_norm,
+    Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, apply_gate, gate_vjp_pdf, inv_rms,
+    norm_backward_coefs, norm_stats, normal_pdf_with, product_vjp_with, product_with, through_norm,
 };
 use crate::arch::{MulAdd, prefetch};
 use crate::element::{DType, Element};
-use crate::elementwise::{PortableWiden, Widen};
+use crate::elementwise::Widen;
 use crate::math::normal_cdf_with;
 
 /// Features per partial sum of the CPU row reductions (norm statistics): a sum per block of
@@ -28,7 +27,7 @@ pub const SUM_BLOCK: usize = 256;
 pub const LANES: usize = 64;
 
 /// One f32 value per lane of a block.
-type Lanes = [f32; LANES];
+pub(super) type Lanes = [f32; LANES];
 
 /// How far ahead of the block being computed the row loops prefetch their inputs, in features.
 /// Measured against no software prefetch (same layout, whole-process medians): 3-5% faster at
@@ -51,7 +50,7 @@ fn prefetch_block<T, P: AsRef<[T]>>(planes: &[P], count: usize, at: usize) {
 }
 
 /// Lane blocks of the row reductions per [`SUM_BLOCK`].
-const BLOCKS_PER_SUM: usize = SUM_BLOCK / LANES;
+pub(super) const BLOCKS_PER_SUM: usize = SUM_BLOCK / LANES;
 
 /// Per-grade sums over the `n` features of one row, blocked by [`SUM_BLOCK`]: `add(f, ss, dot)`
 /// adds feature `f`'s terms.
@@ -117,7 +116,7 @@ pub fn weights_by_path<A: Algebra, T: Element>(w: &[T], n: usize, wt: &mut [f32]
 
 /// Widens `count` components of `planes` at `base..base + m` into lane arrays (0 past `m`).
 #[inline(always)]
-fn widen_block<T: Element, V: Widen<T>, const K: usize>(
+pub(super) fn widen_block<T: Element, V: Widen<T>, const K: usize>(
     conv: V,
     planes: &[&[T]],
     count: usize,
@@ -152,7 +151,7 @@ fn load_lanes<T: Element, V: Widen<T>>(conv: V, src: &[T], dst: &mut Lanes) {
 /// The first `dst.len()` lanes of `src` narrowed into `dst`: a whole block of f32 as a
 /// fixed-size loop, everything else through `conv` (see [`load_lanes`]).
 #[inline(always)]
-fn store_lanes<T: Element, V: Widen<T>>(conv: V, src: &Lanes, dst: &mut [T]) {
+pub(super) fn store_lanes<T: Element, V: Widen<T>>(conv: V, src: &Lanes, dst: &mut [T]) {
     let m = dst.len();
     match <&mut [T; LANES]>::try_from(&mut *dst) {
         Ok(d) if T::DTYPE == DType::F32 => {
@@ -178,7 +177,7 @@ fn weight_block<A: Algebra>(wt: &[f32], f0: usize) -> [&Lanes; MAX_W] {
 }
 
 #[inline(always)]
-fn lane<const K: usize>(v: &[Lanes; K], count: usize, l: usize) -> [f32; MAX_C] {
+pub(super) fn lane<const K: usize>(v: &[Lanes; K], count: usize, l: usize) -> [f32; MAX_C] {
     let mut o = [0.0f32; MAX_C];
     for c in 0..count.min(MAX_C) {
         o[c] = v[c][l];
@@ -249,7 +248,7 @@ fn lane_sum(v: &Lanes) -> f32 {
 
 /// Adds the per-lane sums `acc` (then cleared), each as a [`lane_sum`], into `sums`.
 #[inline(always)]
-fn fold_lanes<A: Algebra>(acc: &mut [Lanes; MAX_G], sums: &mut Gv) {
+pub(super) fn fold_lanes<A: Algebra>(acc: &mut [Lanes; MAX_G], sums: &mut Gv) {
     for g in 0..A::G {
         sums[g] += lane_sum(&acc[g]);
         acc[g] = [0.0; LANES];
@@ -260,7 +259,7 @@ fn fold_lanes<A: Algebra>(acc: &mut [Lanes; MAX_G], sums: &mut Gv) {
 /// with `C` planes), each divided by its
 /// grade's RMS when `ss` (the row's per-grade sums of squares) is given, narrowed in blocks.
 #[inline(always)]
-fn write_row<A: Algebra, T: Element, V: Widen<T>>(
+pub(super) fn write_row<A: Algebra, T: Element, V: Widen<T>>(
     conv: V,
     scratch: &[f32],
     out: &mut [&mut [T]],
@@ -500,88 +499,6 @@ pub fn bwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
                 store_lanes(conv, &db[c], &mut dy[c][at..at + m]);
             }
         }
-    }
-}
-
-/// CPU path of the FCGP products for whole rows: `x[c]`, `y[c]` hold component `c` of the
-/// same rows (`rows * n` each); `prod[c]` holds component `c`'s product rows of the same batch
-/// rows in the grouped layout (`rows * np * ld`, [`prod_at`]; the padding is zeroed).
-#[inline(always)]
-pub fn fcgp_products_rows<A: Algebra, T: Element, V: Widen<T>>(
-    conv: V,
-    x: &[&[T]],
-    y: &[&[T]],
-    prod: &mut [&mut [T]],
-    n: usize,
-    ld: usize,
-) {
-    let rows = x[0].len().checked_div(n).unwrap_or(0);
-    let (mut xs, mut ys) = ([[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C]);
-    let mut pb = [[0.0f32; LANES]; 44];
-    for r in 0..rows {
-        for f0 in (0..n).step_by(LANES) {
-            let m = LANES.min(n - f0);
-            widen_block(conv, x, A::C, r * n + f0, m, &mut xs);
-            widen_block(conv, y, A::C, r * n + f0, m, &mut ys);
-            for l in 0..LANES {
-                let (mut xg, mut yg) = (lane(&xs, A::C, l), lane(&ys, A::C, l));
-                gate::<A>(&mut xg);
-                gate::<A>(&mut yg);
-                let pr = path_products::<A>(&xg, &yg);
-                for s in 0..A::TOTAL {
-                    pb[s][l] = pr[s];
-                }
-            }
-            each_product::<A>(|s, p, c| {
-                let at = prod_at::<A>(p, c, r, f0, ld);
-                store_lanes(conv, &pb[s], &mut prod[c][at..at + m]);
-            });
-        }
-        each_product::<A>(|_, p, c| {
-            let at = prod_at::<A>(p, c, r, n, ld);
-            prod[c][at..at + ld - n].fill(T::from_f32(0.0));
-        });
-    }
-}
-
-/// CPU path of the FCGP norm for whole rows: `d[c]` are the GEMM results (component `c`'s
-/// un-normalised output, f32, rows of `ld`) of the rows `out[c]` (rows of `n`) receives.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-pub fn fcgp_assemble_rows<A: Algebra, T: Element, V: Widen<T>>(
-    conv: V,
-    d: &[&[f32]],
-    out: &mut [&mut [T]],
-    n: usize,
-    ld: usize,
-    normalize: bool,
-    scratch: &mut [f32],
-) {
-    let rows = out[0].len().checked_div(n).unwrap_or(0);
-    let mut ob = [[0.0f32; LANES]; MAX_C];
-    let mut acc = [[0.0f32; LANES]; MAX_G];
-    for r in 0..rows {
-        let mut ss = [0.0f32; MAX_G];
-        for (b, f0) in (0..n).step_by(LANES).enumerate() {
-            let m = LANES.min(n - f0);
-            widen_block(PortableWiden, d, A::C, r * ld + f0, m, &mut ob);
-            for l in 0..LANES {
-                let o = lane(&ob, A::C, l);
-                let mut sq = [0.0f32; MAX_G];
-                accumulate_grades::<A>(&o, &mut sq);
-                for g in 0..A::G {
-                    acc[g][l] += sq[g];
-                }
-            }
-            for c in 0..A::C {
-                let at = blocked_at(A::C, c, f0);
-                scratch[at..at + LANES].copy_from_slice(&ob[c]);
-            }
-            if (b + 1) % BLOCKS_PER_SUM == 0 || f0 + LANES >= n {
-                fold_lanes::<A>(&mut acc, &mut ss);
-            }
-        }
-        write_row::<A, T, V>(conv, scratch, out, r, n, normalize.then_some(&ss));
     }
 }
 

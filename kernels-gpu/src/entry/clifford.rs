@@ -21,7 +21,7 @@ use crate::arch::nvptx::{
     st_shared_f32, sync_threads, thread_idx_x,
 };
 use crate::clifford::{
-    Algebra, Cl2, Cl3, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, bwd_feature, bwd_stats_feature,
+    Algebra, Cl2, Cl3, Gv, MAX_C, MAX_G, MAX_TOTAL, MAX_W, Mv, Wv, accumulate_grades, bwd_feature, bwd_stats_feature,
     each_product, gate, inv_rms, norm_backward_coefs, path_products, prod_at,
 };
 use crate::element::Element;
@@ -332,7 +332,9 @@ unsafe fn bwd_kernel<T: Element, A: Algebra, const L: usize, const SMEM: bool>(
 
 /// FCGP products: for every (row, feature) the signed per-path products, in the grouped
 /// layout of [`prod_at`] (component `c`'s rows from `cstart[c] * B * ld`), and zeros in each
-/// row's padding from `n` to `ld`.
+/// row's padding from `n` to `ld`. The threads walk the padded index (row, feature < `ld`), so
+/// a warp's stores of one product cover whole 32-byte sectors of its rows (which start 32-byte
+/// aligned) whatever `n`; the padding lanes store zeros.
 ///
 /// # Safety
 /// `x`, `y` cover `C * B * N` elements, `prod` covers `total * B * ld`; `1 <= n <= ld`.
@@ -348,31 +350,24 @@ unsafe fn fcgp_products<T: Element, A: Algebra, P: Element>(
     let (plane, lplane) = (b * n, b * ld);
     let mut idx = block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize;
     let step = grid_dim_x() as usize * block_dim_x() as usize;
-    while idx < plane {
-        // SAFETY: idx < B * N.
-        let (xs, ys) = unsafe { (ld_mv::<T, A, 1>(x, plane, idx), ld_mv::<T, A, 1>(y, plane, idx)) };
-        let (mut xg, mut yg) = (xs[0], ys[0]);
-        gate::<A>(&mut xg);
-        gate::<A>(&mut yg);
-        let pr = path_products::<A>(&xg, &yg);
-        let (row, f) = (idx / n, idx % n);
+    while idx < lplane {
+        let (row, f) = (idx / ld, idx % ld);
+        let mut pr = [0.0f32; MAX_TOTAL];
+        if f < n {
+            let at = row * n + f;
+            // SAFETY: at < B * N (row < B, f < N).
+            let (xs, ys) = unsafe { (ld_mv::<T, A, 1>(x, plane, at), ld_mv::<T, A, 1>(y, plane, at)) };
+            let (mut xg, mut yg) = (xs[0], ys[0]);
+            gate::<A>(&mut xg);
+            gate::<A>(&mut yg);
+            pr = path_products::<A>(&xg, &yg);
+        }
         each_product::<A>(|s, p, c| {
             let at = A::T.cstart[c] * lplane + prod_at::<A>(p, c, row, f, ld);
             // SAFETY: component c's rows end at (cstart[c] + np) * B * ld <= total * B * ld.
             unsafe { *prod.add(at) = P::from_f32(pr[s]) };
         });
         idx += step;
-    }
-    let pad = ld - n;
-    let mut i = block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize;
-    while i < b * pad {
-        let (row, f) = (i / pad, n + i % pad);
-        each_product::<A>(|_, p, c| {
-            let at = A::T.cstart[c] * lplane + prod_at::<A>(p, c, row, f, ld);
-            // SAFETY: as above, f < ld.
-            unsafe { *prod.add(at) = P::from_f32(0.0) };
-        });
-        i += step;
     }
 }
 
