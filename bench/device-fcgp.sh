@@ -15,7 +15,7 @@
 set -uo pipefail
 source bench/device-lib.sh
 stamp "=== FCGP GPU tests (first: PTX JIT)"
-timeout $(cap 200) $T --test-threads=1 gpu_clifford_fcgp every_entry > $R/fcgp-tests.txt 2>&1
+timeout $(cap 200) $T --test-threads=1 gpu_clifford_fcgp gpu_fcgp_workspace every_entry > $R/fcgp-tests.txt 2>&1
 stamp "tests exit $?: $(grep 'test result' $R/fcgp-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/fcgp-tests.txt | head
 stamp "=== FCGP bench"
 timeout $(cap 150) $X bench --ops clifford --clifford-rows fcgp_fwd,fcgp_gemm,fcgp_gemms --dtypes f32,bf16 \
