@@ -1,8 +1,9 @@
 //! f32 inputs on TF32 through the Hopper path (wgmma k8 on TMA-loaded f32 tiles) against
 //! float64 references with the TF32 tolerance: edge shapes, every epilogue, padded leading
 //! dimensions, strided batches, each compiled tile forced, the split of K on both split
-//! tiles, random shapes whose K is or is not a multiple of 4 (rows TMA cannot load go to the
-//! mma.sync TF32 tiles), exact f32 on FFMA; outputs NaN-poisoned first (`gemm::run`).
+//! tiles, random shapes whose K is or is not a multiple of 4 (rows TMA cannot load are packed
+//! for it, or on small problems go to the mma.sync TF32 tiles), exact f32 on FFMA; outputs
+//! NaN-poisoned first (`gemm::run`).
 
 use ferrotune::config::GemmPath;
 use ferrotune::ops::gemm::{Gemm, Layout, Precision};
@@ -30,6 +31,17 @@ fn on_hopper(b: &Backend, g: Gemm, seed: u64) -> (u8, usize) {
     assert_eq!((v.dtype, v.out_dtype()), (DType::F32, DType::F32));
     dispatch(b, DType::F32, false, g, seed).unwrap();
     (v.tile, sp.slices)
+}
+
+/// Asserts that `g` packs its operands first (whose packed copy then takes the TF32 Hopper
+/// path) and checks the result.
+fn on_packed(b: &Backend, g: Gemm, seed: u64) {
+    let f = family(b, &g, DType::F32, DType::F32);
+    assert_eq!(f, Family::Pack, "{g:?}");
+    let explained =
+        ferrotune::ops::gemm_plan::explain(&b.stream(), &g, DType::F32, DType::F32).unwrap().expect("a GPU plan");
+    assert!(explained.reason.contains("then sm90:ft_gemm90_tf32"), "{}", explained.reason);
+    dispatch(b, DType::F32, false, g, seed).unwrap();
 }
 
 /// The math of the `mma.sync`/FFMA tiles `g` runs on (asserting it does), after checking it.
@@ -111,8 +123,10 @@ fn sm90_tf32_every_tile_and_the_split() {
     assert!(e.to_string().contains("not compiled for tf32"), "{e}");
 }
 
-/// Random shapes, tight leading dimensions: K a multiple of 4 takes the Hopper path, any other
-/// K (rows of a length TMA cannot step) the mma.sync TF32 tiles; exact f32 runs FFMA.
+/// Random shapes, tight leading dimensions: K a multiple of 4 takes the Hopper path; any other
+/// K (rows of a length TMA cannot step) is packed into aligned rows for it where the work
+/// pays for the pack (`pack::MIN_MACS`), else runs the mma.sync TF32 tiles; exact f32 runs
+/// FFMA.
 #[test]
 fn sm90_tf32_random_shapes_route_by_alignment() {
     let Some(b) = hopper("sm90_tf32_random_shapes_route_by_alignment") else { return };
@@ -124,6 +138,8 @@ fn sm90_tf32_random_shapes_route_by_alignment() {
         let g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i as usize));
         if k.is_multiple_of(4) {
             on_hopper(&b, g, 500 + i);
+        } else if m * n * k >= ferrotune::ops::pack::MIN_MACS {
+            on_packed(&b, g, 500 + i);
         } else {
             assert_eq!(on_tiles(&b, g, 500 + i), Math::Tf32, "{g:?}");
         }
@@ -131,7 +147,9 @@ fn sm90_tf32_random_shapes_route_by_alignment() {
             assert_eq!(on_tiles(&b, g.precision(Precision::Strict), 600 + i), Math::Ffma, "{g:?}");
         }
     }
-    // K = 4 exactly once more with an odd M and N, and a K not a multiple of 4 on a large shape.
+    // K = 4 exactly once more with an odd M and N; a K not a multiple of 4 on a large shape
+    // (packed) and on a small one (the tiles); an A at an offset of one float, K aligned.
     on_hopper(&b, Gemm::new(333, 517, 4).layouts(Layout::Row, Layout::Col), 700);
-    assert_eq!(on_tiles(&b, Gemm::new(1024, 1024, 1023).layouts(Layout::Row, Layout::Col), 701), Math::Tf32);
+    on_packed(&b, Gemm::new(1024, 1024, 1023).layouts(Layout::Row, Layout::Col), 701);
+    assert_eq!(on_tiles(&b, Gemm::new(64, 96, 1023).layouts(Layout::Row, Layout::Col), 702), Math::Tf32);
 }

@@ -1,9 +1,9 @@
 //! Packing of operands whose rows are not 16-byte aligned (odd K, odd leading dimensions, views
 //! at odd offsets) into an aligned, zero-padded K-contiguous copy, so the GEMM runs its fast
 //! 16-byte tiles on it: the packed layout and the index maths shared by the pack kernel
-//! (`entry/pack.rs`), the host and the tests.
+//! (`entry/pack.rs`), the host and the tests. 16-bit inputs and f32 (for TF32) are packed.
 
-/// Elements the packed leading dimension is a multiple of (16 bytes of 16-bit data).
+/// Elements the packed leading dimension is a multiple of (16 bytes of 16-bit data, 32 of f32).
 pub const K_ALIGN: usize = 8;
 /// Threads per block of the pack kernel.
 pub const THREADS: u32 = 256;
@@ -32,8 +32,8 @@ pub const fn shifted_k(f: usize, s: usize, k: usize) -> Option<usize> {
     if f >= s && f - s < k { Some(f - s) } else { None }
 }
 
-/// Elements between the packed A and the packed B in one workspace (A's size rounded up to 256
-/// bytes of 16-bit data, so B starts 16-byte aligned).
+/// Elements between the packed A and the packed B in one workspace (A's size rounded up to 128
+/// elements: 256 bytes of 16-bit data, 512 of f32, so B starts 16-byte aligned).
 pub const fn b_offset(m: usize, k: usize) -> usize {
     (m * packed_ld(k)).div_ceil(128) * 128
 }

@@ -32,8 +32,8 @@ use crate::ops::gemm_sm90_rows::{self, RowSplit};
 pub enum Family {
     /// M <= 64: the weight streamed once over all SMs (`ops::gemv`).
     SmallM,
-    /// Unaligned 16-bit operands packed into the stream's aligned workspace, then the packed
-    /// problem planned again (`ops::pack`).
+    /// Unaligned 16-bit (or f32 on TF32) operands packed into the stream's aligned workspace,
+    /// then the packed problem planned again (`ops::pack`).
     Pack,
     /// One of the launches below.
     Launch(Launch),
@@ -172,7 +172,7 @@ fn plan_families(
     };
     if let Some(why) = pack {
         // What the packed copy then runs (the workspace is 16-byte aligned).
-        let packed = crate::ops::pack::packed_gemm(g, [pa, pb]);
+        let packed = crate::ops::pack::packed_gemm(g, dtype, [pa, pb]);
         let then = plan(&packed, dtype, out, arch, sm_count, cfg, [256, 256])?;
         return Ok(GemmPlan {
             family: Family::Pack,
@@ -414,13 +414,38 @@ pub fn explain_at(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::gemm::Layout;
+    use crate::ops::gemm::{Layout, Precision};
 
     /// The plan's family for a bf16 `x wᵀ` of this shape on a 132-SM device running `arch`.
     fn fam(arch: &str, g: Gemm) -> Family {
         let g = g.layouts(Layout::Row, Layout::Col).resolved();
         let cfg = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
         plan(&g, DType::Bf16, DType::Bf16, arch, 132, cfg, [256, 256]).unwrap().family
+    }
+
+    /// f32 inputs on TF32 with rows TMA cannot step (K not a multiple of 4, or a view at an
+    /// odd offset) are packed for the Hopper path when the work pays for it; exact f32 (FFMA)
+    /// and aligned rows are not, nor small problems.
+    #[test]
+    fn f32_on_tf32_packs_unaligned_rows() {
+        if overridden(&["FERROTUNE_PACK", "FERROTUNE_ALLOW_TF32", "FERROTUNE_SM90", "FERROTUNE_SM90_TILE"]) {
+            return;
+        }
+        let f32_plan = |g: Gemm, ptrs: [u64; 2]| {
+            let g = g.layouts(Layout::Row, Layout::Col).resolved();
+            let cfg = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
+            plan(&g, DType::F32, DType::F32, "sm_90a", 132, cfg, ptrs).unwrap()
+        };
+        let p = f32_plan(Gemm::new(4097, 1023, 777), [256, 256]);
+        assert_eq!(p.family, Family::Pack);
+        assert!(p.reason.contains("then sm90:ft_gemm90_tf32"), "{}", p.reason);
+        assert_eq!(f32_plan(Gemm::new(1024, 1024, 1023), [256, 256]).family, Family::Pack);
+        // A at an offset of one float: its rows are not 16-byte aligned though K is.
+        assert_eq!(f32_plan(Gemm::new(1024, 1024, 1024), [260, 256]).family, Family::Pack);
+        assert!(matches!(f32_plan(Gemm::new(1024, 1024, 1024), [256, 256]).family, Family::Launch(_)));
+        assert!(matches!(f32_plan(Gemm::new(100, 100, 77), [256, 256]).family, Family::Launch(_)), "small");
+        let strict = Gemm::new(4097, 1023, 777).precision(Precision::Strict);
+        assert!(matches!(f32_plan(strict, [256, 256]).family, Family::Launch(_)), "exact f32");
     }
 
     /// Whether any of `vars` is set: the variables override the rules under test.
@@ -479,8 +504,9 @@ mod tests {
 
     /// f32 inputs with TF32 math allowed take the Hopper path where TMA can load them (rows of
     /// whole 16 bytes: K a multiple of 4), on the tiles compiled for TF32 (K split on the
-    /// split tiles); exact f32 (`Precision::Strict`) stays on FFMA, unaligned rows and other
-    /// layouts on the mma.sync TF32 tiles, and a forced tile not compiled for TF32 is an error.
+    /// split tiles); exact f32 (`Precision::Strict`) stays on FFMA, unaligned rows (packed
+    /// first above `pack::MIN_MACS`) and other layouts on the mma.sync TF32 tiles, and a forced
+    /// tile not compiled for TF32 is an error.
     #[test]
     fn tf32_routes_to_hopper_exact_f32_to_ffma() {
         if overridden(&["FERROTUNE_SM90", "FERROTUNE_SM90_SPLIT", "FERROTUNE_SM90_TILE", "FERROTUNE_ALLOW_TF32"]) {
@@ -512,15 +538,17 @@ mod tests {
         assert_eq!(hopper(rc(128, 8192, 1024)), Some((10, 1)));
         let r = p(rc(4096, 4096, 4096)).unwrap();
         assert!(r.reason.contains("TF32") && r.path() == "sm90:ft_gemm90_tf32_rc_f32_128x256x32s4p", "{r:?}");
-        // Exact f32: FFMA; K = 1001 (rows of 4004 bytes), other layouts, pre-Hopper: mma.sync TF32.
+        // Exact f32: FFMA; K = 1001 (rows of 4004 bytes) on a problem too small to pack, other
+        // layouts, pre-Hopper: mma.sync TF32. Larger, the unaligned rows are packed first.
         let tiles = |g: Gemm| match p(g).unwrap().family {
             Family::Launch(Launch::Tiles(v)) => v.math,
             f => panic!("{f:?}"),
         };
         assert_eq!(tiles(rc(4096, 4096, 4096).precision(Precision::Strict)), Math::Ffma);
         assert!(p(rc(4096, 4096, 4096).precision(Precision::Strict)).unwrap().reason.contains("exact f32"));
-        assert_eq!(tiles(rc(1000, 1000, 1001)), Math::Tf32);
-        assert!(p(rc(1000, 1000, 1001)).unwrap().reason.contains("TMA cannot load"));
+        assert_eq!(tiles(rc(100, 100, 1001)), Math::Tf32);
+        assert!(p(rc(100, 100, 1001)).unwrap().reason.contains("TMA cannot load"));
+        assert_eq!(p(rc(1000, 1000, 1001)).unwrap().family, Family::Pack);
         assert_eq!(tiles(Gemm::new(1024, 1024, 1024)), Math::Tf32);
         let g = rc(1024, 1024, 1024).resolved();
         let cfg = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);

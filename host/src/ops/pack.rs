@@ -1,6 +1,8 @@
 //! Unaligned operands on the fast tiles: a 16-bit operand whose rows are not 16-byte aligned
 //! (odd K or leading dimension, a view at an odd offset) would run the tile kernel with 2-byte
-//! loads; instead it is packed (one kernel, `kernels-gpu/src/pack.rs`) into an aligned,
+//! loads, and an f32 one on TF32 (K not a multiple of 4) could not take the Hopper path (TMA
+//! steps rows in 16-byte multiples) and would run the `mma.sync` tiles with 4-byte loads;
+//! instead it is packed (one kernel, `kernels-gpu/src/pack.rs`) into an aligned,
 //! zero-padded K-contiguous copy in the stream's workspace and the GEMM runs its 16-byte tiles
 //! on that. The pack's time is part of the call.
 
@@ -22,23 +24,29 @@ const OP: &str = "gemm";
 /// Multiply-adds below which packing does not pay for its launch.
 pub const MIN_MACS: usize = 1 << 25;
 
-/// Whether an operand at `p` with leading dimension `ld` (elements of 2 bytes) has 16-byte
+/// Whether an operand at `p` with leading dimension `ld` (elements of `dtype`) has 16-byte
 /// aligned rows.
-fn aligned(p: u64, ld: usize) -> bool {
-    p.is_multiple_of(16) && ld.is_multiple_of(8)
+fn aligned(p: u64, ld: usize, dtype: DType) -> bool {
+    p.is_multiple_of(16) && (ld * dtype.size_bytes()).is_multiple_of(16)
 }
 
-/// Why `g` (resolved) with 16-bit inputs at `pa`, `pb` is packed first, or `None`: a single
-/// matrix, no forced tile or split, at least one operand without 16-byte rows, and enough work
-/// (`MIN_MACS`) to pay for the pack.
+/// Whether inputs of `dtype` under `g`'s precision are packed at all: 16-bit inputs, and f32
+/// inputs on TF32 (exact f32 runs the FFMA kernel, which the pack does not speed up).
+fn packs(g: &Gemm, dtype: DType) -> bool {
+    dtype != DType::F32 || g.precision.uses_tf32()
+}
+
+/// Why `g` (resolved) with inputs at `pa`, `pb` is packed first, or `None`: 16-bit inputs or
+/// f32 on TF32, a single matrix, no forced tile or split, at least one operand without 16-byte
+/// rows, and enough work (`MIN_MACS`) to pay for the pack.
 pub fn pack_applies(g: &Gemm, dtype: DType, [pa, pb]: [u64; 2]) -> Option<&'static str> {
     if std::env::var("FERROTUNE_PACK").is_ok_and(|v| v == "0") {
         return None;
     }
-    if dtype == DType::F32 || g.batch != 1 || g.tile.is_some() || g.split_k.is_some_and(|s| s > 1) {
+    if !packs(g, dtype) || g.batch != 1 || g.tile.is_some() || g.split_k.is_some_and(|s| s > 1) {
         return None;
     }
-    if aligned(pa, g.lda) && aligned(pb, g.ldb) {
+    if aligned(pa, g.lda, dtype) && aligned(pb, g.ldb, dtype) {
         return None;
     }
     if g.m.saturating_mul(g.n).saturating_mul(g.k.max(1)) < MIN_MACS {
@@ -48,24 +56,26 @@ pub fn pack_applies(g: &Gemm, dtype: DType, [pa, pb]: [u64; 2]) -> Option<&'stat
 }
 
 /// Whether `g` (resolved) with inputs at `pa`, `pb` can be packed, whatever its size (a tuned
-/// `pack = true`): 16-bit inputs, a single matrix, no forced tile or split, and at least one
-/// operand without 16-byte rows.
+/// `pack = true`): 16-bit inputs or f32 on TF32, a single matrix, no forced tile or split, and
+/// at least one operand without 16-byte rows.
 pub fn pack_possible(g: &Gemm, dtype: DType, [pa, pb]: [u64; 2]) -> bool {
     let forced = g.tile.is_some() || g.split_k.is_some_and(|s| s > 1);
-    dtype != DType::F32 && g.batch == 1 && !forced && !(aligned(pa, g.lda) && aligned(pb, g.ldb))
+    let unaligned = !(aligned(pa, g.lda, dtype) && aligned(pb, g.ldb, dtype));
+    packs(g, dtype) && g.batch == 1 && !forced && unaligned
 }
 
-/// The problem the packed copies pose: each operand that is not 16-byte aligned (at `pa`, `pb`)
-/// becomes K-contiguous (A row-major, B column-major) at the packed leading dimension.
-pub fn packed_gemm(g: &Gemm, [pa, pb]: [u64; 2]) -> Gemm {
+/// The problem the packed copies pose: each operand that is not 16-byte aligned (at `pa`, `pb`,
+/// elements of `dtype`) becomes K-contiguous (A row-major, B column-major) at the packed
+/// leading dimension.
+pub fn packed_gemm(g: &Gemm, dtype: DType, [pa, pb]: [u64; 2]) -> Gemm {
     let ldp = packed_ld(g.k);
     let mut g2 = *g;
-    if !aligned(pa, g.lda) {
+    if !aligned(pa, g.lda, dtype) {
         g2.a_layout = Layout::Row;
         g2.lda = ldp;
         g2.stride_a = g.m * ldp;
     }
-    if !aligned(pb, g.ldb) {
+    if !aligned(pb, g.ldb, dtype) {
         g2.b_layout = Layout::Col;
         g2.ldb = ldp;
         g2.stride_b = g.n * ldp;
@@ -89,13 +99,13 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
 ) -> Result<()> {
     let (pa, ga) = device_ptr(a, cs)?;
     let (pb, gb) = device_ptr(b, cs)?;
-    let (pack_a, pack_b) = (!aligned(pa, g.lda), !aligned(pb, g.ldb));
+    let (pack_a, pack_b) = (!aligned(pa, g.lda, T::DTYPE), !aligned(pb, g.ldb, T::DTYPE));
     let ldp = packed_ld(g.k);
     let off_b = b_offset(g.m, g.k);
     let elems = off_b + g.n * ldp;
     let bytes = elems * T::DTYPE.size_bytes();
     let gemm_packed = |ws: &CudaSlice<u8>| -> Result<()> {
-        // SAFETY: the workspace holds `bytes` = `elems` 16-bit elements (asked for below) and
+        // SAFETY: the workspace holds `bytes` = `elems` elements of T (asked for below) and
         // any bit pattern is a valid T; the views cover disjoint ranges.
         let all = unsafe { ws.transmute::<T>(elems) }
             .ok_or_else(|| Error::InvalidConfig { op: OP, why: "the pack workspace is smaller than asked".into() })?;
@@ -103,7 +113,7 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
         let (wa, wb) = (View::Cuda(wa), View::Cuda(wb));
         let (dst_a, _g1) = device_ptr(&wa, cs)?;
         let (dst_b, _g2) = device_ptr(&wb, cs)?;
-        let g2 = packed_gemm(g, [pa, pb]);
+        let g2 = packed_gemm(g, T::DTYPE, [pa, pb]);
         if pack_a {
             // SAFETY: `check` proved A covers m x k at lda in its layout; the destination holds
             // m * ldp elements, 16-byte aligned (workspace start).
@@ -199,7 +209,7 @@ unsafe fn launch_pack(
     let name = match dtype {
         DType::Bf16 => "ft_pack_k_bf16",
         DType::F16 => "ft_pack_k_f16",
-        DType::F32 => return Err(Error::UnsupportedDtype { op: OP, dtype: dtype.name() }),
+        DType::F32 => "ft_pack_k_f32",
     };
     let groups = rows * packed_ld(k) / kp::K_ALIGN;
     let dims = [rows as u32, k as u32, ld as u32, kcol as u32];
