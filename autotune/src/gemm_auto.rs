@@ -38,7 +38,7 @@ fn point_of(p: &GemmPlan, g: &Gemm, shape: &GemmShape, arch: &str, sms: u32) -> 
             Some(GemmConfig { path: GemmPath::SmallM, split_k: sp.ksplit, ..base })
         }
         Family::Pack => {
-            let packed = packed_gemm(g, BUFFERS);
+            let packed = packed_gemm(g, dt, BUFFERS);
             let q = plan(&packed, dt, dt, arch, sms, p.cfg, BUFFERS).ok()?;
             let c = point_of(&q, &packed, shape, arch, sms)?;
             Some(GemmConfig { pack: PackChoice::On, ..c })

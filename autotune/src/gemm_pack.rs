@@ -1,5 +1,6 @@
-//! Packing as a dimension of the GEMM space: where a tuned shape's 16-bit operands have rows
-//! that are not 16-byte aligned (odd K or leading dimension) and the call can be packed,
+//! Packing as a dimension of the GEMM space: where a tuned shape's 16-bit operands (or f32 ones
+//! on TF32) have rows that are not 16-byte aligned (odd K or leading dimension) and the call
+//! can be packed,
 //! `Param::Pack` offers both choices (0: every family on the operands as given, 1: packed into
 //! an aligned copy first, `ops::pack`), so the profile records which one won. Elsewhere the
 //! parameter is absent and the plan's own rule stays (`PackChoice::Auto`). Also the problem a
@@ -31,7 +32,7 @@ pub fn pack_of(v: u64) -> PackChoice {
 pub fn planned_gemm(shape: &GemmShape, cfg: &GemmConfig) -> Gemm {
     let g = shape.gemm();
     if cfg.pack == PackChoice::On && pack_possible(&g, shape.dtype.dtype(), BUFFERS) {
-        packed_gemm(&g, BUFFERS)
+        packed_gemm(&g, shape.dtype.dtype(), BUFFERS)
     } else {
         g
     }
@@ -49,7 +50,7 @@ pub fn packed_shape(shape: &GemmShape) -> GemmShape {
 pub fn pack_ms(d: &Description, shape: &GemmShape) -> f64 {
     let g = shape.gemm();
     let elem = shape.dtype.dtype().size_bytes() as f64;
-    let p = packed_gemm(&g, BUFFERS);
+    let p = packed_gemm(&g, shape.dtype.dtype(), BUFFERS);
     let (k, kp) = (shape.k as f64, shape.k.next_multiple_of(8) as f64);
     let mut bytes = 0.0;
     let mut launches = 0.0;

@@ -319,8 +319,8 @@ fn describe(
         let hopper = ferrotune_kernels::gemm_sm90::Sm90Variant::all()
             .filter(|v| v.dtype == dt && v.out_dtype() == dt)
             .map(|v| (v.entry_name().as_str().to_string(), v.tile().threads(), v.tile().smem_bytes()));
-        // The tiles on the packed copy of unaligned 16-bit operands (all aligned).
-        let packed = ferrotune::ops::pack::packed_gemm(&g.gemm(), [256, 256]);
+        // The tiles on the packed copy of unaligned operands (all aligned).
+        let packed = ferrotune::ops::pack::packed_gemm(&g.gemm(), dt, [256, 256]);
         let packed = (0..TILES.len()).filter_map(move |tile| variant_for(&packed.tile(tile), dt, dt, 256, 256).ok());
         let tiles = variants.chain(packed).map(|v| (v.entry_name().as_str().to_string(), v.block().2, v.smem_bytes()));
         // The small-M entries of the shape's row group (both load forms: packing changes it).
