@@ -4,7 +4,7 @@
 //! the CPU: which calls are packed.
 
 use ferrotune::DType;
-use ferrotune::ops::gemm::{Gemm, Layout};
+use ferrotune::ops::gemm::{Gemm, Layout, Precision};
 use ferrotune::ops::pack::{MIN_MACS, pack_applies};
 use ferrotune_testkit::cuda_backend;
 
@@ -42,12 +42,18 @@ fn gpu_packed_unaligned_gemm_matches_f64_reference() {
 }
 
 #[test]
-fn pack_takes_large_unaligned_16_bit_single_matrices() {
+fn pack_takes_large_unaligned_single_matrices() {
     let g = |m, n, k| Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).resolved();
     assert!(pack_applies(&g(4097, 1023, 777), DType::Bf16, [0, 0]).is_some(), "odd K");
     assert!(pack_applies(&g(4096, 1024, 776), DType::Bf16, [0, 0]).is_none(), "aligned rows");
     assert!(pack_applies(&g(4096, 1024, 776), DType::Bf16, [2, 0]).is_some(), "A at an odd offset");
-    assert!(pack_applies(&g(4097, 1023, 777), DType::F32, [0, 0]).is_none(), "f32 is not packed");
+    // f32 on TF32 (the default precision) packs rows that are not whole 16 bytes; exact f32
+    // (the FFMA kernel) does not.
+    assert!(pack_applies(&g(4097, 1023, 777), DType::F32, [0, 0]).is_some(), "f32 on TF32, odd K");
+    assert!(pack_applies(&g(4096, 1024, 772), DType::F32, [0, 0]).is_none(), "f32 rows of whole 16 bytes");
+    assert!(pack_applies(&g(4096, 1024, 772), DType::F32, [4, 0]).is_some(), "f32 A one float off");
+    let strict = g(4097, 1023, 777).precision(Precision::Strict);
+    assert!(pack_applies(&strict, DType::F32, [0, 0]).is_none(), "exact f32 is not packed");
     assert!(pack_applies(&g(33, 40, 77), DType::F16, [0, 0]).is_none(), "too small to pay");
     assert!(pack_applies(&g(4097, 1023, 777).batched(2).resolved(), DType::Bf16, [0, 0]).is_none(), "batches");
     assert!(pack_applies(&Gemm { tile: Some(0), ..g(4097, 1023, 777) }, DType::Bf16, [0, 0]).is_none());
