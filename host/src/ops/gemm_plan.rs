@@ -330,8 +330,10 @@ fn small_m_plan(
 /// 24x5120x5120, 0.057-0.060 against 0.072-0.075 on 20x8192x8192, 0.052-0.057 against
 /// 0.072-0.079 on 32x14336x4096, 0.047-0.052 against 0.053-0.057 on 28x4096x11008, but small-M
 /// ahead on 4096x4096 and 2048x8192 weights (32x4096x4096 0.023-0.027 against 0.027-0.030,
-/// 17x4096x4096, 24x2048x8192). `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` sets one threshold of n
-/// rows for every weight (A/B runs).
+/// 17x4096x4096, 24x2048x8192); re-measured as built (bench/results/rows17-32-1e4e30fa25e0/).
+/// Unaligned weights follow their own limit (`gemv::reads_unaligned_in_place`: read in place
+/// up to 32 rows, since packing them for Hopper copies the whole weight first).
+/// `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` sets one threshold of n rows for every weight (A/B runs).
 pub fn hopper_rows(g: &Gemm) -> bool {
     match std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse::<usize>().ok()) {
         Some(n) => g.m > n,
@@ -574,7 +576,9 @@ mod tests {
             return;
         }
         let a = "sm_90a";
-        for (m, n, k) in [(1, 8193, 4099), (8, 12288, 4099), (32, 5000, 3001), (1, 4097, 777)] {
+        // Up to 32 rows whatever the weight's size (24 rows against 8191 x 4099: past the
+        // aligned rule's Hopper threshold).
+        for (m, n, k) in [(1, 8193, 4099), (8, 12288, 4099), (32, 5000, 3001), (1, 4097, 777), (24, 8191, 4099)] {
             assert_eq!(fam(a, Gemm::new(m, n, k)), Family::SmallM, "{m}x{n}x{k}");
         }
         for (m, n, k) in [(33, 8191, 4099), (64, 3001, 4097), (65, 8191, 4099)] {

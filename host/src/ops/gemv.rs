@@ -72,18 +72,26 @@ pub fn interleaved(g: &Gemm, [pa, pb]: [u64; 2]) -> bool {
 /// 0.020, but 8x3000x65 0.0122 against 0.0096 and 3x5x7 0.0148 against 0.0055 (suite, run 7).
 pub const IN_PLACE_MIN_WEIGHT: usize = 1 << 19;
 
-/// Whether a call the small-M family takes should skip the pack of its unaligned operands:
-/// where the small-M family serves aligned calls too (`gemm_plan::hopper_rows` false) the
-/// weight is read in place (`interleaved`), which streams it once where the pack would copy
-/// it first. Above, the packed copies go to the Hopper tiles (on the H100, 33x8191x4099 ran
-/// 0.092 ms packed and 0.34 ms in place on the 64-row small-M kernel;
-/// bench/results/irregular/run8-3902aba1e9b0/irregular-explore.txt).
+/// Whether a call the small-M family takes should skip the pack of its unaligned operands: up
+/// to [`IN_PLACE_MAX_ROWS`] rows the weight is read in place (`interleaved`), which streams it
+/// once where the pack would copy it first and the Hopper tiles then read the copy. This holds
+/// whatever the weight's size: on the H100, 24x8191x4099 ran 0.057 ms in place against 0.098
+/// packed for the Hopper tiles (bench/results/rows17-32-1e4e30fa25e0/), although aligned
+/// calls of 17 to 32 rows against weights that large take the Hopper path
+/// (`gemm_plan::hopper_rows`). Above, the packed copies go to the Hopper tiles (33x8191x4099
+/// 0.092 ms packed, 0.34 ms in place on the 64-row small-M kernel;
+/// bench/results/irregular/run8-3902aba1e9b0/irregular-explore.txt; within 5-15% either way
+/// at 33-40 rows, run11-*). `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` moves the limit to n rows.
 pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool {
+    let limit = std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse::<usize>().ok());
     small_m_applies(g, dtype).is_some()
         && vector_loads(g, ptrs)
         && !std::env::var("FERROTUNE_SMALL_M_UNALIGNED").is_ok_and(|v| v == "0")
-        && !super::gemm_plan::hopper_rows(g)
+        && g.m <= limit.unwrap_or(IN_PLACE_MAX_ROWS)
 }
+
+/// Rows up to which unaligned weights are read in place ([`reads_unaligned_in_place`]).
+pub const IN_PLACE_MAX_ROWS: usize = 32;
 
 /// The entry name and plan a call would launch with on a device of `sms` SMs (for `explain`
 /// and the bench): `FERROTUNE_SMALL_M_KSPLIT=s` slices (forced, for A/B runs), else `tuned`
