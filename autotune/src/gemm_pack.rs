@@ -71,7 +71,7 @@ mod tests {
     use crate::protocol::GemmDtype;
 
     #[test]
-    fn pack_is_searched_only_for_unaligned_16_bit_single_matrices() {
+    fn pack_is_searched_only_for_unaligned_single_matrices() {
         let d = crate::gemm_small_m::tests::small_m_description();
         // K = 777 bf16: rows of 1554 bytes. Both choices, and packing opens the 16-byte tiles.
         let s = shape(GemmDtype::Bf16, 4097, 1023, 777);
@@ -94,10 +94,12 @@ mod tests {
         let packed =
             GemmConfig { tile: 4, path: ferrotune::config::GemmPath::Mma, pack: PackChoice::On, ..GemmConfig::DEFAULT };
         assert!(predict_ms(&d, &s, &packed) < best_off, "{} vs {best_off}", predict_ms(&d, &s, &packed));
-        // Aligned, f32, or a batch: no Pack parameter at all.
+        // f32 on TF32 with odd K: searched too (its packed copy takes the Hopper TF32 path).
+        assert!(pack_domain(&shape(GemmDtype::Tf32, 4097, 1023, 777)).is_some());
+        // Aligned, or a batch: no Pack parameter at all.
         for s in [
             shape(GemmDtype::Bf16, 4096, 1024, 768),
-            shape(GemmDtype::Tf32, 4097, 1023, 777),
+            shape(GemmDtype::Tf32, 4096, 1024, 772),
             GemmShape { batch: 2, ..shape(GemmDtype::Bf16, 4097, 1023, 777) },
         ] {
             assert!(pack_domain(&s).is_none(), "{s:?}");
