@@ -5,7 +5,9 @@
 //! with few columns (the split with its last-block fix-up), called repeatedly on one stream;
 //! random shapes. On the CPU: which calls the family takes.
 
+use ferrotune::config::{GemmConfig, GemmPath};
 use ferrotune::ops::gemm::{Gemm, Layout, gemm};
+use ferrotune::ops::gemm_plan::explain;
 use ferrotune::ops::gemv::{IN_PLACE_MIN_WEIGHT, describe, interleaved, small_m_applies, vector_loads};
 use ferrotune::{Buffer, DType, bf16};
 use ferrotune_testkit::{Rng, cuda_backend, poison};
@@ -166,7 +168,8 @@ fn gpu_small_m_unaligned_rows() {
         let (_, plan) = describe(&g.resolved(), DType::Bf16, DType::Bf16, ptrs, 132, None).unwrap();
         let inter = n * k >= IN_PLACE_MIN_WEIGHT;
         assert_eq!(interleaved(&g.resolved(), ptrs), inter, "{m}x{n}x{k}");
-        let slabs = if inter { n.div_ceil(128) * 8 } else { n.div_ceil(16) };
+        let w = plan.width;
+        let slabs = if inter { n.div_ceil(128 * w) * 8 } else { n.div_ceil(16 * w) };
         assert_eq!(plan.slabs, slabs, "{m}x{n}x{k}: interleaved slabs");
         if let Err(e) = at_offset(&s, g, 31 * i as u64, offset) {
             panic!("unaligned rows {m}x{n}x{k} offset {offset}: {e}");
@@ -175,6 +178,71 @@ fn gpu_small_m_unaligned_rows() {
             panic!("f16 {m}x{n}x{k}: {e}");
         }
     }
+}
+
+/// Every block width (`gemv::WIDTHS`, forced through the config a tuned profile would carry)
+/// on every row class: aligned weights with a ragged last block, unaligned rows in interleaved
+/// blocks (whole groups of 128 rows per slab, an odd view offset), and the K split with its
+/// fix-up; f16/bf16, both outputs, epilogues, outputs poisoned and checked against the float64
+/// reference. Each call is also checked to have run the forced width.
+#[test]
+fn gpu_small_m_every_width() {
+    let Some(gpu) = cuda_backend("gpu_small_m_every_width") else { return };
+    let s = gpu.stream();
+    let shapes = [
+        (1usize, 1000usize, 4096usize, 0usize, 1usize),
+        (9, 333, 1000, 0, 1),
+        (17, 2049, 512, 0, 2),
+        (32, 4111, 4096, 0, 1),
+        (33, 100, 9000, 0, 8),
+        (64, 257, 777, 0, 1),
+        (24, 1000, 4099, 1, 1),
+        (40, 1111, 777, 0, 3),
+    ];
+    for (i, (m, n, k, offset, split)) in shapes.into_iter().enumerate() {
+        for (tile, &w) in ferrotune_kernels::gemv::WIDTHS.iter().enumerate() {
+            let cfg = GemmConfig { path: GemmPath::SmallM, tile, split_k: split, ..GemmConfig::DEFAULT };
+            let g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i + tile)).with_config(cfg);
+            let dt = DTYPES[(i + tile) % 2];
+            let p = explain(&s, &g, dt, dt).unwrap().expect("a CUDA stream");
+            assert_eq!(p.small_m_tuned(), Some((split, w)), "{m}x{n}x{k}: {}", p.reason);
+            // 33 to 64 rows are compiled up to width 2 (a wider config runs that).
+            let ran = if m > 32 { w.min(2) } else { w };
+            let want = if ran > 1 { format!("_v_w{ran},") } else { "_v,".to_string() };
+            assert!(p.reason.contains(&want), "{m}x{n}x{k} width {w}: {}", p.reason);
+            if let Err(e) = at_offset(&s, g, 7 * i as u64 + tile as u64, offset) {
+                panic!("width {w} {m}x{n}x{k} offset {offset} split {split}: {e}");
+            }
+            if let Err(e) = dispatch(&gpu, dt, (i + tile) % 2 == 1, g, 500 + i as u64) {
+                panic!("width {w} {dt:?} {m}x{n}x{k} split {split}: {e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn small_m_widths_are_chosen_and_reported() {
+    let rc = |m, n, k| Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).resolved();
+    // Width follows the row groups (x read once per width x 16 weight rows), narrowed where the
+    // blocks would leave most SMs idle.
+    for (m, n, want) in
+        [(1, 4096, 1), (9, 4096, 2), (32, 8192, 4), (33, 16384, 2), (32, 512, 1), (64, 4096, 2), (64, 2048, 1)]
+    {
+        let (name, plan) = describe(&rc(m, n, 4096), DType::Bf16, DType::Bf16, [0, 0], 132, None).unwrap();
+        assert_eq!(plan.width, want, "{m}x{n}: {name}");
+        assert_eq!(name.ends_with(&format!("_w{want}")), want > 1, "{name}");
+        assert_eq!(plan.slabs, n.div_ceil(16 * want), "{m}x{n}");
+    }
+    // A tuned width wins over the built-in one; element loads have only one slab per block.
+    let (name, plan) = describe(&rc(32, 8192, 4096), DType::F16, DType::F32, [0, 0], 132, Some((2, 2))).unwrap();
+    assert_eq!((name, plan.width, plan.ksplit), ("ft_gemv_f16_f32_g4_v_w2", 2, 2));
+    let col = Gemm::new(32, 8192, 4096).resolved();
+    let (name, plan) = describe(&col, DType::Bf16, DType::Bf16, [0, 0], 132, Some((1, 4))).unwrap();
+    assert_eq!((name, plan.width), ("ft_gemv_bf16_bf16_g4_s", 1));
+    // A width index past the compiled ones is a config error, not a fallback.
+    let bad = GemmConfig { path: GemmPath::SmallM, tile: 3, ..GemmConfig::DEFAULT };
+    let e = bad.validate().unwrap_err().to_string();
+    assert!(e.contains("width index"), "{e}");
 }
 
 #[test]
@@ -194,8 +262,8 @@ fn small_m_takes_16_bit_calls_up_to_64_rows_without_a_forced_kernel() {
     let (name, plan) = describe(&rc(1), DType::Bf16, DType::Bf16, [0, 0], 132, None).unwrap();
     assert_eq!((name, plan.ksplit), ("ft_gemv_bf16_bf16_g1_v", 1));
     let (name, plan) = describe(&rc(33), DType::F16, DType::F32, [0, 2], 132, None).unwrap();
-    assert_eq!(name, "ft_gemv_f16_f32_g8_v");
-    assert_eq!(plan.slabs, 256);
+    assert!(name.starts_with("ft_gemv_f16_f32_g8_v"), "{name}");
+    assert_eq!(plan.slabs, 4096usize.div_ceil(16 * plan.width));
     // Odd K: slabs of rows 8 apart, whole groups of 128 rows, K cut in a frame up to 7 longer.
     let odd = Gemm::new(1, 4097, 777).layouts(Layout::Row, Layout::Col).resolved();
     let (_, plan) = describe(&odd, DType::Bf16, DType::Bf16, [256, 256], 132, None).unwrap();

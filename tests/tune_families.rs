@@ -71,11 +71,12 @@ fn tuned_family_entries_round_trip_through_a_profile_and_reach_the_plan() {
     assert_eq!(cfg, SMALL_M);
     let pl = h100(&g, cfg).unwrap();
     assert_eq!(pl.family, Family::SmallM);
-    assert_eq!((pl.small_m_ksplit(), pl.path().as_str()), (Some(8), "small-m:splitk8"));
-    assert!(pl.reason.contains("K split 8 from the tuned config") && pl.reason.contains("8 K slices"), "{}", pl.reason);
+    assert_eq!((pl.small_m_tuned(), pl.path().as_str()), (Some((8, 1)), "small-m:w1:splitk8"));
+    assert!(pl.reason.contains("K split 8, width 1 from the tuned config"), "{}", pl.reason);
+    assert!(pl.reason.contains("8 K slices") && pl.reason.contains("_g2_v,"), "{}", pl.reason);
     // Without the entry the built-in K split (none: 688 slabs fill the SMs).
     let own = h100(&g, GemmConfig::heuristic(16, 11008, 4096, 1)).unwrap();
-    assert_eq!((own.family, own.small_m_ksplit()), (Family::SmallM, None));
+    assert_eq!((own.family, own.small_m_tuned()), (Family::SmallM, None));
     assert!(own.reason.contains("x 1 K slices"), "{}", own.reason);
 
     // Packed first, then small-M (K = 4099: rows of 8198 bytes).
@@ -242,7 +243,7 @@ fn gpu_tuned_family_points_match_f64_reference() {
         let p = ferrotune::ops::gemm_plan::explain(&s, &g, dt, dt).unwrap().expect("a CUDA stream");
         match cfg.path {
             GemmPath::SmallM if cfg.pack == PackChoice::On => assert_eq!(p.family, Family::Pack, "{p:?}"),
-            GemmPath::SmallM => assert_eq!(p.small_m_ksplit(), Some(cfg.split_k), "{p:?}"),
+            GemmPath::SmallM => assert_eq!(p.small_m_tuned().map(|t| t.0), Some(cfg.split_k), "{p:?}"),
             GemmPath::Sm90(_) if matches!(p.family, Family::Launch(Launch::Hopper(..))) => {
                 assert!(p.reason.contains("from the tuned config"), "{}", p.reason)
             }
@@ -310,7 +311,8 @@ proptest! {
                 let small_m_ok = ferrotune::ops::gemv::small_m_applies(&g, dtype).is_some();
                 if path == GemmPath::SmallM && small_m_ok && p.family != Family::Pack {
                     prop_assert_eq!(p.family, Family::SmallM);
-                    prop_assert_eq!(p.small_m_ksplit(), Some(split_k));
+                    let width = ferrotune_kernels::gemv::WIDTHS[tile];
+                    prop_assert_eq!(p.small_m_tuned(), Some((split_k, width)));
                 }
                 prop_assert!(!p.reason.is_empty());
             }

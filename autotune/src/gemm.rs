@@ -100,7 +100,8 @@ pub fn resources(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> Option
     match cfg.path {
         GemmPath::Sm90(_) => return crate::gemm_sm90::resources(d, shape, cfg),
         GemmPath::SmallM => {
-            return crate::gemm_small_m::resources(d, &crate::gemm_pack::planned_gemm(shape, cfg), shape.dtype.dtype());
+            let g = crate::gemm_pack::planned_gemm(shape, cfg);
+            return crate::gemm_small_m::resources(d, &g, shape.dtype.dtype(), cfg);
         }
         _ => {}
     }
@@ -390,8 +391,15 @@ pub(crate) mod tests {
         assert!(mma.iter().all(|p| p.reason.contains("two waves") || p.reason.contains("at most 16")));
         // This description lists no Hopper entry: those points say so (or why they repeat one,
         // or why their split cannot pay); the small-M points say why the family does not apply.
-        let whys =
-            ["not in the PTX", "does not split K", "tile 0 stands", "under 4", "already fill half", "1..=64 rows"];
+        let whys = [
+            "not in the PTX",
+            "does not split K",
+            "tile 0 stands",
+            "width index",
+            "under 4",
+            "already fill half",
+            "1..=64 rows",
+        ];
         let odd: Vec<_> = hopper.iter().filter(|p| !whys.iter().any(|w| p.reason.contains(w))).collect();
         assert!(odd.is_empty(), "{:?}", odd.first());
     }

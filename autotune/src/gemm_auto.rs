@@ -34,8 +34,9 @@ fn point_of(p: &GemmPlan, g: &Gemm, shape: &GemmShape, arch: &str, sms: u32) -> 
     let base = GemmConfig { tile: 0, split_k: 1, ..p.cfg };
     match p.family {
         Family::SmallM => {
-            let (_, sp) = describe(g, dt, dt, BUFFERS, sms.max(1) as usize, p.small_m_ksplit())?;
-            Some(GemmConfig { path: GemmPath::SmallM, split_k: sp.ksplit, ..base })
+            let (_, sp) = describe(g, dt, dt, BUFFERS, sms.max(1) as usize, p.small_m_tuned())?;
+            let tile = ferrotune_kernels::gemv::WIDTHS.iter().position(|&w| w == sp.width)?;
+            Some(GemmConfig { path: GemmPath::SmallM, split_k: sp.ksplit, tile, ..base })
         }
         Family::Pack => {
             let packed = packed_gemm(g, dt, BUFFERS);

@@ -1,5 +1,6 @@
 //! The small-M points of the GEMM space (`ops::gemv`, M <= 64 against a large weight):
-//! `Param::Path` [`PATH_VALUE`] with `Param::SplitK` as the family's K split over blocks. Why
+//! `Param::Path` [`PATH_VALUE`] with `Param::SplitK` as the family's K split over blocks and
+//! `Param::Tile` as the index of its block width (`gemv::WIDTHS`: slabs per block). Why
 //! a point cannot run or cannot pay (pruned with the reason: the host's own eligibility, K too
 //! short for that many slices, slabs that already fill the device, an entry missing from the
 //! loaded PTX), its launch resources, and its cost model (the weight streamed once from DRAM).
@@ -20,12 +21,15 @@ pub const PATH_VALUE: u64 = 1 + ferrotune_kernels::gemm_sm90::TILES.len() as u64
 /// packed where `cfg` packs) or is not worth measuring on a device of `sms` SMs, if it is not.
 pub fn pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConfig, sms: u32) -> Option<String> {
     debug_assert_eq!(cfg.path, GemmPath::SmallM);
-    if cfg.tile != 0 {
+    if cfg.tile >= kv::WIDTHS.len() {
         return Some(format!(
-            "tile {}: the small-M family does not use the mma.sync tile (tile 0 stands for it)",
-            cfg.tile
+            "tile {}: the small-M family's tile is its width index, 0..{} (widths {:?})",
+            cfg.tile,
+            kv::WIDTHS.len(),
+            kv::WIDTHS
         ));
     }
+    let width = kv::WIDTHS[cfg.tile];
     if small_m_applies(g, dtype).is_none() {
         return Some(format!(
             "the small-M family takes 16-bit single matrices of 1..={} rows (here {} {}x{}x{}, batch {})",
@@ -37,9 +41,20 @@ pub fn pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConf
             g.batch
         ));
     }
+    let groups = kv::m_groups_for(g.m).unwrap_or(kv::M_GROUPS[3]);
+    if !kv::width_compiled(groups, width) {
+        return Some(format!("width {width}: not compiled for {} rows of x ({groups} groups of 8)", g.m));
+    }
     let s = cfg.split_k;
     // (Weights with unaligned rows are read in interleaved slabs, K in their aligned frame.)
-    let plan = SmallMPlan::with_rows(g.n, g.k, s, interleaved(g, [256, 256]));
+    let plan = SmallMPlan::with_rows(g.n, g.k, s, interleaved(g, [256, 256]), width);
+    if width > 1 && !vector_loads(g, [256, 256]) {
+        return Some(format!("width {width}: blocks wider than one slab need K-contiguous x and weight"));
+    }
+    let per_block = kv::SLAB * (width / 2) * if interleaved(g, [256, 256]) { kv::INTERLEAVE } else { 1 };
+    if width > 1 && g.n <= per_block {
+        return Some(format!("width {width}: the weight's {} rows fit blocks of half that width", g.n));
+    }
     if s > 1 {
         if plan.ksplit != s {
             return Some(format!(
@@ -60,31 +75,32 @@ pub fn pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConf
         }
         if plan.slabs >= 2 * sms as usize {
             return Some(format!(
-                "split_k {s}: {} slabs of {} columns already fill two waves of {sms} SMs",
+                "split_k {s}: {} blocks of {} columns already fill two waves of {sms} SMs",
                 plan.slabs,
-                kv::SLAB
+                kv::SLAB * width
             ));
         }
     }
-    let name = entry(g, dtype)?;
+    let name = entry(g, dtype, width)?;
     if d.gemm_resources_of(name).is_none() {
         return Some(format!("{name} is not in the PTX the device loaded"));
     }
     None
 }
 
-/// The small-M entry `g` runs (inputs and output of `dtype`).
-pub fn entry(g: &Gemm, dtype: ferrotune::DType) -> Option<&'static str> {
-    Some(kv::entry_name(dtype, dtype, kv::m_groups_for(g.m)?, vector_loads(g, [256, 256])))
+/// The small-M entry `g` runs at `width` slabs per block (inputs and output of `dtype`).
+pub fn entry(g: &Gemm, dtype: ferrotune::DType, width: usize) -> Option<&'static str> {
+    kv::entry_name(dtype, dtype, kv::m_groups_for(g.m)?, vector_loads(g, [256, 256]), width)
 }
 
 /// Launch resources of a small-M point: registers from the worker's driver, the kernel's own
 /// block size and (dynamic) shared memory.
-pub fn resources(d: &Description, g: &Gemm, dtype: ferrotune::DType) -> Option<KernelResources> {
+pub fn resources(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConfig) -> Option<KernelResources> {
     let groups = kv::m_groups_for(g.m)?;
-    let mut r = d.gemm_resources_of(entry(g, dtype)?)?;
+    let width = *kv::WIDTHS.get(cfg.tile)?;
+    let mut r = d.gemm_resources_of(entry(g, dtype, width)?)?;
     r.block_threads = kv::THREADS;
-    r.dynamic_shared = kv::smem_bytes(groups) as u32;
+    r.dynamic_shared = kv::smem_bytes(groups, width) as u32;
     Some(r)
 }
 
@@ -95,13 +111,14 @@ const SM_SHARE_FACTOR: f64 = 2.0;
 const LAUNCH_US: f64 = 4.0;
 const FIXUP_US: f64 = 1.5;
 
-/// Predicted time (ms) of the small-M point `cfg` (K split `cfg.split_k`): the weight, x and
-/// D through DRAM at the bandwidth the grid's blocks can pull (`slabs x ksplit` blocks on at
-/// most every SM), x re-read from L2 once per slab, the split's f32 partials written and read
-/// back, and the launch. Only the ranking matters.
+/// Predicted time (ms) of the small-M point `cfg` (K split `cfg.split_k`, width
+/// `WIDTHS[cfg.tile]`): the weight, x and D through DRAM at the bandwidth the grid's blocks can
+/// pull (`blocks x ksplit` on at most every SM), x re-read from L2 once per block, the split's
+/// f32 partials written and read back, and the launch. Only the ranking matters.
 pub fn predict_ms(d: &Description, l: &Limits, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
     let elem = shape.dtype.dtype().size_bytes() as f64;
-    let plan = SmallMPlan::with_rows(shape.n, shape.k, cfg.split_k, interleaved(&shape.gemm(), [256, 256]));
+    let width = kv::WIDTHS[cfg.tile.min(kv::WIDTHS.len() - 1)];
+    let plan = SmallMPlan::with_rows(shape.n, shape.k, cfg.split_k, interleaved(&shape.gemm(), [256, 256]), width);
     let (m, n, k) = (shape.m as f64, shape.n as f64, shape.k as f64);
     let sms = f64::from(l.sm_count.max(1));
     let blocks = (plan.slabs * plan.ksplit) as f64;
@@ -134,10 +151,17 @@ pub(crate) mod tests {
         d
     }
 
-    /// The K splits of the small-M points run on the operands as given (not packed first).
+    /// The K splits of the one-slab small-M points run on the operands as given (not packed
+    /// first).
     fn small_m_points(cands: &[GemmConfig]) -> Vec<usize> {
+        small_m_points_of_width(cands, 0)
+    }
+
+    /// As [`small_m_points`] at width index `tile`.
+    fn small_m_points_of_width(cands: &[GemmConfig], tile: usize) -> Vec<usize> {
         let unpacked = |c: &&GemmConfig| c.pack != ferrotune::config::PackChoice::On;
-        cands.iter().filter(|c| c.path == GemmPath::SmallM).filter(unpacked).map(|c| c.split_k).collect()
+        let of = |c: &&GemmConfig| c.path == GemmPath::SmallM && c.tile == tile;
+        cands.iter().filter(of).filter(unpacked).map(|c| c.split_k).collect()
     }
 
     #[test]
@@ -151,7 +175,21 @@ pub(crate) mod tests {
         let own = |p: &&crate::space::Pruned| p.point.get(Param::Path) == Some(PATH_VALUE);
         let p64 = pruned.iter().filter(own).find(|p| p.point.get(Param::SplitK) == Some(64)).unwrap();
         assert!(p64.reason.contains("makes only 57"), "{}", p64.reason);
-        assert!(pruned.iter().filter(own).any(|p| p.reason.contains("tile 0 stands")));
+        assert!(pruned.iter().filter(own).any(|p| p.reason.contains("width index, 0..3")));
+        // 33 weight rows: blocks of 2 and 4 slabs are points too (half as wide is still two blocks).
+        assert_eq!(small_m_points_of_width(&cands, 1), vec![1, 2, 4, 8, 16, 32]);
+        assert_eq!(small_m_points_of_width(&cands, 2), vec![1, 2, 4, 8, 16, 32]);
+        let s = shape(GemmDtype::Bf16, 17, 20, 9000);
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        assert!(small_m_points_of_width(&cands, 1).len() > 1);
+        assert!(small_m_points_of_width(&cands, 2).is_empty());
+        assert!(pruned.iter().filter(own).any(|p| p.reason.contains("fit blocks of half")), "{pruned:?}");
+        // Element loads (x column-major): one slab only.
+        let s = GemmShape { a: Layout::Col, ..shape(GemmDtype::Bf16, 17, 4096, 4096) };
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        assert!(!small_m_points_of_width(&cands, 0).is_empty());
+        assert!(small_m_points_of_width(&cands, 1).is_empty() && small_m_points_of_width(&cands, 2).is_empty());
+        assert!(pruned.iter().filter(own).any(|p| p.reason.contains("K-contiguous")), "{pruned:?}");
         // 1 x 8192 x 4096: 512 slabs fill two waves of 132 SMs; splitting cannot pay.
         let s = shape(GemmDtype::Bf16, 1, 8192, 4096);
         let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
@@ -213,10 +251,15 @@ pub(crate) mod tests {
                 let packed = p.family == ferrotune::ops::gemm_plan::Family::Pack;
                 prop_assert!(p.family == ferrotune::ops::gemm_plan::Family::SmallM || packed, "{:?}", p);
                 prop_assert_eq!(packed, c.pack == ferrotune::config::PackChoice::On);
-                prop_assert!(p.reason.contains(&format!("K split {} from the tuned config", c.split_k)), "{}", p.reason);
+                let w = kv::WIDTHS[c.tile];
+                let said = format!("K split {}, width {w} from the tuned config", c.split_k);
+                prop_assert!(p.reason.contains(&said), "{}", p.reason);
                 prop_assert!(m <= 64 && s.dtype != GemmDtype::Tf32);
                 let g = crate::gemm_pack::planned_gemm(&s, c);
-                prop_assert_eq!(SmallMPlan::with_rows(g.n, g.k, c.split_k, interleaved(&g, [256, 256])).ksplit, c.split_k);
+                let plan = SmallMPlan::with_rows(g.n, g.k, c.split_k, interleaved(&g, [256, 256]), w);
+                prop_assert_eq!(plan.ksplit, c.split_k);
+                let want = kv::entry_name(dtype, dtype, kv::m_groups_for(m).unwrap(), vector_loads(&g, [256, 256]), w);
+                prop_assert!(p.reason.contains(want.unwrap_or("?")), "{}", p.reason);
                 prop_assert!(predict(&d, &s, c).is_finite());
             }
         }

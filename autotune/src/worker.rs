@@ -326,9 +326,10 @@ fn describe(
         // The small-M entries of the shape's row group (both load forms: packing changes it).
         let small_m = ferrotune_kernels::gemv::m_groups_for(g.m).filter(|_| dt != DType::F32).into_iter().flat_map(
             move |groups| {
-                [true, false].map(|vec| {
-                    let name = ferrotune_kernels::gemv::entry_name(dt, dt, groups, vec).to_string();
-                    (name, ferrotune_kernels::gemv::THREADS, ferrotune_kernels::gemv::smem_bytes(groups))
+                let widths = ferrotune_kernels::gemv::WIDTHS.into_iter();
+                widths.flat_map(move |w| [true, false].map(move |vec| (vec, w))).filter_map(move |(vec, w)| {
+                    let name = ferrotune_kernels::gemv::entry_name(dt, dt, groups, vec, w)?.to_string();
+                    Some((name, ferrotune_kernels::gemv::THREADS, ferrotune_kernels::gemv::smem_bytes(groups, w)))
                 })
             },
         );

@@ -107,6 +107,7 @@ mod tests {
 /// per rayon task. From a tuning profile (see `tuned::gemm_explain`) or the built-in heuristic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GemmConfig {
+    /// With `path = SmallM`, the index of the block width in `gemv::WIDTHS` instead.
     pub tile: usize,
     /// Output rows per rayon task (CPU backend).
     pub cpu_rows: usize,
@@ -256,13 +257,23 @@ impl GemmConfig {
     }
 
     /// A `split_k` above 1 on the small-M or a Hopper path is that family's own K split: at
-    /// most `gemv::MAX_KSPLIT` slices, and on a Hopper tile that can split K.
+    /// most `gemv::MAX_KSPLIT` slices, and on a Hopper tile that can split K. On the small-M
+    /// path `tile` indexes `gemv::WIDTHS`.
     fn validate_family_split(&self) -> Result<()> {
         let s = self.split_k;
         match self.path {
             GemmPath::SmallM if s > ferrotune_kernels::gemv::MAX_KSPLIT => Err(Error::InvalidConfig {
                 op: "gemm",
                 why: format!("small-M K split {s} is above {}", ferrotune_kernels::gemv::MAX_KSPLIT),
+            }),
+            GemmPath::SmallM if self.tile >= ferrotune_kernels::gemv::WIDTHS.len() => Err(Error::InvalidConfig {
+                op: "gemm",
+                why: format!(
+                    "small-M tile {}: the family's tile is its width index, 0..{} (widths {:?} slabs)",
+                    self.tile,
+                    ferrotune_kernels::gemv::WIDTHS.len(),
+                    ferrotune_kernels::gemv::WIDTHS
+                ),
             }),
             GemmPath::Sm90(t) if s > 1 && !ferrotune_kernels::gemm_sm90::TILES[t as usize].splits_k() => {
                 Err(Error::InvalidConfig {

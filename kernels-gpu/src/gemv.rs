@@ -9,6 +9,10 @@
 //! 8 consecutive k (one 16-byte vector) of each of its two weight rows and of its x row, and the
 //! fragment registers are filled from those words ([`a_fragment`], [`b_fragment`]): two `mma`s
 //! per 32-k chunk, no shared memory, no shuffles.
+//!
+//! A block may be [`WIDTHS`] slabs wide: each warp then multiplies the x vectors it loaded with
+//! `width` slabs' weight vectors, so x is read from L2 once per `16 x width` weight rows instead
+//! of once per 16 (with 32 rows of x, narrow slabs pull twice as many bytes of x as of weight).
 
 use crate::element::DType;
 
@@ -26,6 +30,19 @@ pub const CHUNK: usize = 32;
 pub const MAX_KSPLIT: usize = 64;
 /// Compiled row-group counts (rows of x = 8 x groups).
 pub const M_GROUPS: [usize; 4] = [1, 2, 4, 8];
+/// Compiled block widths, in slabs (16 weight rows each) per block; widths above 1 exist for
+/// the 16-byte (`v`) variants only, and 4 not with 8 row groups (its 128 accumulators per
+/// thread would spill).
+pub const WIDTHS: [usize; 3] = [1, 2, 4];
+
+/// Whether `groups` row groups are compiled at `width` slabs per block.
+pub const fn width_compiled(groups: usize, width: usize) -> bool {
+    match width {
+        1 | 2 => true,
+        4 => groups <= 4,
+        _ => false,
+    }
+}
 
 /// The compiled row-group count for `m` rows (1..=64), `None` above [`MAX_M`] or at 0.
 pub const fn m_groups_for(m: usize) -> Option<usize> {
@@ -38,45 +55,61 @@ pub const fn m_groups_for(m: usize) -> Option<usize> {
     }
 }
 
-/// Chunks a warp loads before it multiplies (more bytes in flight where registers allow).
-pub const fn unroll(groups: usize) -> usize {
-    match groups {
-        0..=2 => 4,
-        3..=4 => 2,
-        _ => 1,
+/// Chunks a warp loads before it multiplies (more bytes in flight where registers allow):
+/// about 64 registers of loaded vectors (8 per slab of weight, 4 per group of x), 1 to 4.
+pub const fn unroll(groups: usize, width: usize) -> usize {
+    let u = 64 / (8 * width + 4 * groups);
+    if u < 1 {
+        1
+    } else if u > 4 {
+        4
+    } else {
+        u
     }
 }
 
-/// Dynamic shared memory of a block: one f32 per (warp, row of x, slab column) for the
+/// Dynamic shared memory of a block: one f32 per (warp, row of x, block column) for the
 /// cross-warp reduction, plus 16 bytes for the "last block" flag of the split.
-pub const fn smem_bytes(groups: usize) -> usize {
-    WARPS * groups * 8 * SLAB * 4 + 16
+pub const fn smem_bytes(groups: usize, width: usize) -> usize {
+    WARPS * groups * 8 * SLAB * width * 4 + 16
 }
 
-/// How one call is cut: `slabs` blocks along N, `ksplit` blocks along K of `kslice` elements
-/// (a multiple of [`CHUNK`]; the last slice is shorter).
+/// Blocks per SM a variant is compiled for: 2, or 1 where a wide block's accumulators, loaded
+/// vectors and row addresses need more than the 128 registers two blocks of [`THREADS`] leave
+/// each thread (ptxas spilled 132-188 bytes at 8 = groups x width under that cap).
+pub const fn blocks_per_sm(groups: usize, width: usize) -> u32 {
+    if width > 1 && groups * width >= 8 { 1 } else { 2 }
+}
+
+/// How one call is cut: `slabs` blocks along N (each `width` slabs of [`SLAB`] weight rows),
+/// `ksplit` blocks along K of `kslice` elements (a multiple of [`CHUNK`]; the last slice is
+/// shorter).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SmallMPlan {
     pub slabs: usize,
     pub ksplit: usize,
     pub kslice: usize,
+    /// Slabs per block (one of [`WIDTHS`]).
+    pub width: usize,
 }
 
 impl SmallMPlan {
     /// The plan for `requested` K slices (clamped to 1..=[`MAX_KSPLIT`]; fewer when K is too
     /// short for that many whole chunks).
     pub const fn new(n: usize, k: usize, requested: usize) -> SmallMPlan {
-        SmallMPlan::with_rows(n, k, requested, false)
+        SmallMPlan::with_rows(n, k, requested, false, 1)
     }
 
     /// As [`SmallMPlan::new`]; `interleaved`: the weight's rows are not 16-byte aligned, so
     /// slabs hold rows [`INTERLEAVE`] apart ([`slab_row`]: whole groups of `SLAB * INTERLEAVE`
-    /// rows) and K is cut in the aligned frame of their shift (up to 7 elements longer).
-    pub const fn with_rows(n: usize, k: usize, requested: usize, interleaved: bool) -> SmallMPlan {
+    /// rows) and K is cut in the aligned frame of their shift (up to 7 elements longer);
+    /// `width`: slabs per block ([`block_slab`]).
+    pub const fn with_rows(n: usize, k: usize, requested: usize, interleaved: bool, width: usize) -> SmallMPlan {
+        let w = if width < 1 { 1 } else { width };
         let (slabs, k) = if interleaved {
-            (n.div_ceil(SLAB * INTERLEAVE) * INTERLEAVE, k + INTERLEAVE - 1)
+            (n.div_ceil(SLAB * INTERLEAVE * w) * INTERLEAVE, k + INTERLEAVE - 1)
         } else {
-            (n.div_ceil(SLAB), k)
+            (n.div_ceil(SLAB * w), k)
         };
         let req = if requested < 1 {
             1
@@ -89,16 +122,16 @@ impl SmallMPlan {
         let per = chunks.div_ceil(req);
         let kslice = per * CHUNK;
         let ksplit = chunks.div_ceil(per);
-        SmallMPlan { slabs, ksplit, kslice }
+        SmallMPlan { slabs, ksplit, kslice, width: w }
     }
 
     /// The built-in split: none when the slabs alone give every SM at least one block;
     /// otherwise as many slices as fit about two blocks per SM without a second wave (rounded
     /// down: on the H100, 63 slabs of 24x999x1500 ran 0.024 ms in 4 slices and 0.032 in 5),
     /// each at least one chunk per warp (33x1023x777: 4 slices of 7 chunks 0.031 ms, unsplit
-    /// 0.055; bench/results/irregular/run5-*/README.md).
-    pub const fn heuristic_ksplit(n: usize, k: usize, sms: usize) -> usize {
-        let slabs = n.div_ceil(SLAB);
+    /// 0.055; bench/results/irregular/run5-*/README.md). `width`: slabs per block.
+    pub const fn heuristic_ksplit(n: usize, k: usize, sms: usize, width: usize) -> usize {
+        let slabs = n.div_ceil(SLAB * if width < 1 { 1 } else { width });
         if slabs >= sms {
             return 1;
         }
@@ -132,6 +165,30 @@ impl SmallMPlan {
         let Some(x) = x.checked_mul(4) else { return None };
         x.checked_add(self.counter_bytes(batch))
     }
+}
+
+/// The slab (in [`slab_row`]'s numbering) that slab `r` (0..`width`) of block `block` multiplies:
+/// consecutive slabs, or with `interleaved` slabs [`INTERLEAVE`] apart, which hold rows of one
+/// residue modulo [`INTERLEAVE`] and so share one misalignment (the block walks K in one frame).
+pub const fn block_slab(block: usize, r: usize, width: usize, interleaved: bool) -> usize {
+    if interleaved { ((block / INTERLEAVE) * width + r) * INTERLEAVE + block % INTERLEAVE } else { block * width + r }
+}
+
+/// The built-in width for `groups` row groups against `n` weight rows on `sms` SMs: as many
+/// slabs per block as x has row groups (then x costs each block at most half the L2 bytes of
+/// its weight), up to 4 (2 at 8 groups, the widest compiled there), narrowed while the blocks would not give half the SMs one (the K
+/// split makes up the rest). `FERROTUNE_SMALL_M_WIDTH` overrides it on the host.
+pub const fn heuristic_width(groups: usize, n: usize, sms: usize) -> usize {
+    let mut w = match groups {
+        1 => 1,
+        2 => 2,
+        4 => 4,
+        _ => 2,
+    };
+    while w > 1 && 2 * n.div_ceil(SLAB * w) < sms {
+        w /= 2;
+    }
+    w
 }
 
 /// Rows apart inside an interleaved slab: 8 rows of 2-byte elements are `16 * ld` bytes apart,
@@ -199,62 +256,125 @@ pub fn funnel(lo: [u32; 4], hi: [u32; 4], s: usize) -> [u32; 4] {
     out
 }
 
-/// Entry name of a small-M variant: `ft_gemv_<in>_<out>_g<groups>_<v|s>` (`v`: K-contiguous
-/// weight and x (A row-major, B column-major), 16-byte loads, two and a funnel shift where a
-/// row is not 16-byte aligned; `s`: element loads in any layout).
-pub fn entry_name(dtype: DType, out: DType, groups: usize, vec: bool) -> &'static str {
-    let names = &NAMES;
-    let gi = match groups {
-        1 => 0,
-        2 => 1,
-        4 => 2,
-        _ => 3,
+/// Entry name of a small-M variant: `ft_gemv_<in>_<out>_g<groups>_<v|s>[_w<width>]` (`v`:
+/// K-contiguous weight and x (A row-major, B column-major), 16-byte loads, two and a funnel
+/// shift where a row is not 16-byte aligned; `s`: element loads in any layout; `_w2`, `_w4`:
+/// blocks of 2 or 4 slabs, `v` only, [`width_compiled`]). `None` for a combination that is not
+/// compiled.
+pub fn entry_name(dtype: DType, out: DType, groups: usize, vec: bool, width: usize) -> Option<&'static str> {
+    let vi = VARIANTS.iter().position(|&v| v == (groups, vec, width))?;
+    let di = match dtype {
+        DType::Bf16 => 0,
+        DType::F16 => 1,
+        _ => return None,
     };
-    let di = if dtype == DType::Bf16 { 0 } else { 1 };
-    let oi = if out == DType::F32 { 1 } else { 0 };
-    names[((di * 2 + oi) * 4 + gi) * 2 + (!vec) as usize]
+    let oi = if out == DType::F32 {
+        1
+    } else if out == dtype {
+        0
+    } else {
+        return None;
+    };
+    Some(NAMES[(di * 2 + oi) * VARIANTS.len() + vi])
+}
+
+/// The compiled (groups, 16-byte loads, width) of each input and output type, in [`NAMES`]'
+/// order: every group count with and without 16-byte loads at width 1, and the widths
+/// [`width_compiled`] allows with them.
+pub const VARIANTS: [(usize, bool, usize); 15] = [
+    (1, true, 1),
+    (1, false, 1),
+    (1, true, 2),
+    (1, true, 4),
+    (2, true, 1),
+    (2, false, 1),
+    (2, true, 2),
+    (2, true, 4),
+    (4, true, 1),
+    (4, false, 1),
+    (4, true, 2),
+    (4, true, 4),
+    (8, true, 1),
+    (8, false, 1),
+    (8, true, 2),
+];
+
+/// (groups, width) of a compiled small-M entry, `None` for other names.
+pub fn variant_of(entry: &str) -> Option<(usize, usize)> {
+    let i = NAMES.iter().position(|&n| n == entry)?;
+    let (g, _, w) = VARIANTS[i % VARIANTS.len()];
+    Some((g, w))
 }
 
 /// Every compiled entry, in [`entry_name`]'s order.
-pub const NAMES: [&str; 32] = [
+pub const NAMES: [&str; 60] = [
     "ft_gemv_bf16_bf16_g1_v",
     "ft_gemv_bf16_bf16_g1_s",
+    "ft_gemv_bf16_bf16_g1_v_w2",
+    "ft_gemv_bf16_bf16_g1_v_w4",
     "ft_gemv_bf16_bf16_g2_v",
     "ft_gemv_bf16_bf16_g2_s",
+    "ft_gemv_bf16_bf16_g2_v_w2",
+    "ft_gemv_bf16_bf16_g2_v_w4",
     "ft_gemv_bf16_bf16_g4_v",
     "ft_gemv_bf16_bf16_g4_s",
+    "ft_gemv_bf16_bf16_g4_v_w2",
+    "ft_gemv_bf16_bf16_g4_v_w4",
     "ft_gemv_bf16_bf16_g8_v",
     "ft_gemv_bf16_bf16_g8_s",
+    "ft_gemv_bf16_bf16_g8_v_w2",
     "ft_gemv_bf16_f32_g1_v",
     "ft_gemv_bf16_f32_g1_s",
+    "ft_gemv_bf16_f32_g1_v_w2",
+    "ft_gemv_bf16_f32_g1_v_w4",
     "ft_gemv_bf16_f32_g2_v",
     "ft_gemv_bf16_f32_g2_s",
+    "ft_gemv_bf16_f32_g2_v_w2",
+    "ft_gemv_bf16_f32_g2_v_w4",
     "ft_gemv_bf16_f32_g4_v",
     "ft_gemv_bf16_f32_g4_s",
+    "ft_gemv_bf16_f32_g4_v_w2",
+    "ft_gemv_bf16_f32_g4_v_w4",
     "ft_gemv_bf16_f32_g8_v",
     "ft_gemv_bf16_f32_g8_s",
+    "ft_gemv_bf16_f32_g8_v_w2",
     "ft_gemv_f16_f16_g1_v",
     "ft_gemv_f16_f16_g1_s",
+    "ft_gemv_f16_f16_g1_v_w2",
+    "ft_gemv_f16_f16_g1_v_w4",
     "ft_gemv_f16_f16_g2_v",
     "ft_gemv_f16_f16_g2_s",
+    "ft_gemv_f16_f16_g2_v_w2",
+    "ft_gemv_f16_f16_g2_v_w4",
     "ft_gemv_f16_f16_g4_v",
     "ft_gemv_f16_f16_g4_s",
+    "ft_gemv_f16_f16_g4_v_w2",
+    "ft_gemv_f16_f16_g4_v_w4",
     "ft_gemv_f16_f16_g8_v",
     "ft_gemv_f16_f16_g8_s",
+    "ft_gemv_f16_f16_g8_v_w2",
     "ft_gemv_f16_f32_g1_v",
     "ft_gemv_f16_f32_g1_s",
+    "ft_gemv_f16_f32_g1_v_w2",
+    "ft_gemv_f16_f32_g1_v_w4",
     "ft_gemv_f16_f32_g2_v",
     "ft_gemv_f16_f32_g2_s",
+    "ft_gemv_f16_f32_g2_v_w2",
+    "ft_gemv_f16_f32_g2_v_w4",
     "ft_gemv_f16_f32_g4_v",
     "ft_gemv_f16_f32_g4_s",
+    "ft_gemv_f16_f32_g4_v_w2",
+    "ft_gemv_f16_f32_g4_v_w4",
     "ft_gemv_f16_f32_g8_v",
     "ft_gemv_f16_f32_g8_s",
+    "ft_gemv_f16_f32_g8_v_w2",
 ];
 
 /// Launch bounds of a small-M entry (threads, blocks per SM) for the PTX build; `None` for
 /// other names.
 pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
-    entry.starts_with("ft_gemv_").then_some((THREADS, 2))
+    let (groups, width) = variant_of(entry)?;
+    Some((THREADS, blocks_per_sm(groups, width)))
 }
 
 /// Bit of the kernel's `layout` argument: A (x) is column-major.
@@ -371,59 +491,96 @@ mod tests {
 
     #[test]
     fn heuristic_splits_only_when_slabs_are_few() {
-        assert_eq!(SmallMPlan::heuristic_ksplit(4096, 4096, 132), 1);
-        let s = SmallMPlan::heuristic_ksplit(1024, 4096, 132);
+        assert_eq!(SmallMPlan::heuristic_ksplit(4096, 4096, 132, 1), 1);
+        let s = SmallMPlan::heuristic_ksplit(1024, 4096, 132, 1);
         assert!(s > 1 && 64 * s <= 2 * 132 && 64 * (s + 1) > 2 * 132, "{s}");
-        assert_eq!(SmallMPlan::heuristic_ksplit(1023, 777, 132), 4, "25 chunks: 4 slices of 7");
-        assert_eq!(SmallMPlan::heuristic_ksplit(2000, 3001, 132), 2, "125 slabs: 2 slices");
-        assert_eq!(SmallMPlan::heuristic_ksplit(16, 64, 132), 1, "K too short to split");
+        assert_eq!(SmallMPlan::heuristic_ksplit(1023, 777, 132, 1), 4, "25 chunks: 4 slices of 7");
+        assert_eq!(SmallMPlan::heuristic_ksplit(2000, 3001, 132, 1), 2, "125 slabs: 2 slices");
+        assert_eq!(SmallMPlan::heuristic_ksplit(16, 64, 132, 1), 1, "K too short to split");
     }
 
-    /// Interleaved slabs: every row of a slab starts at the same 16-byte offset (whatever the
-    /// base and leading dimension), every row belongs to exactly one slab column, and walking
-    /// each slice's chunks in the slab's frame visits every k of the row exactly once.
+    /// Blocks of any width, interleaved or not: every row of a block's slabs starts at the same
+    /// 16-byte offset when interleaved (whatever the base and leading dimension), every row
+    /// belongs to exactly one (block, slab, column), and walking each slice's chunks in the
+    /// block's frame visits every k of the row exactly once.
     #[test]
-    fn interleaved_slabs_share_one_shift_and_cover_every_row_and_k_once() {
+    fn blocks_cover_every_row_and_k_once_and_interleaved_ones_share_one_shift() {
         for (n, k, ld, base) in [
             (1usize, 4099usize, 4099usize, 256usize),
             (129, 777, 777, 258),
             (300, 33, 40, 2),
             (17, 5, 9, 14),
             (40, 4095, 4095, 6),
+            (1000, 64, 64, 0),
         ] {
-            for req in [1, 3, 64] {
-                let p = SmallMPlan::with_rows(n, k, req, true);
-                assert!(p.slabs.is_multiple_of(INTERLEAVE));
-                let mut rows = std::vec![0u32; n];
-                let mut ks = std::vec![0u32; k * n];
-                for slab in 0..p.slabs {
-                    let s = row_shift(base, slab_row(slab, 0, true), ld);
-                    for nl in 0..SLAB {
-                        let r = slab_row(slab, nl, true);
-                        if r >= n {
-                            continue;
-                        }
-                        assert_eq!(row_shift(base, r, ld), s, "n {n} ld {ld} slab {slab} col {nl}");
-                        rows[r] += 1;
-                        for ksl in 0..p.ksplit {
-                            let kb0 = ksl * p.kslice;
-                            let kb1 = (kb0 + p.kslice).min(k + s);
-                            let mut f = kb0;
-                            while f < kb1 {
-                                for e in 0..8 {
-                                    if f + e >= s && f + e - s < kb1 - s && f + e - s < k {
-                                        ks[r * k + f + e - s] += 1;
+            for inter in [true, false] {
+                for width in WIDTHS {
+                    for req in [1, 3, 64] {
+                        let p = SmallMPlan::with_rows(n, k, req, inter, width);
+                        assert!(!inter || p.slabs.is_multiple_of(INTERLEAVE));
+                        let mut rows = std::vec![0u32; n];
+                        let mut ks = std::vec![0u32; k * n];
+                        for block in 0..p.slabs {
+                            let row_of = |r: usize, nl: usize| slab_row(block_slab(block, r, width, inter), nl, inter);
+                            let s = if inter { row_shift(base, row_of(0, 0), ld) } else { 0 };
+                            for r in 0..width {
+                                for nl in 0..SLAB {
+                                    let row = row_of(r, nl);
+                                    if row >= n {
+                                        continue;
+                                    }
+                                    if inter {
+                                        assert_eq!(row_shift(base, row, ld), s, "n {n} ld {ld} block {block} slab {r}");
+                                    }
+                                    rows[row] += 1;
+                                    for ksl in 0..p.ksplit {
+                                        let kb0 = ksl * p.kslice;
+                                        let kb1 = (kb0 + p.kslice).min(k + s);
+                                        let mut f = kb0;
+                                        while f < kb1 {
+                                            for e in 0..8 {
+                                                if f + e >= s && f + e - s < kb1 - s && f + e - s < k {
+                                                    ks[row * k + f + e - s] += 1;
+                                                }
+                                            }
+                                            f += 8;
+                                        }
                                     }
                                 }
-                                f += 8;
                             }
                         }
+                        assert!(rows.iter().all(|&c| c == 1), "n {n} width {width} inter {inter}: {rows:?}");
+                        assert!(ks.iter().all(|&c| c == 1), "n {n} k {k} req {req} width {width} inter {inter}");
                     }
                 }
-                assert!(rows.iter().all(|&c| c == 1), "n {n}: {rows:?}");
-                assert!(ks.iter().all(|&c| c == 1), "n {n} k {k} req {req}");
             }
         }
+    }
+
+    #[test]
+    fn widths_keep_loads_and_reduction_inside_the_budget() {
+        for g in M_GROUPS {
+            for w in WIDTHS.into_iter().filter(|&w| width_compiled(g, w)) {
+                let u = unroll(g, w);
+                assert!((1..=4).contains(&u));
+                // Loaded vectors plus accumulators stay under the registers a thread gets.
+                let regs = u * (8 * w + 4 * g) + 4 * g * w;
+                let cap = 65536 / (THREADS as usize * blocks_per_sm(g, w) as usize);
+                assert!(regs + 24 <= cap, "g {g} w {w}: {regs} of {cap}");
+                // Two blocks fit the SM's shared memory where the variant asks for two.
+                assert!(smem_bytes(g, w) * blocks_per_sm(g, w) as usize <= 227 * 1024, "g {g} w {w}");
+            }
+        }
+        assert_eq!([unroll(1, 1), unroll(2, 1), unroll(4, 1), unroll(8, 1)], [4, 4, 2, 1]);
+        assert_eq!(heuristic_width(1, 4096, 132), 1);
+        assert_eq!(heuristic_width(4, 8192, 132), 4);
+        assert_eq!(heuristic_width(8, 16384, 132), 2);
+        for g in M_GROUPS {
+            for n in [1, 100, 4096, 1 << 20] {
+                assert!(width_compiled(g, heuristic_width(g, n, 132)), "g {g} n {n}");
+            }
+        }
+        assert_eq!(heuristic_width(4, 40, 132), 1, "three slabs: no width");
     }
 
     #[test]
@@ -433,15 +590,30 @@ mod tests {
             for o in [d, DType::F32] {
                 for g in M_GROUPS {
                     for v in [true, false] {
-                        let n = entry_name(d, o, g, v);
-                        let want = std::format!("ft_gemv_{}_{}_g{g}_{}", d.name(), o.name(), if v { "v" } else { "s" });
-                        assert_eq!(n, want);
-                        all.push(n);
+                        for w in WIDTHS {
+                            let Some(n) = entry_name(d, o, g, v, w) else {
+                                assert!((!v && w > 1) || !width_compiled(g, w), "{d:?} {o:?} g {g} w {w}");
+                                continue;
+                            };
+                            let tail = if w > 1 { std::format!("_w{w}") } else { std::string::String::new() };
+                            let vs = if v { "v" } else { "s" };
+                            let want = std::format!("ft_gemv_{}_{}_g{g}_{vs}{tail}", d.name(), o.name());
+                            assert_eq!(n, want);
+                            assert_eq!(variant_of(n), Some((g, w)));
+                            all.push(n);
+                        }
                     }
                 }
             }
         }
         assert_eq!(all.len(), NAMES.len());
+        assert_eq!(entry_name(DType::F32, DType::F32, 1, true, 1), None);
+        assert_eq!(entry_name(DType::Bf16, DType::F16, 1, true, 1), None);
+        assert_eq!(launch_bounds("ft_gemv_bf16_bf16_g8_v_w2"), Some((THREADS, 1)));
+        assert_eq!(launch_bounds("ft_gemv_bf16_bf16_g4_v"), Some((THREADS, 2)));
+        assert_eq!(launch_bounds("ft_gemv_bf16_bf16_g1_v_w4"), Some((THREADS, 2)));
+        assert_eq!(entry_name(DType::Bf16, DType::Bf16, 8, true, 4), None);
+        assert_eq!(launch_bounds("ft_gemm_x"), None);
     }
 
     #[test]

@@ -471,7 +471,7 @@ fn run_gpu<T: Scalar, O: Scalar>(
     };
     log::trace!("gemm {}x{}x{} batch {}: {} ({})", g.m, g.n, g.k, g.batch, p.path(), p.reason);
     match p.family {
-        Family::SmallM => super::gemv::run(cs, gpu, g, p.small_m_ksplit(), a, b, c, bias, d),
+        Family::SmallM => super::gemv::run(cs, gpu, g, p.small_m_tuned(), a, b, c, bias, d),
         Family::Pack => super::pack::run(s, cs, gpu, g, a, b, c, bias, d),
         Family::Launch(l) => launch_planned(cs, gpu, g, p.cfg, l, a, b, c, bias, d),
     }

@@ -96,18 +96,19 @@ impl GemmPlan {
         }
     }
 
-    /// The small-M family's K split the chosen config asks for (`path = "small-m"`), `None`
-    /// for the built-in one.
-    pub fn small_m_ksplit(&self) -> Option<usize> {
-        (self.family == Family::SmallM && self.cfg.path == GemmPath::SmallM).then_some(self.cfg.split_k)
+    /// The small-M family's (K split, width) the chosen config asks for (`path = "small-m"`:
+    /// `split_k`, and `tile` as the index of the width in `gemv::WIDTHS`), `None` for the
+    /// built-in ones.
+    pub fn small_m_tuned(&self) -> Option<(usize, usize)> {
+        (self.family == Family::SmallM && self.cfg.path == GemmPath::SmallM).then(|| small_m_of(&self.cfg))
     }
 
     /// A short name of the path: `sm90:<entry>[:splitk<s>]`, `mma:<entry>`, `ffma:<entry>`,
-    /// `splitk:<slices>`, `small-m[:splitk<s>]` (a tuned K split) or `pack`.
+    /// `splitk:<slices>`, `small-m[:w<width>:splitk<s>]` (a tuned width and K split) or `pack`.
     pub fn path(&self) -> String {
         match &self.family {
-            Family::SmallM => match self.small_m_ksplit() {
-                Some(s) => format!("small-m:splitk{s}"),
+            Family::SmallM => match self.small_m_tuned() {
+                Some((s, w)) => format!("small-m:w{w}:splitk{s}"),
                 None => "small-m".into(),
             },
             Family::Pack => "pack".into(),
@@ -302,7 +303,7 @@ fn small_m_plan(
     cfg: GemmConfig,
     why: &str,
 ) -> GemmPlan {
-    let tuned = (cfg.path == GemmPath::SmallM).then_some(cfg.split_k);
+    let tuned = (cfg.path == GemmPath::SmallM).then(|| small_m_of(&cfg));
     let detail = crate::ops::gemv::describe(g, dtype, out, ptrs, sm_count.max(1) as usize, tuned)
         .map(|(name, p)| {
             let frame = if crate::ops::gemv::interleaved(g, ptrs) {
@@ -310,14 +311,26 @@ fn small_m_plan(
             } else {
                 ""
             };
-            format!("; {name}, {} slabs{frame} x {} K slices", p.slabs, p.ksplit)
+            let blocks = if p.width > 1 {
+                format!("{} blocks of {} slabs", p.slabs, p.width)
+            } else {
+                format!("{} slabs", p.slabs)
+            };
+            format!("; {name}, {blocks}{frame} x {} K slices", p.ksplit)
         })
         .unwrap_or_default();
     let from = match tuned {
-        Some(s) => format!(" (K split {s} from the tuned config, path = \"small-m\")"),
+        Some((s, w)) => format!(" (K split {s}, width {w} from the tuned config, path = \"small-m\")"),
         None => String::new(),
     };
     GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{from}{detail}") }
+}
+
+/// (K split, width) of a config naming the small-M family: `split_k`, and the width
+/// `gemv::WIDTHS[tile]` (tile 0 is the one-slab block every earlier profile measured).
+fn small_m_of(cfg: &GemmConfig) -> (usize, usize) {
+    let widths = ferrotune_kernels::gemv::WIDTHS;
+    (cfg.split_k, widths[cfg.tile.min(widths.len() - 1)])
 }
 
 /// Whether `g` has rows enough for the Hopper path rather than the small-M family (where the

@@ -1,7 +1,8 @@
 //! Small-M GEMM on the GPU (the gemv family, `kernels-gpu/src/gemv.rs`): whether a call takes
 //! it and why, and its launch. M = 1..=64 rows of 16-bit inputs against any weight: every block
-//! streams a 16-column slab of the weight once, with a K split over blocks (fixed up by the
-//! last block, deterministic) when the slabs alone leave SMs idle.
+//! streams 1, 2 or 4 slabs of 16 weight rows once (the width: wider blocks read x from L2 fewer
+//! times), with a K split over blocks (fixed up by the last block, deterministic) when the
+//! blocks alone leave SMs idle.
 
 use std::sync::Arc;
 
@@ -94,31 +95,42 @@ pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool 
 pub const IN_PLACE_MAX_ROWS: usize = 32;
 
 /// The entry name and plan a call would launch with on a device of `sms` SMs (for `explain`
-/// and the bench): `FERROTUNE_SMALL_M_KSPLIT=s` slices (forced, for A/B runs), else `tuned`
-/// (the chosen config's, from the plan), else the built-in K split; clamped to what K allows.
+/// and the bench). Width (slabs per block): `FERROTUNE_SMALL_M_WIDTH=w` (1, 2 or 4; forced, for
+/// A/B runs), else the tuned config's (narrowed to the widest compiled for the rows: 2 at 33
+/// to 64), else `gemv::heuristic_width`; always 1 with element loads. K split: `FERROTUNE_SMALL_M_KSPLIT=s` (forced), else the tuned config's, else the
+/// built-in split for that width; clamped to what K allows. `tuned`: (K split, width) of a
+/// config that names the family.
 pub fn describe(
     g: &Gemm,
     dtype: DType,
     out: DType,
     ptrs: [u64; 2],
     sms: usize,
-    tuned: Option<usize>,
+    tuned: Option<(usize, usize)>,
 ) -> Option<(&'static str, SmallMPlan)> {
     let groups = kv::m_groups_for(g.m)?;
-    let name = kv::entry_name(dtype, out, groups, vector_loads(g, ptrs));
+    let vec = vector_loads(g, ptrs);
+    let forced = std::env::var("FERROTUNE_SMALL_M_WIDTH").ok().and_then(|v| v.parse::<usize>().ok());
+    let width = match forced.filter(|w| kv::WIDTHS.contains(w)).or(tuned.map(|t| t.1)) {
+        _ if !vec => 1,
+        // The widest compiled for these rows, up to the one asked for.
+        Some(w) => kv::WIDTHS.into_iter().filter(|&c| c <= w && kv::width_compiled(groups, c)).max().unwrap_or(1),
+        None => kv::heuristic_width(groups, g.n, sms),
+    };
+    let name = kv::entry_name(dtype, out, groups, vec, width)?;
     let env = || std::env::var("FERROTUNE_SMALL_M_KSPLIT").ok().and_then(|v| v.parse().ok());
-    let ksplit = env().or(tuned).unwrap_or_else(|| SmallMPlan::heuristic_ksplit(g.n, g.k, sms));
-    Some((name, SmallMPlan::with_rows(g.n, g.k, ksplit, interleaved(g, ptrs))))
+    let ksplit = env().or(tuned.map(|t| t.0)).unwrap_or_else(|| SmallMPlan::heuristic_ksplit(g.n, g.k, sms, width));
+    Some((name, SmallMPlan::with_rows(g.n, g.k, ksplit, interleaved(g, ptrs), width)))
 }
 
 /// Runs the resolved, checked GEMM `g` (for which `small_m_applies` said yes) on the stream,
-/// with the plan's `ksplit` (`None`: the built-in one).
+/// with the tuned (K split, width) (`None`: the built-in ones).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run<T: Scalar, O: Scalar>(
     cs: &Arc<CudaStream>,
     gpu: &Gpu,
     g: &Gemm,
-    ksplit: Option<usize>,
+    tuned: Option<(usize, usize)>,
     a: &View<'_, T>,
     b: &View<'_, T>,
     c: Option<&View<'_, O>>,
@@ -130,7 +142,7 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
     if !interleaved(g, [pa, pb]) {
         // SAFETY: `check` (ops/gemm.rs) proved every operand covers its batch of matrices at
         // the call's strides and leading dimensions; the guards keep them alive for the launch.
-        unsafe { launch(cs, gpu, g, T::DTYPE, O::DTYPE, op.ptrs, ksplit) }?;
+        unsafe { launch(cs, gpu, g, T::DTYPE, O::DTYPE, op.ptrs, tuned) }?;
         drop(op);
         return Ok(());
     }
@@ -154,7 +166,7 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
         let g2 = Gemm { lda: ldx, stride_a: g.m * ldx, ..*g };
         // SAFETY: as above for B, C, D and bias; A is now the copies, `SHIFTS` matrices of
         // m x ldx at stride_a, which the interleaved kernel reads at copy `row_shift` < SHIFTS.
-        unsafe { launch(cs, gpu, &g2, T::DTYPE, O::DTYPE, [px, pb, pc, pd, pbias], ksplit) }
+        unsafe { launch(cs, gpu, &g2, T::DTYPE, O::DTYPE, [px, pb, pc, pd, pbias], tuned) }
     });
     drop(op);
     r
@@ -172,16 +184,22 @@ unsafe fn launch(
     dtype: DType,
     out: DType,
     ptrs: [u64; 5],
-    ksplit: Option<usize>,
+    tuned: Option<(usize, usize)>,
 ) -> Result<()> {
     let [pa, pb, pc, pd, pbias] = ptrs;
     if dtype == DType::F32 || (out != dtype && out != DType::F32) {
         return Err(Error::UnsupportedDtype { op: OP, dtype: dtype.name() });
     }
-    let Some((name, plan)) = describe(g, dtype, out, [pa, pb], gpu.info.sm_count.max(1) as usize, ksplit) else {
+    let Some((name, plan)) = describe(g, dtype, out, [pa, pb], gpu.info.sm_count.max(1) as usize, tuned) else {
         return Err(Error::InvalidConfig {
             op: OP,
-            why: format!("the small-M kernels take 1..={} rows, not {}", kv::MAX_M, g.m),
+            why: format!(
+                "the small-M kernels take 1..={} rows and widths {:?} (16-byte variants), not {} rows at {:?}",
+                kv::MAX_M,
+                kv::WIDTHS,
+                g.m,
+                tuned
+            ),
         });
     };
     let groups = kv::m_groups_for(g.m).unwrap_or(kv::M_GROUPS[3]);
@@ -190,8 +208,9 @@ unsafe fn launch(
         available: 0,
         what: format!("the small-M split workspace of {}x{}x{} (overflows)", g.m, g.n, plan.ksplit),
     })?;
+    let smem = kv::smem_bytes(groups, plan.width) as u32;
     let go = |ws: u64| -> Result<()> {
-        let kernel = gpu.kernels()?.function(name)?;
+        let kernel = gpu.kernels()?.function_with_smem(name, smem)?;
         if kv::THREADS > kernel.max_threads {
             return Err(Error::InvalidConfig {
                 op: OP,
@@ -199,7 +218,6 @@ unsafe fn launch(
             });
         }
         let grid = (plan.slabs as u32, plan.ksplit as u32, g.batch as u32);
-        let smem = kv::smem_bytes(groups) as u32;
         let cfg = LaunchConfig { grid_dim: grid, block_dim: (kv::THREADS, 1, 1), shared_mem_bytes: smem };
         let dims = [g.m, g.n, g.k, g.lda, g.ldb, g.ldc].map(|x| x as u32);
         let strides = [g.stride_a, g.stride_b, g.stride_c].map(|x| x as u64);
@@ -225,8 +243,9 @@ unsafe fn launch(
         }
         // SAFETY: the arguments match `gemv_entry!` in kernels-gpu/src/entry/gemv.rs (6 pointers,
         // 6 u32, 3 u64, 2 f32, 4 u32); the caller vouches for the operands; `describe` picked the
-        // 16-byte variant only for K-contiguous A and B (`vector_loads`), and the plan's slabs
-        // and K slices for the same `interleaved` choice as the layout bit; the
+        // 16-byte variant only for K-contiguous A and B (`vector_loads`), and the plan's blocks
+        // (of the entry's width) and K slices for the same `interleaved` choice as the layout
+        // bit; the
         // workspace holds `plan.workspace_bytes` with its counters at zero (the kernel leaves them
         // so); the block size and shared memory are the ones the kernel is written for.
         unsafe { lb.launch(cfg) }.ctx(|| {

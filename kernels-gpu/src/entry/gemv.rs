@@ -1,7 +1,8 @@
-//! Small-M GEMM entry points (`ft_gemv_<in>_<out>_g<groups>_<v|s>`, see `gemv.rs`): each block
-//! streams a slab of 16 weight rows over its K slice once, its 8 warps splitting the slice by
-//! 32-k chunks (several 16-byte loads in flight per thread), `mma.m16n8k16` on fragments built
-//! from those loads, a fixed-order reduction of the warps in shared memory, then either the
+//! Small-M GEMM entry points (`ft_gemv_<in>_<out>_g<groups>_<v|s>[_w<width>]`, see `gemv.rs`):
+//! each block streams `width` slabs of 16 weight rows over its K slice once, its 8 warps
+//! splitting the slice by 32-k chunks (several 16-byte loads in flight per thread; the x vectors
+//! a warp loads serve all its slabs), `mma.m16n8k16` on fragments built from those loads, a
+//! fixed-order reduction of the warps in shared memory, then either the
 //! fused epilogue or, when K is split over blocks, the partials to a workspace and a fix-up by
 //! the block that arrives last (slices added in order: deterministic).
 
@@ -12,8 +13,8 @@ use crate::arch::nvptx::{
 use crate::element::Element;
 use crate::gemm::Epilogue;
 use crate::gemv::{
-    A_COL, B_ROW, CHUNK, ROWS_INTERLEAVED, SLAB, SmallMPlan, WARPS, a_fragment, b_fragment, funnel, row_shift,
-    slab_row, unroll,
+    A_COL, B_ROW, CHUNK, ROWS_INTERLEAVED, SLAB, SmallMPlan, WARPS, a_fragment, b_fragment, block_slab, funnel,
+    row_shift, slab_row, unroll,
 };
 use half::{bf16, f16};
 
@@ -130,16 +131,18 @@ unsafe fn load8<E: MmaElem, const VEC: bool>(
     w
 }
 
-/// One block: slab `blockIdx.x`, K slice `blockIdx.y`, matrix `blockIdx.z`.
+/// One block: `W` slabs (`gemv::block_slab` of block `blockIdx.x`), K slice `blockIdx.y`,
+/// matrix `blockIdx.z`.
 ///
 /// # Safety
 /// Host-validated: the operands cover `batch` matrices as `q` describes; with `VEC`, A is
 /// row-major and B column-major; `ws` holds the split's workspace
-/// (`SmallMPlan::workspace_bytes`, counters zero) when `q.ksplit > 1`; the block has
-/// `gemv::smem_bytes(G)` bytes of dynamic shared memory and `gemv::THREADS` threads.
+/// (`SmallMPlan::workspace_bytes`, counters zero) when `q.ksplit > 1`; the grid is the plan of
+/// width `W`; the block has `gemv::smem_bytes(G, W)` bytes of dynamic shared memory and
+/// `gemv::THREADS` threads.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
+unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const W: usize, const VEC: bool>(
     a: *const E,
     b: *const E,
     c: *const O,
@@ -151,14 +154,16 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
     let tid = thread_idx_x() as usize;
     let (warp, lane) = (tid / 32, tid % 32);
     let (gid, t) = (lane / 4, lane % 4);
-    let (slab, ks, z) = (block_idx_x() as usize, block_idx_y() as usize, block_idx_z() as usize);
+    let (block, ks, z) = (block_idx_x() as usize, block_idx_y() as usize, block_idx_z() as usize);
     let inter = q.layout & ROWS_INTERLEAVED != 0;
-    let row_of = |nl: usize| slab_row(slab, nl, inter);
+    // Weight row of column `nl` of the block's slab `r`.
+    let row_of = |r: usize, nl: usize| slab_row(block_slab(block, r, W, inter), nl, inter);
     // SAFETY (pointer offset): matrix z of B, inside it (host-checked strides).
     let b = unsafe { b.add(z * q.stride_b) };
     // K is walked in a frame `s` elements before K = 0: the shift every row of an interleaved
-    // slab starts past a 16-byte boundary (so its loads are aligned), else 0.
-    let s = if inter { row_shift(b as usize, row_of(0), q.ldb) } else { 0 };
+    // slab starts past a 16-byte boundary (so its loads are aligned; the block's slabs share
+    // it), else 0.
+    let s = if inter { row_shift(b as usize, row_of(0, 0), q.ldb) } else { 0 };
     // Interleaved: A is x's `pack::SHIFTS` shifted copies (`stride_a` apart, one matrix), read
     // at copy `s` in the same frame: aligned too. Else matrix z of A.
     // SAFETY (pointer offset): inside A (host-sized copies, or host-checked strides).
@@ -173,53 +178,64 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
     let kend = if kb1 > s { kb1 - s } else { 0 };
     let (a_col, b_row) = (q.layout & A_COL != 0, q.layout & B_ROW != 0);
 
-    // Accumulators: group g holds (slab rows gid, gid + 8) x (x rows 8g + 2t, + 1).
-    let mut acc = [[0.0f32; 4]; G];
-    let step = WARPS * unroll(G);
+    // Accumulators: slab r, group g holds (slab rows gid, gid + 8) x (x rows 8g + 2t, + 1).
+    let mut acc = [[[0.0f32; 4]; G]; W];
+    const U: usize = 4;
+    let un = unroll(G, W);
+    let step = WARPS * un;
     let mut c0 = warp;
     while c0 < chunks {
-        let mut wv = [[[0u32; 4]; 2]; 4];
-        let mut xv = [[[0u32; 4]; G]; 4];
-        for u in 0..unroll(G) {
+        let mut wv = [[[[0u32; 4]; 2]; W]; U];
+        let mut xv = [[[0u32; 4]; G]; U];
+        for u in 0..un {
             let cc = c0 + u * WARPS;
             if cc < chunks {
                 let f = kb0 + cc * CHUNK + 8 * t;
                 // SAFETY: rows and k are predicated inside the operands (load8).
                 unsafe {
-                    wv[u][0] = load8::<E, VEC>(b, row_of(gid), q.n, f, s, kend, q.k, q.ldb, b_row);
-                    wv[u][1] = load8::<E, VEC>(b, row_of(gid + 8), q.n, f, s, kend, q.k, q.ldb, b_row);
+                    for (r, wr) in wv[u].iter_mut().enumerate() {
+                        wr[0] = load8::<E, VEC>(b, row_of(r, gid), q.n, f, s, kend, q.k, q.ldb, b_row);
+                        wr[1] = load8::<E, VEC>(b, row_of(r, gid + 8), q.n, f, s, kend, q.k, q.ldb, b_row);
+                    }
                     for (g, x) in xv[u].iter_mut().enumerate() {
                         *x = load8::<E, VEC>(a, 8 * g + gid, q.m, f, 0, kb1, xlen, q.lda, a_col);
                     }
                 }
             }
         }
-        for u in 0..unroll(G) {
-            for (g, ag) in acc.iter_mut().enumerate() {
-                for j in 0..2 {
-                    // SAFETY: the loop bounds are warp-uniform, so the whole warp is here.
-                    *ag = unsafe { E::mma(a_fragment(wv[u][0], wv[u][1], j), b_fragment(xv[u][g], j), *ag) };
+        for u in 0..un {
+            for (r, ar) in acc.iter_mut().enumerate() {
+                for (g, ag) in ar.iter_mut().enumerate() {
+                    for j in 0..2 {
+                        let fa = a_fragment(wv[u][r][0], wv[u][r][1], j);
+                        // SAFETY: the loop bounds are warp-uniform, so the whole warp is here.
+                        *ag = unsafe { E::mma(fa, b_fragment(xv[u][g], j), *ag) };
+                    }
                 }
             }
         }
         c0 += step;
     }
 
-    // Cross-warp reduction: red[warp][x row][slab column] in shared memory.
+    // Cross-warp reduction: red[warp][x row][block column] in shared memory (block column
+    // `SLAB * r + nl`: column nl of slab r).
     let rows = 8 * G;
+    let cols = SLAB * W;
     let smem = dyn_smem_addr();
-    let slot = |w: usize, mi: usize, nl: usize| smem + (((w * rows + mi) * SLAB + nl) * 4) as u32;
-    for (g, ag) in acc.iter().enumerate() {
-        for (r, &v) in ag.iter().enumerate() {
-            let (nl, mi) = (gid + 8 * (r / 2), 8 * g + 2 * t + r % 2);
-            // SAFETY: inside the block's `smem_bytes(G)` buffer.
-            unsafe { st_shared_f32(slot(warp, mi, nl), v) };
+    let slot = |w: usize, mi: usize, col: usize| smem + (((w * rows + mi) * cols + col) * 4) as u32;
+    for (r, ar) in acc.iter().enumerate() {
+        for (g, ag) in ar.iter().enumerate() {
+            for (i, &v) in ag.iter().enumerate() {
+                let (col, mi) = (SLAB * r + gid + 8 * (i / 2), 8 * g + 2 * t + i % 2);
+                // SAFETY: inside the block's `smem_bytes(G, W)` buffer.
+                unsafe { st_shared_f32(slot(warp, mi, col), v) };
+            }
         }
     }
     // SAFETY: every thread of the block reaches the barrier.
     unsafe { sync_threads() };
     let mrows = if q.m < rows { q.m } else { rows };
-    let outs = mrows * SLAB;
+    let outs = mrows * cols;
     let finish = |v: f32, mi: usize, n: usize| {
         let idx = z * q.stride_c + mi * q.ldc + n;
         // SAFETY: (mi, n) is an output of matrix z; C and bias are read only when enabled.
@@ -229,20 +245,20 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
         // SAFETY: as above.
         unsafe { *d.add(idx) = O::from_f32(o) };
     };
-    let plan = SmallMPlan { slabs: grid_dim(0), ksplit: q.ksplit, kslice: q.kslice };
+    let plan = SmallMPlan { slabs: grid_dim(0), ksplit: q.ksplit, kslice: q.kslice, width: W };
     let batch_z = z;
     // Partials of the split: [matrix][slice][m][n] after the counters.
     let parts = ws.wrapping_add(plan.counter_bytes(grid_dim(2))) as *mut f32;
     let part = |s: usize, mi: usize, n: usize| parts.wrapping_add(((batch_z * q.ksplit + s) * q.m + mi) * q.n + n);
     let mut i = tid;
     while i < outs {
-        let (mi, nl) = (i / SLAB, i % SLAB);
-        let n = row_of(nl);
+        let (mi, col) = (i / cols, i % cols);
+        let n = row_of(col / SLAB, col % SLAB);
         if n < q.n {
             let mut v = 0.0f32;
             for w in 0..WARPS {
                 // SAFETY: inside the buffer (written above, before the barrier).
-                v += unsafe { ld_shared_f32(slot(w, mi, nl)) };
+                v += unsafe { ld_shared_f32(slot(w, mi, col)) };
             }
             if q.ksplit <= 1 {
                 finish(v, mi, n);
@@ -261,9 +277,9 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
     fence_gpu();
     // SAFETY: every thread of the block reaches the barrier.
     unsafe { sync_threads() };
-    let flag = smem + (WARPS * rows * SLAB * 4) as u32;
+    let flag = smem + (WARPS * rows * cols * 4) as u32;
     if tid == 0 {
-        let counter = (ws as *mut u32).wrapping_add(z * plan.slabs + slab);
+        let counter = (ws as *mut u32).wrapping_add(z * plan.slabs + block);
         // SAFETY: the counters precede the partials in the workspace (host-sized, zeroed).
         let old = unsafe { atom_add_global_u32(counter, 1) };
         let last = old as usize == q.ksplit - 1;
@@ -273,7 +289,7 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
             unsafe { core::ptr::write_volatile(counter, 0) };
         }
         fence_gpu();
-        // SAFETY: the flag word lies after the reduction buffer, inside `smem_bytes(G)`.
+        // SAFETY: the flag word lies after the reduction buffer, inside `smem_bytes(G, W)`.
         unsafe { st_shared_f32(flag, if last { 1.0 } else { 0.0 }) };
     }
     // SAFETY: every thread of the block reaches the barrier.
@@ -285,8 +301,8 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const VEC: bool>(
     fence_gpu();
     let mut i = tid;
     while i < outs {
-        let (mi, nl) = (i / SLAB, i % SLAB);
-        let n = row_of(nl);
+        let (mi, col) = (i / cols, i % cols);
+        let n = row_of(col / SLAB, col % SLAB);
         if n < q.n {
             let mut v = 0.0f32;
             for s in 0..q.ksplit {
@@ -325,7 +341,7 @@ fn grid_dim(d: u32) -> usize {
 // beta, flags, layout, ksplit, kslice); dims u32, strides u64, flags as `Epilogue::flags`,
 // layout bits `gemv::A_COL | gemv::B_ROW`.
 macro_rules! gemv_entry {
-    ($name:expr, $E:ty, $O:ty, $G:literal, $V:literal) => {
+    ($name:expr, $E:ty, $O:ty, $G:literal, $W:literal, $V:literal) => {
         const _: () = {
             #[unsafe(export_name = $name)]
             #[allow(clippy::too_many_arguments)]
@@ -371,7 +387,7 @@ macro_rules! gemv_entry {
                 };
                 // SAFETY: the host validated the operands, alignment, workspace and launch
                 // shape for this variant (see `small_m`).
-                unsafe { small_m::<$E, $O, $G, $V>(a, b, c, d, bias, ws, q) }
+                unsafe { small_m::<$E, $O, $G, $W, $V>(a, b, c, d, bias, ws, q) }
             }
         };
     };
@@ -379,14 +395,21 @@ macro_rules! gemv_entry {
 
 macro_rules! gemv_groups {
     ($p:literal, $E:ty, $O:ty) => {
-        gemv_entry!(concat!($p, "_g1_v"), $E, $O, 1, true);
-        gemv_entry!(concat!($p, "_g1_s"), $E, $O, 1, false);
-        gemv_entry!(concat!($p, "_g2_v"), $E, $O, 2, true);
-        gemv_entry!(concat!($p, "_g2_s"), $E, $O, 2, false);
-        gemv_entry!(concat!($p, "_g4_v"), $E, $O, 4, true);
-        gemv_entry!(concat!($p, "_g4_s"), $E, $O, 4, false);
-        gemv_entry!(concat!($p, "_g8_v"), $E, $O, 8, true);
-        gemv_entry!(concat!($p, "_g8_s"), $E, $O, 8, false);
+        gemv_entry!(concat!($p, "_g1_v"), $E, $O, 1, 1, true);
+        gemv_entry!(concat!($p, "_g1_s"), $E, $O, 1, 1, false);
+        gemv_entry!(concat!($p, "_g1_v_w2"), $E, $O, 1, 2, true);
+        gemv_entry!(concat!($p, "_g1_v_w4"), $E, $O, 1, 4, true);
+        gemv_entry!(concat!($p, "_g2_v"), $E, $O, 2, 1, true);
+        gemv_entry!(concat!($p, "_g2_s"), $E, $O, 2, 1, false);
+        gemv_entry!(concat!($p, "_g2_v_w2"), $E, $O, 2, 2, true);
+        gemv_entry!(concat!($p, "_g2_v_w4"), $E, $O, 2, 4, true);
+        gemv_entry!(concat!($p, "_g4_v"), $E, $O, 4, 1, true);
+        gemv_entry!(concat!($p, "_g4_s"), $E, $O, 4, 1, false);
+        gemv_entry!(concat!($p, "_g4_v_w2"), $E, $O, 4, 2, true);
+        gemv_entry!(concat!($p, "_g4_v_w4"), $E, $O, 4, 4, true);
+        gemv_entry!(concat!($p, "_g8_v"), $E, $O, 8, 1, true);
+        gemv_entry!(concat!($p, "_g8_s"), $E, $O, 8, 1, false);
+        gemv_entry!(concat!($p, "_g8_v_w2"), $E, $O, 8, 2, true);
     };
 }
 
