@@ -8,7 +8,7 @@
 use ferrotune::config::{GemmConfig, GemmPath};
 use ferrotune::ops::gemm::{Gemm, Layout, gemm};
 use ferrotune::ops::gemm_plan::explain;
-use ferrotune::ops::gemv::{IN_PLACE_MIN_WEIGHT, describe, interleaved, small_m_applies, vector_loads};
+use ferrotune::ops::gemv::{IN_PLACE_MIN_WEIGHT, describe, interleaved, small_m_applies, vector_loads, x_in_place};
 use ferrotune::{Buffer, DType, bf16};
 use ferrotune_testkit::{Rng, cuda_backend, poison};
 
@@ -197,7 +197,7 @@ fn gpu_small_m_every_width() {
         (33, 100, 9000, 0, 8),
         (64, 257, 777, 0, 1),
         (24, 1000, 4099, 1, 1),
-        (40, 1111, 777, 0, 3),
+        (40, 1111, 768, 0, 3),
     ];
     for (i, (m, n, k, offset, split)) in shapes.into_iter().enumerate() {
         for (tile, &w) in ferrotune_kernels::gemv::WIDTHS.iter().enumerate() {
@@ -223,13 +223,10 @@ fn gpu_small_m_every_width() {
 #[test]
 fn small_m_widths_are_chosen_and_reported() {
     let rc = |m, n, k| Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).resolved();
-    // Width follows the row groups (x read once per width x 16 weight rows), narrowed where the
-    // blocks would leave most SMs idle.
-    for (m, n, want) in
-        [(1, 4096, 1), (9, 4096, 2), (32, 8192, 4), (33, 16384, 2), (32, 512, 1), (64, 4096, 2), (64, 2048, 1)]
-    {
-        let (name, plan) = describe(&rc(m, n, 4096), DType::Bf16, DType::Bf16, [0, 0], 132, None).unwrap();
-        assert_eq!(plan.width, want, "{m}x{n}: {name}");
+    // One slab per block, except 33-64 rows against a large weight (x then costs most).
+    for (m, n, k, want) in [(1, 4096, 4096, 1), (32, 8192, 4096, 1), (33, 16384, 4096, 2), (64, 1000, 777, 1)] {
+        let (name, plan) = describe(&rc(m, n, k), DType::Bf16, DType::Bf16, [0, 0], 132, None).unwrap();
+        assert_eq!(plan.width, want, "{m}x{n}x{k}: {name}");
         assert_eq!(name.ends_with(&format!("_w{want}")), want > 1, "{name}");
         assert_eq!(plan.slabs, n.div_ceil(16 * want), "{m}x{n}");
     }
@@ -268,5 +265,7 @@ fn small_m_takes_16_bit_calls_up_to_64_rows_without_a_forced_kernel() {
     let odd = Gemm::new(1, 4097, 777).layouts(Layout::Row, Layout::Col).resolved();
     let (_, plan) = describe(&odd, DType::Bf16, DType::Bf16, [256, 256], 132, None).unwrap();
     assert_eq!(plan.slabs, 33 * 8);
+    // Up to 16 rows x is read in the slabs' frame too; more rows take its shifted copies.
+    assert!(x_in_place(&odd) && x_in_place(&Gemm { m: 16, ..odd }) && !x_in_place(&Gemm { m: 17, ..odd }));
     assert!(plan.ksplit * plan.kslice >= 777 + 7);
 }

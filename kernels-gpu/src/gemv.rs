@@ -126,16 +126,17 @@ impl SmallMPlan {
     }
 
     /// The built-in split: none when the slabs alone give every SM at least one block;
-    /// otherwise as many slices as fit about two blocks per SM without a second wave (rounded
-    /// down: on the H100, 63 slabs of 24x999x1500 ran 0.024 ms in 4 slices and 0.032 in 5),
-    /// each at least one chunk per warp (33x1023x777: 4 slices of 7 chunks 0.031 ms, unsplit
-    /// 0.055; bench/results/irregular/run5-*/README.md). `width`: slabs per block.
-    pub const fn heuristic_ksplit(n: usize, k: usize, sms: usize, width: usize) -> usize {
+    /// otherwise as many slices as fit the variant's `per_sm` blocks per SM
+    /// ([`blocks_per_sm`]) without a second wave (rounded down: on the H100, 63 slabs of
+    /// 24x999x1500 ran 0.024 ms in 4 slices and 0.032 in 5, two blocks per SM), each at least
+    /// one chunk per warp (33x1023x777: 4 slices of 7 chunks 0.031 ms, unsplit 0.055;
+    /// bench/results/irregular/run5-*/README.md). `width`: slabs per block.
+    pub const fn heuristic_ksplit(n: usize, k: usize, sms: usize, width: usize, per_sm: usize) -> usize {
         let slabs = n.div_ceil(SLAB * if width < 1 { 1 } else { width });
         if slabs >= sms {
             return 1;
         }
-        let want = (2 * sms) / slabs;
+        let want = (if per_sm < 1 { 1 } else { per_sm } * sms) / slabs;
         let most = k.div_ceil(CHUNK).div_ceil(WARPS);
         let s = if want < most { want } else { most };
         if s < 1 {
@@ -174,21 +175,15 @@ pub const fn block_slab(block: usize, r: usize, width: usize, interleaved: bool)
     if interleaved { ((block / INTERLEAVE) * width + r) * INTERLEAVE + block % INTERLEAVE } else { block * width + r }
 }
 
-/// The built-in width for `groups` row groups against `n` weight rows on `sms` SMs: as many
-/// slabs per block as x has row groups (then x costs each block at most half the L2 bytes of
-/// its weight), up to 4 (2 at 8 groups, the widest compiled there), narrowed while the blocks would not give half the SMs one (the K
-/// split makes up the rest). `FERROTUNE_SMALL_M_WIDTH` overrides it on the host.
-pub const fn heuristic_width(groups: usize, n: usize, sms: usize) -> usize {
-    let mut w = match groups {
-        1 => 1,
-        2 => 2,
-        4 => 4,
-        _ => 2,
-    };
-    while w > 1 && 2 * n.div_ceil(SLAB * w) < sms {
-        w /= 2;
-    }
-    w
+/// The built-in width: one slab per block, except 33 to 64 rows (8 groups) against a weight
+/// of at least 2^24 elements, where blocks of 2 slabs read x half as often. On the H100
+/// (bench/results/smallm-width-ba3e29311e30/): wider blocks lost on every 1-32-row shape
+/// (32x4096x4096 0.025 ms at width 1, 0.037 at 2 and 4; 16x11008x4096 0.048 against 0.054 and
+/// 0.062), but 33x8191x4099 in place ran 0.069-0.074 at width 2 against 0.091 at width 1 (and
+/// 0.100 packed for the Hopper tiles). `FERROTUNE_SMALL_M_WIDTH` overrides it on the host; the
+/// tuner searches every compiled width.
+pub const fn heuristic_width(groups: usize, n: usize, k: usize) -> usize {
+    if groups >= 8 && n.saturating_mul(k) >= 1 << 24 { 2 } else { 1 }
 }
 
 /// Rows apart inside an interleaved slab: 8 rows of 2-byte elements are `16 * ld` bytes apart,
@@ -386,6 +381,10 @@ pub const B_ROW: u32 = 2;
 /// `pack::SHIFTS` shifted copies (`pack::shifted_ld(k)` leading dimension, `stride_a` apart),
 /// of which a slab reads the one of its shift.
 pub const ROWS_INTERLEAVED: u32 = 4;
+/// Bit of the kernel's `layout` argument, with [`ROWS_INTERLEAVED`]: A is x itself (row-major at
+/// `lda`), read in the slab's frame with two aligned loads and a funnel shift per vector, so no
+/// shifted copies are made first (one launch less; more ALU per x vector).
+pub const X_IN_PLACE: u32 = 8;
 
 #[cfg(test)]
 mod tests {
@@ -491,12 +490,15 @@ mod tests {
 
     #[test]
     fn heuristic_splits_only_when_slabs_are_few() {
-        assert_eq!(SmallMPlan::heuristic_ksplit(4096, 4096, 132, 1), 1);
-        let s = SmallMPlan::heuristic_ksplit(1024, 4096, 132, 1);
+        assert_eq!(SmallMPlan::heuristic_ksplit(4096, 4096, 132, 1, 2), 1);
+        let s = SmallMPlan::heuristic_ksplit(1024, 4096, 132, 1, 2);
         assert!(s > 1 && 64 * s <= 2 * 132 && 64 * (s + 1) > 2 * 132, "{s}");
-        assert_eq!(SmallMPlan::heuristic_ksplit(1023, 777, 132, 1), 4, "25 chunks: 4 slices of 7");
-        assert_eq!(SmallMPlan::heuristic_ksplit(2000, 3001, 132, 1), 2, "125 slabs: 2 slices");
-        assert_eq!(SmallMPlan::heuristic_ksplit(16, 64, 132, 1), 1, "K too short to split");
+        assert_eq!(SmallMPlan::heuristic_ksplit(1023, 777, 132, 1, 2), 4, "25 chunks: 4 slices of 7");
+        assert_eq!(SmallMPlan::heuristic_ksplit(2000, 3001, 132, 1, 2), 2, "125 slabs: 2 slices");
+        assert_eq!(SmallMPlan::heuristic_ksplit(16, 64, 132, 1, 2), 1, "K too short to split");
+        // One block per SM (the widest variants): half the slices, still one wave.
+        assert_eq!(SmallMPlan::heuristic_ksplit(4096, 4096, 132, 2, 1), 1, "128 blocks of 2 slabs");
+        assert_eq!(SmallMPlan::heuristic_ksplit(2048, 4096, 132, 2, 1), 2, "64 blocks, one per SM: 2 slices");
     }
 
     /// Blocks of any width, interleaved or not: every row of a block's slabs starts at the same
@@ -572,15 +574,15 @@ mod tests {
             }
         }
         assert_eq!([unroll(1, 1), unroll(2, 1), unroll(4, 1), unroll(8, 1)], [4, 4, 2, 1]);
-        assert_eq!(heuristic_width(1, 4096, 132), 1);
-        assert_eq!(heuristic_width(4, 8192, 132), 4);
-        assert_eq!(heuristic_width(8, 16384, 132), 2);
+        assert_eq!(heuristic_width(1, 4096, 4096), 1);
+        assert_eq!(heuristic_width(4, 8192, 8192), 1);
+        assert_eq!(heuristic_width(8, 8191, 4099), 2);
+        assert_eq!(heuristic_width(8, 1023, 777), 1, "a small weight: one slab");
         for g in M_GROUPS {
             for n in [1, 100, 4096, 1 << 20] {
-                assert!(width_compiled(g, heuristic_width(g, n, 132)), "g {g} n {n}");
+                assert!(width_compiled(g, heuristic_width(g, n, 4096)), "g {g} n {n}");
             }
         }
-        assert_eq!(heuristic_width(4, 40, 132), 1, "three slabs: no width");
     }
 
     #[test]

@@ -306,10 +306,16 @@ fn small_m_plan(
     let tuned = (cfg.path == GemmPath::SmallM).then(|| small_m_of(&cfg));
     let detail = crate::ops::gemv::describe(g, dtype, out, ptrs, sm_count.max(1) as usize, tuned)
         .map(|(name, p)| {
-            let frame = if crate::ops::gemv::interleaved(g, ptrs) {
-                " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame)"
-            } else {
-                ""
+            let frame = match crate::ops::gemv::interleaved(g, ptrs) {
+                true if crate::ops::gemv::x_in_place(g) => {
+                    " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame; \
+                     x too, with funnel shifts)"
+                }
+                true => {
+                    " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame; \
+                     x from its 8 shifted copies)"
+                }
+                false => "",
             };
             let blocks = if p.width > 1 {
                 format!("{} blocks of {} slabs", p.slabs, p.width)
@@ -345,7 +351,7 @@ fn small_m_of(cfg: &GemmConfig) -> (usize, usize) {
 /// ahead on 4096x4096 and 2048x8192 weights (32x4096x4096 0.023-0.027 against 0.027-0.030,
 /// 17x4096x4096, 24x2048x8192); re-measured as built (bench/results/rows17-32-1e4e30fa25e0/).
 /// Unaligned weights follow their own limit (`gemv::reads_unaligned_in_place`: read in place
-/// up to 32 rows, since packing them for Hopper copies the whole weight first).
+/// up to 40 rows, since packing them for Hopper copies the whole weight first).
 /// `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` sets one threshold of n rows for every weight (A/B runs).
 pub fn hopper_rows(g: &Gemm) -> bool {
     match std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse::<usize>().ok()) {
@@ -575,7 +581,7 @@ mod tests {
         assert_eq!(hopper(rc(1024, 1024, 1024).path(GemmPath::Sm90(1))), Some((1, 2)));
     }
 
-    /// Unaligned weights of small-M calls up to 32 rows are read in place (interleaved slabs),
+    /// Unaligned weights of small-M calls up to 40 rows are read in place (interleaved slabs),
     /// not packed: the pack would copy the whole weight first. Larger M still packs for the
     /// Hopper tiles.
     #[test]
@@ -589,17 +595,25 @@ mod tests {
             return;
         }
         let a = "sm_90a";
-        // Up to 32 rows whatever the weight's size (24 rows against 8191 x 4099: past the
+        // Up to 40 rows whatever the weight's size (24 rows against 8191 x 4099: past the
         // aligned rule's Hopper threshold).
-        for (m, n, k) in [(1, 8193, 4099), (8, 12288, 4099), (32, 5000, 3001), (1, 4097, 777), (24, 8191, 4099)] {
+        for (m, n, k) in [
+            (1, 8193, 4099),
+            (8, 12288, 4099),
+            (32, 5000, 3001),
+            (1, 4097, 777),
+            (24, 8191, 4099),
+            (33, 8191, 4099),
+            (40, 999, 777),
+        ] {
             assert_eq!(fam(a, Gemm::new(m, n, k)), Family::SmallM, "{m}x{n}x{k}");
         }
-        for (m, n, k) in [(33, 8191, 4099), (64, 3001, 4097), (65, 8191, 4099)] {
+        for (m, n, k) in [(41, 8191, 4099), (64, 3001, 4097), (65, 8191, 4099)] {
             assert_eq!(fam(a, Gemm::new(m, n, k)), Family::Pack, "{m}x{n}x{k}");
         }
         assert_eq!(fam(a, Gemm::new(4097, 1023, 777)), Family::Pack);
         // x alone unaligned (B's rows aligned: K = 4096 with A at an odd element offset) above
-        // 32 rows: packed for the Hopper path.
+        // 40 rows: packed for the Hopper path.
         let g = Gemm::new(64, 4096, 4096).layouts(Layout::Row, Layout::Col).resolved();
         let cfg = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
         let f = plan(&g, DType::Bf16, DType::Bf16, a, 132, cfg, [258, 256]).unwrap().family;

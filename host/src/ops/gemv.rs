@@ -79,10 +79,11 @@ pub const IN_PLACE_MIN_WEIGHT: usize = 1 << 19;
 /// whatever the weight's size: on the H100, 24x8191x4099 ran 0.057 ms in place against 0.098
 /// packed for the Hopper tiles (bench/results/rows17-32-1e4e30fa25e0/), although aligned
 /// calls of 17 to 32 rows against weights that large take the Hopper path
-/// (`gemm_plan::hopper_rows`). Above, the packed copies go to the Hopper tiles (33x8191x4099
-/// 0.092 ms packed, 0.34 ms in place on the 64-row small-M kernel;
-/// bench/results/irregular/run8-3902aba1e9b0/irregular-explore.txt; within 5-15% either way
-/// at 33-40 rows, run11-*). `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` moves the limit to n rows.
+/// (`gemm_plan::hopper_rows`). From 33 rows large weights run in blocks of two slabs
+/// (`gemv::heuristic_width`): 33x8191x4099 0.069-0.074 ms in place against 0.100 packed
+/// (bench/results/smallm-width-ba3e29311e30/), hence the limit of 40 rows; above, the packed
+/// copies go to the Hopper tiles (x costs the small-M kernel more with every row group).
+/// `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` moves the limit to n rows.
 pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool {
     let limit = std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse::<usize>().ok());
     small_m_applies(g, dtype).is_some()
@@ -91,8 +92,23 @@ pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool 
         && g.m <= limit.unwrap_or(IN_PLACE_MAX_ROWS)
 }
 
+/// Whether interleaved slabs read x itself in their frame (funnel shifts, `gemv::X_IN_PLACE`)
+/// rather than shifted copies made by a launch first: up to [`X_IN_PLACE_MAX_ROWS`] rows, where
+/// the copies' launch costs more than the funnel shifts of a few rows of x.
+/// `FERROTUNE_SMALL_M_X_COPIES=1` (copies always) or `=0` (never) overrides it, for A/B runs.
+pub fn x_in_place(g: &Gemm) -> bool {
+    match std::env::var("FERROTUNE_SMALL_M_X_COPIES").ok().as_deref() {
+        Some("1") => false,
+        Some("0") => true,
+        _ => g.m <= X_IN_PLACE_MAX_ROWS,
+    }
+}
+
+/// Rows of x up to which interleaved slabs read x in place ([`x_in_place`]).
+pub const X_IN_PLACE_MAX_ROWS: usize = 16;
+
 /// Rows up to which unaligned weights are read in place ([`reads_unaligned_in_place`]).
-pub const IN_PLACE_MAX_ROWS: usize = 32;
+pub const IN_PLACE_MAX_ROWS: usize = 40;
 
 /// The entry name and plan a call would launch with on a device of `sms` SMs (for `explain`
 /// and the bench). Width (slabs per block): `FERROTUNE_SMALL_M_WIDTH=w` (1, 2 or 4; forced, for
@@ -115,11 +131,13 @@ pub fn describe(
         _ if !vec => 1,
         // The widest compiled for these rows, up to the one asked for.
         Some(w) => kv::WIDTHS.into_iter().filter(|&c| c <= w && kv::width_compiled(groups, c)).max().unwrap_or(1),
-        None => kv::heuristic_width(groups, g.n, sms),
+        None => kv::heuristic_width(groups, g.n, g.k),
     };
     let name = kv::entry_name(dtype, out, groups, vec, width)?;
     let env = || std::env::var("FERROTUNE_SMALL_M_KSPLIT").ok().and_then(|v| v.parse().ok());
-    let ksplit = env().or(tuned.map(|t| t.0)).unwrap_or_else(|| SmallMPlan::heuristic_ksplit(g.n, g.k, sms, width));
+    let per_sm = kv::blocks_per_sm(groups, width) as usize;
+    let ksplit =
+        env().or(tuned.map(|t| t.0)).unwrap_or_else(|| SmallMPlan::heuristic_ksplit(g.n, g.k, sms, width, per_sm));
     Some((name, SmallMPlan::with_rows(g.n, g.k, ksplit, interleaved(g, ptrs), width)))
 }
 
@@ -139,7 +157,7 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
 ) -> Result<()> {
     let op = operand_ptrs(cs, a, b, c, bias, d)?;
     let [pa, pb, pc, pd, pbias] = op.ptrs;
-    if !interleaved(g, [pa, pb]) {
+    if !interleaved(g, [pa, pb]) || x_in_place(g) {
         // SAFETY: `check` (ops/gemm.rs) proved every operand covers its batch of matrices at
         // the call's strides and leading dimensions; the guards keep them alive for the launch.
         unsafe { launch(cs, gpu, g, T::DTYPE, O::DTYPE, op.ptrs, tuned) }?;
@@ -225,7 +243,8 @@ unsafe fn launch(
         let flags = e.flags();
         let layout = (if g.a_layout == Layout::Col { kv::A_COL } else { 0 })
             | (if g.b_layout == Layout::Row { kv::B_ROW } else { 0 })
-            | (if interleaved(g, [pa, pb]) { kv::ROWS_INTERLEAVED } else { 0 });
+            | (if interleaved(g, [pa, pb]) { kv::ROWS_INTERLEAVED } else { 0 })
+            | (if x_in_place(g) { kv::X_IN_PLACE } else { 0 });
         let split = [plan.ksplit as u32, plan.kslice as u32];
         let mut lb = cs.launch_builder(&kernel.func);
         for p in [&pa, &pb, &pc, &pd, &pbias, &ws] {

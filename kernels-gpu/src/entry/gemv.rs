@@ -13,8 +13,8 @@ use crate::arch::nvptx::{
 use crate::element::Element;
 use crate::gemm::Epilogue;
 use crate::gemv::{
-    A_COL, B_ROW, CHUNK, ROWS_INTERLEAVED, SLAB, SmallMPlan, WARPS, a_fragment, b_fragment, block_slab, funnel,
-    row_shift, slab_row, unroll,
+    A_COL, B_ROW, CHUNK, ROWS_INTERLEAVED, SLAB, SmallMPlan, WARPS, X_IN_PLACE, a_fragment, b_fragment, block_slab,
+    funnel, row_shift, slab_row, unroll,
 };
 use half::{bf16, f16};
 
@@ -165,17 +165,21 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const W: usize, const 
     // it), else 0.
     let s = if inter { row_shift(b as usize, row_of(0, 0), q.ldb) } else { 0 };
     // Interleaved: A is x's `pack::SHIFTS` shifted copies (`stride_a` apart, one matrix), read
-    // at copy `s` in the same frame: aligned too. Else matrix z of A.
+    // at copy `s` in the same frame: aligned too; or with `X_IN_PLACE` x itself, read in the
+    // frame like the weight (funnel shifts). Else matrix z of A.
+    let copies = inter && q.layout & X_IN_PLACE == 0;
     // SAFETY (pointer offset): inside A (host-sized copies, or host-checked strides).
-    let a = unsafe { a.add(if inter { s } else { z } * q.stride_a) };
-    // x's row length: the copies' (at least K + 7), else K (where s = 0 and the frames agree).
-    let xlen = if inter { q.lda } else { q.k };
+    let a = unsafe { a.add(if copies { s } else { z } * q.stride_a) };
+    // x's frame shift, row length and the slice's end in its row coordinates: the copies' (frame
+    // 0, rows of at least K + 7), else x's own (frame s, K).
+    let (xs, xlen) = if copies { (0, q.lda) } else { (s, q.k) };
     let kf = q.k + s;
     let kb0 = ks * q.kslice;
     let kb1 = kb1_of(ks, q.kslice, kf);
     let chunks = if kb1 > kb0 { (kb1 - kb0).div_ceil(CHUNK) } else { 0 };
     // The slice's end in row coordinates (kb1 <= K + s).
     let kend = if kb1 > s { kb1 - s } else { 0 };
+    let xend = if copies { kb1 } else { kend };
     let (a_col, b_row) = (q.layout & A_COL != 0, q.layout & B_ROW != 0);
 
     // Accumulators: slab r, group g holds (slab rows gid, gid + 8) x (x rows 8g + 2t, + 1).
@@ -198,7 +202,7 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const W: usize, const 
                         wr[1] = load8::<E, VEC>(b, row_of(r, gid + 8), q.n, f, s, kend, q.k, q.ldb, b_row);
                     }
                     for (g, x) in xv[u].iter_mut().enumerate() {
-                        *x = load8::<E, VEC>(a, 8 * g + gid, q.m, f, 0, kb1, xlen, q.lda, a_col);
+                        *x = load8::<E, VEC>(a, 8 * g + gid, q.m, f, xs, xend, xlen, q.lda, a_col);
                     }
                 }
             }
