@@ -6,7 +6,9 @@
 # PART=ab: bf16 shapes of 1-64 rows with the plan, each width forced on the small-M family
 #   (FERROTUNE_SMALL_M_WIDTH, small-M up to 64 rows), and the Hopper path from one row; cuBLAS
 #   in the same process, then torch's `x @ w.T` (eager and CUDA graph); one table
-#   (`bench/tile_table.py`).
+#   (`bench/tile_table.py`). Columns (COLS_AB): plan, w1/w2/w4, hopper, xcopies (interleaved
+#   slabs read x from shifted copies: FERROTUNE_SMALL_M_X_COPIES=1), pack32 (unaligned weights
+#   in place up to 32 rows only).
 # PART=check,ab runs both. Every step is bounded by what is left of BUDGET seconds; results in
 # $OUT/smallm-width.tgz and the table beside it.
 set -uo pipefail
@@ -20,6 +22,9 @@ if [[ $PART == *check* ]]; then
   timeout $(cap 150) compute-sanitizer --tool memcheck --error-exitcode 9 $T --test-threads=1 gpu_small_m_every_width \
     > $R/memcheck-every-width.txt 2>&1
   stamp "memcheck exit $?: $(grep -E 'ERROR SUMMARY' $R/memcheck-every-width.txt | tail -1) $(grep 'test result' $R/memcheck-every-width.txt)"
+  timeout $(cap 120) compute-sanitizer --tool memcheck --error-exitcode 9 $T --test-threads=1 gpu_small_m_unaligned_rows \
+    > $R/memcheck-unaligned-rows.txt 2>&1
+  stamp "memcheck (unaligned rows) exit $?: $(grep -E 'ERROR SUMMARY' $R/memcheck-unaligned-rows.txt | tail -1) $(grep 'test result' $R/memcheck-unaligned-rows.txt)"
 fi
 
 if [[ $PART == *ab* ]]; then
@@ -28,6 +33,8 @@ if [[ $PART == *ab* ]]; then
       plan) envs=() ;;
       w*) envs=(FERROTUNE_SMALL_M_WIDTH=${col#w} FERROTUNE_SMALL_M_BESIDE_HOPPER=64) ;;
       hopper) envs=(FERROTUNE_SMALL_M_BESIDE_HOPPER=0) ;;
+      xcopies) envs=(FERROTUNE_SMALL_M_X_COPIES=1) ;;
+      pack32) envs=(FERROTUNE_SMALL_M_BESIDE_HOPPER=32) ;;
     esac
     env "${envs[@]}" FERROTUNE_BENCH_NO_SPLIT=1 timeout $(cap 90) $X bench --ops gemm --dtypes bf16 --shapes $SH \
       --json $R/gemm-$col-bf16.json > $R/gemm-$col-bf16.txt 2>&1; stamp "$col exit $?"
