@@ -93,19 +93,22 @@ pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool 
 }
 
 /// Whether interleaved slabs read x itself in their frame (funnel shifts, `gemv::X_IN_PLACE`)
-/// rather than shifted copies made by a launch first: up to [`X_IN_PLACE_MAX_ROWS`] rows, where
-/// the copies' launch costs more than the funnel shifts of a few rows of x.
+/// rather than shifted copies made by a launch first: a single row against a K of at most
+/// [`X_IN_PLACE_MAX_K`], where the copies' launch is most of the call. On the H100
+/// (bench/results/smallm-xinplace-f0f91552f431/) 1x4097x777 ran 0.0197 ms in place against
+/// 0.0226 with the copies, but in place lost 1.3-3x on long K (1x8193x4099 0.061 against
+/// 0.046, 16x8193x4099 0.163 against 0.054) and tied at 8x4097x777.
 /// `FERROTUNE_SMALL_M_X_COPIES=1` (copies always) or `=0` (never) overrides it, for A/B runs.
 pub fn x_in_place(g: &Gemm) -> bool {
     match std::env::var("FERROTUNE_SMALL_M_X_COPIES").ok().as_deref() {
         Some("1") => false,
         Some("0") => true,
-        _ => g.m <= X_IN_PLACE_MAX_ROWS,
+        _ => g.m == 1 && g.k <= X_IN_PLACE_MAX_K,
     }
 }
 
-/// Rows of x up to which interleaved slabs read x in place ([`x_in_place`]).
-pub const X_IN_PLACE_MAX_ROWS: usize = 16;
+/// K up to which one row of x is read in place by interleaved slabs ([`x_in_place`]).
+pub const X_IN_PLACE_MAX_K: usize = 1024;
 
 /// Rows up to which unaligned weights are read in place ([`reads_unaligned_in_place`]).
 pub const IN_PLACE_MAX_ROWS: usize = 40;
