@@ -77,6 +77,22 @@ pub fn run<E>(
     Ok((default, decide(base, default, challenger.zip(pooled(1)), min_gain)))
 }
 
+/// The challenger of the built-in config `base` (which ran `base_kernel`): the search's
+/// `winner` (config, kernel), unless it is `base` itself or runs the same kernel — then the two
+/// are one point, any gap between their times is noise, and the second value names the kernel.
+pub fn challenger(
+    base: ConfigJson,
+    base_kernel: Option<&str>,
+    winner: Option<(ConfigJson, Option<&str>)>,
+) -> (Option<ConfigJson>, Option<String>) {
+    match winner {
+        Some((c, _)) if c == base => (None, None),
+        Some((_, Some(k))) if base_kernel == Some(k) => (None, Some(k.to_string())),
+        Some((c, _)) => (Some(c), None),
+        None => (None, None),
+    }
+}
+
 /// The config kept, its confirmed time, and why.
 pub type Decision = (ConfigJson, Stats, Verdict);
 
@@ -168,5 +184,21 @@ mod tests {
         assert_eq!(decide(base, None, Some((c, st(2.0))), 0.02).unwrap().0, c);
         assert_eq!(decide(base, Some(st(2.0)), None, 0.02).unwrap().0, base);
         assert!(decide(base, None, None, 0.02).is_none());
+    }
+
+    #[test]
+    fn a_winner_that_runs_the_built_in_kernel_is_no_challenger() {
+        let (base, c) = (cfg(256), cfg(512));
+        let k = "Hopper(Sm90Variant { tile: 8 }, NONE)";
+        // Same launch as the built-in config: kept, and the shared kernel named.
+        assert_eq!(challenger(base, Some(k), Some((c, Some(k)))), (None, Some(k.to_string())));
+        // Another launch, or kernels unknown on either side (older journals, small-M, CPU): a
+        // challenger as before.
+        assert_eq!(challenger(base, Some(k), Some((c, Some("Tiles(..)")))), (Some(c), None));
+        assert_eq!(challenger(base, None, Some((c, Some(k)))), (Some(c), None));
+        assert_eq!(challenger(base, Some(k), Some((c, None))), (Some(c), None));
+        // The winner is the built-in config, or nothing passed: no challenger, nothing to name.
+        assert_eq!(challenger(base, Some(k), Some((base, Some(k)))), (None, None));
+        assert_eq!(challenger(base, Some(k), None), (None, None));
     }
 }

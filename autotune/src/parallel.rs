@@ -296,6 +296,7 @@ mod tests {
             median_ms: Some(1.0),
             mad_ms: None,
             detail: None,
+            kernel: None,
             device: Device {
                 backend: "cuda".into(),
                 name: "NVIDIA H200".into(),

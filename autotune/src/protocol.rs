@@ -555,8 +555,14 @@ impl Description {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum EvalOutcome {
-    /// Verified against the reference, then timed. `verified` says how.
-    Ok { stats: Stats, verified: String },
+    /// Verified against the reference, then timed. `verified` says how; `kernel` what ran,
+    /// where the worker can name it exactly (a GEMM plan's launch: configs of one are one point).
+    Ok {
+        stats: Stats,
+        verified: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kernel: Option<String>,
+    },
     /// The output did not match the reference: recorded, never picked.
     Invalid { why: String },
     /// Rejected before launch, failed to launch or faulted. `fatal`: the worker's context is
@@ -572,6 +578,11 @@ impl EvalOutcome {
             EvalOutcome::Ok { stats, .. } => Some(stats.median_ms),
             _ => None,
         }
+    }
+
+    /// The kernel a verified and timed config ran, where the worker named it.
+    pub fn kernel(&self) -> Option<&str> {
+        if let EvalOutcome::Ok { kernel, .. } = self { kernel.as_deref() } else { None }
     }
 }
 

@@ -165,6 +165,10 @@ pub struct ShapeReport {
     /// final comparison, but not by more than the margin: the built-in config was kept.
     #[serde(default)]
     pub within_margin: Option<f64>,
+    /// The search's winner runs this kernel, the built-in config's: the built-in config was
+    /// kept without a comparison (their times differ only by noise).
+    #[serde(default)]
+    pub same_kernel: Option<String>,
     /// Every search measurement in the order made (journalled ones included).
     pub candidates: Vec<CandidateReport>,
 }
@@ -197,6 +201,7 @@ fn outcome_from_journal(j: &JournalRecord) -> EvalOutcome {
             EvalOutcome::Ok {
                 stats: Stats { median_ms: m, min_ms: m, max_ms: m, mad_ms: mad, samples: 0 },
                 verified: format!("journal: {why}"),
+                kernel: j.kernel.clone(),
             }
         }
         (Outcome::Invalid, _) => EvalOutcome::Invalid { why },
@@ -237,7 +242,7 @@ impl Session<'_> {
         }
         let out = self.ev.evaluate(*cfg, repeat.warmup, repeat.iters);
         let (outcome, median_ms, mad_ms, detail) = match &out {
-            EvalOutcome::Ok { stats, verified } => {
+            EvalOutcome::Ok { stats, verified, .. } => {
                 (Outcome::Ok, Some(stats.median_ms), Some(stats.mad_ms), Some(verified.clone()))
             }
             EvalOutcome::Invalid { why } => (Outcome::Invalid, None, None, Some(why.clone())),
@@ -257,6 +262,7 @@ impl Session<'_> {
             median_ms,
             mad_ms,
             detail,
+            kernel: out.kernel().map(str::to_string),
             device: self.desc.device.clone(),
             config: params,
         });
@@ -307,6 +313,7 @@ impl Session<'_> {
             existing: false,
             model_compare: None,
             within_margin: None,
+            same_kernel: None,
             candidates: Vec::new(),
         };
         let existing =
@@ -403,17 +410,17 @@ impl Session<'_> {
         report.stop = stop;
 
         // Ranked valid results (the baseline is one of the candidates too).
-        let mut ranked: Vec<(ConfigJson, Stats)> = results
+        let mut ranked: Vec<(ConfigJson, Stats, Option<&str>)> = results
             .iter()
             .filter_map(|(i, o)| match o {
-                EvalOutcome::Ok { stats, .. } => Some((cands[*i], *stats)),
+                EvalOutcome::Ok { stats, kernel, .. } => Some((cands[*i], *stats, kernel.as_deref())),
                 _ => None,
             })
             .collect();
-        if let EvalOutcome::Ok { stats, .. } = &baseline
-            && !ranked.iter().any(|(c, _)| *c == base)
+        if let EvalOutcome::Ok { stats, kernel, .. } = &baseline
+            && !ranked.iter().any(|(c, ..)| *c == base)
         {
-            ranked.push((base, *stats));
+            ranked.push((base, *stats, kernel.as_deref()));
         }
         ranked.sort_by(|a, b| a.1.median_ms.total_cmp(&b.1.median_ms));
 
@@ -421,13 +428,15 @@ impl Session<'_> {
             report.model_compare = compare_model(&predicted, &results, k);
         }
         report.heuristic_ms =
-            report.heuristic_config.and_then(|h| ranked.iter().find(|(c, _)| *c == h)).map(|(_, s)| s.median_ms);
+            report.heuristic_config.and_then(|h| ranked.iter().find(|(c, ..)| *c == h)).map(|(_, s, _)| s.median_ms);
 
         // Confirm: the winner and the built-in config measured again, longer, in alternating
         // rounds; the reported speedup comes from these, not from the (optimistically biased)
         // best of many short searches, and the winner must beat the built-in config by the
-        // margin (`confirm`).
-        let challenger = ranked.first().map(|(c, _)| *c).filter(|c| *c != base);
+        // margin (`confirm`). A winner that runs the built-in config's kernel is no challenger.
+        let (challenger, same_kernel) =
+            confirm::challenger(base, baseline.kernel(), ranked.first().map(|(c, _, k)| (*c, *k)));
+        report.same_kernel = same_kernel;
         let (default_stats, decided) =
             confirm::run(base, challenger, opts.confirm_repeat, opts.min_gain, |cfg, role, repeat| {
                 let (o, reused) = self.measure(shape, cfg, role, repeat)?;
@@ -471,9 +480,9 @@ impl Session<'_> {
             config: to_params(&tuned),
             runners_up: ranked
                 .iter()
-                .filter(|(c, _)| *c != tuned)
+                .filter(|(c, ..)| *c != tuned)
                 .take(3)
-                .map(|(c, s)| Ranked { median_ms: s.median_ms, config: to_params(c) })
+                .map(|(c, s, _)| Ranked { median_ms: s.median_ms, config: to_params(c) })
                 .collect(),
             line: None,
         };

@@ -503,7 +503,7 @@ impl<T: Scalar> Bench<T> {
         } else {
             stats
         };
-        EvalOutcome::Ok { stats, verified }
+        EvalOutcome::Ok { stats, verified, kernel: None }
     }
 }
 

@@ -292,7 +292,11 @@ impl<T: Scalar> CliffordBench<T> {
         } else {
             stats
         };
-        EvalOutcome::Ok { stats, verified: "every element within tolerance of the built-in config's CPU output".into() }
+        EvalOutcome::Ok {
+            stats,
+            verified: "every element within tolerance of the built-in config's CPU output".into(),
+            kernel: None,
+        }
     }
 }
 

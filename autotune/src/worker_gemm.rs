@@ -177,7 +177,10 @@ impl<T: Scalar> GemmBench<T> {
         } else {
             stats
         };
-        EvalOutcome::Ok { stats, verified: verified.into() }
+        // What the config ran: configs of one launch are one point to the tuner.
+        let kernel =
+            ferrotune::ops::gemm_plan::explain(s, &g, T::DTYPE, T::DTYPE).ok().flatten().and_then(|p| p.kernel_key());
+        EvalOutcome::Ok { stats, verified: verified.into(), kernel }
     }
 }
 

@@ -197,6 +197,10 @@ pub struct JournalRecord {
     pub mad_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// What the config ran, where the worker can name it exactly (a GEMM plan's launch): two
+    /// configs with the same kernel are one point (older journals have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
     pub device: Device,
     pub config: Config,
 }

@@ -56,6 +56,7 @@ fn journal(outcome: Outcome) -> JournalRecord {
         median_ms: (outcome == Outcome::Ok).then_some(1.0),
         mad_ms: None,
         detail: Some("why".into()),
+        kernel: None,
         device: h100(),
         config: cfg(64),
     }
@@ -70,9 +71,15 @@ fn round_trip_keeps_everything() {
     let p = Profile {
         source: None,
         entries: vec![entry(h100(), 1 << 20, 256), entry(h100(), 3 << 24, 1024)],
-        journal: vec![journal(Outcome::Ok), journal(Outcome::Timeout)],
+        journal: vec![
+            JournalRecord { kernel: Some("Hopper(Sm90Variant { tile: 8 }, NONE)".into()), ..journal(Outcome::Ok) },
+            journal(Outcome::Timeout),
+        ],
     };
     let text = p.to_toml().unwrap();
+    // A record without a kernel (every file written before the GEMM worker named them) writes
+    // no key, and one with it keeps it.
+    assert_eq!(text.matches("kernel = ").count(), 1, "{text}");
     let mut back = parse(&text).unwrap();
     assert!(back.entries.iter().all(|e| e.line.is_some()), "lines are recorded");
     for e in &mut back.entries {

@@ -397,6 +397,9 @@ fn print_report(a: &Args, report: &ferrotune_autotune::TuneReport) -> anyhow::Re
             let hm = s.heuristic_ms.map_or("not measured".into(), |m| format!("{m:.4} ms, tuned {:.3}x", m / t));
             println!("{:>36} built-in heuristic: {h} ({hm})", "");
         }
+        if let Some(k) = &s.same_kernel {
+            println!("{:>36} the search's winner runs the built-in config's kernel ({k}): built-in kept", "");
+        }
         if let Some(g) = s.within_margin {
             println!("{:>36} the search's winner was {:.1}% faster, within --min-gain: built-in kept", "", 100.0 * g);
         }

@@ -96,6 +96,17 @@ impl GemmPlan {
         }
     }
 
+    /// What the plan launches, exactly (kernels, tiles, K split, row split), where the plan
+    /// fixes it: two configs whose keys are equal run the same launches on this problem, so a
+    /// tuner can treat them as one point. `None` for the small-M family and the pack, whose
+    /// kernels are chosen at launch.
+    pub fn kernel_key(&self) -> Option<String> {
+        match &self.family {
+            Family::Launch(l) => Some(format!("{l:?}")),
+            Family::SmallM | Family::Pack => None,
+        }
+    }
+
     /// The small-M family's (K split, width) the chosen config asks for (`path = "small-m"`:
     /// `split_k`, and `tile` as the index of the width in `gemv::WIDTHS`), `None` for the
     /// built-in ones.

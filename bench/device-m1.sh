@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Issue 12: one row against a large weight (M = 1, the decode GEMV) on the H100, from a carry
+# built by `bench/prepare-carry.sh`. What does reading the weight once cost, and where do the
+# small-M kernel's microseconds go beyond it?
+# PART=floor: the read floor — torch.sum (one kernel reading the tensor once) at 16-128 MiB,
+#   queued over rotating buffers, and our copy beside it.
+# PART=sweep: M = 1 shapes (the suite's and unseen ones) with the plan, then the K split
+#   (FERROTUNE_SMALL_M_KSPLIT) and the block width (FERROTUNE_SMALL_M_WIDTH) forced, cuBLAS in
+#   the same process; `copy_fraction_queued` per row in the JSONs.
+# PART=pf: the small-M kernel's L2 prefetch distance (0-3 warp steps) on 1-64-row shapes;
+#   the geomean-best distance goes to $OUT/best-pf.
+# PART=ncu: Nsight Compute on 1x4096x4096 bf16 (ours and cuBLAS's kernel in one process):
+#   speed of light, memory, occupancy, warp states, launch statistics.
+# PART=check: the small-M GPU tests and memcheck on them.
+# Every step is bounded by what is left of BUDGET seconds; results in $OUT/m1.tgz and
+# $OUT/m1-summary.txt.
+set -uo pipefail
+source bench/device-lib.sh
+S=$OUT/m1-summary.txt; cp $R/device.txt $S
+M1=${SHAPES:-1x4096x4096,1x14336x4096,1x4096x14336,1x8193x4099,1x11008x4096,1x4096x11008,1x5120x5120,1x8192x8192,1x6144x6144,1x28672x4096,2x4096x4096,4x8192x8192}
+
+if [[ $PART == *check* ]]; then
+  timeout $(cap 150) $T --test-threads=2 gemv:: > $R/gemv-tests.txt 2>&1
+  stamp "small-M tests exit $?: $(grep 'test result' $R/gemv-tests.txt)" | tee -a $S
+  grep -E "^test .*FAILED|panicked|skipped" $R/gemv-tests.txt | head | tee -a $S
+  timeout $(cap 150) compute-sanitizer --tool memcheck --error-exitcode 9 $T --test-threads=1 gpu_small_m \
+    > $R/memcheck-small-m.txt 2>&1
+  stamp "memcheck exit $?: $(grep -E 'ERROR SUMMARY' $R/memcheck-small-m.txt | tail -1) $(grep 'test result' $R/memcheck-small-m.txt)" | tee -a $S
+fi
+
+if [[ $PART == *floor* ]]; then
+  # One kernel reading N bytes once, queued back to back over 4 rotating buffers (more than L2
+  # together): torch.sum of bf16 tensors, and our copy (read + write) beside it.
+  timeout $(cap 60) python3 - > $R/floor.txt 2>&1 <<'PY'
+import torch
+torch.manual_seed(0)
+print("MiB  torch.sum us/call  read TB/s")
+for mib in [16, 32, 64, 112, 128]:
+    n = mib * 2**20 // 2
+    xs = [torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
+    for x in xs: x.sum()
+    torch.cuda.synchronize()
+    times = []
+    for rep in range(7):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for i in range(40): xs[i % 4].sum()
+        e.record(); torch.cuda.synchronize(); times.append(s.elapsed_time(e) * 1e3 / 40)
+    t = sorted(times)[3]
+    print(f"{mib:4d}  {t:8.2f}  {mib * 2**20 / t / 1e6:6.3f}")
+PY
+  stamp "floor exit $?" | tee -a $S; cat $R/floor.txt | tee -a $S
+  timeout $(cap 60) $X bench --ops copy --dtypes bf16 --sizes 16,32,64,128 --warmup 10 --iters 50 \
+    > $R/copy.txt 2>&1
+  stamp "copy exit $?" | tee -a $S; grep -E "^ *copy" $R/copy.txt | tee -a $S
+fi
+
+run_cols() { # label, then env assignments
+  local label=$1; shift
+  [ $(left) -lt 20 ] && { echo "--- $label: skipped (budget)" | tee -a $S; return; }
+  env "$@" timeout $(cap 60) $X bench --ops gemm --shape-suite irregular --shapes $M1 --dtypes bf16 --warmup 5 \
+    --iters 30 --json $R/m1-$label.json > $R/m1-$label.txt 2>&1
+  stamp "$label ($*) exit $?" | tee -a $S
+}
+if [[ $PART == *sweep* ]]; then
+  run_cols plan
+  for ks in 1 2 4; do run_cols ks$ks FERROTUNE_SMALL_M_KSPLIT=$ks; done
+  run_cols w2 FERROTUNE_SMALL_M_WIDTH=2
+  python3 - $R $S <<'PY'
+import json, sys, glob, os
+r, s = sys.argv[1], sys.argv[2]
+cols, rows = [], {}
+for f in sorted(glob.glob(f"{r}/m1-*.json"), key=os.path.getmtime):
+    lab = os.path.basename(f)[3:-5]
+    try: d = json.load(open(f))
+    except Exception: continue
+    cols.append(lab)
+    for x in d["rows"]:
+        k = f"{x['m']}x{x['n']}x{x['k']}"
+        rows.setdefault(k, {})[lab] = (x["ours_queued_ms"] * 1e3, x.get("copy_fraction_queued"), x.get("cublas_queued_ms"), x["correct"])
+out = ["µs queued per call (share of copy bandwidth on the weight); cuBLAS queued µs",
+       f"{'shape':>14} " + " ".join(f"{c:>14}" for c in cols) + "   cuBLAS"]
+for k, v in rows.items():
+    cub = next((c for (_, _, c, _) in v.values() if c), None)
+    cells = [f"{v[c][0]:7.1f} ({v[c][1]:.2f}){'' if v[c][3] else '!'}" if c in v else f"{'-':>14}" for c in cols]
+    out.append(f"{k:>14} " + " ".join(cells) + (f"   {cub * 1e3:6.1f}" if cub else ""))
+open(s, "a").write("\n".join(out) + "\n"); print("\n".join(out))
+PY
+fi
+
+if [[ $PART == *pf* ]]; then
+  # The L2 prefetch distance of the small-M kernel (FERROTUNE_SMALL_M_PREFETCH, warp steps
+  # ahead; 0 = off) on M = 1 and on 2-64 rows, aligned and unaligned weights.
+  M1=$M1,8x4096x4096,16x11008x4096,32x4096x4096,33x8191x4099,64x14336x4096,8x12288x4099,24x5120x5120,1x3001x12289
+  for d in 0 1 2 3; do run_cols pf$d FERROTUNE_SMALL_M_PREFETCH=$d FERROTUNE_SMALL_M_BESIDE_HOPPER=64; done
+  python3 - $R $S <<'PY'
+import json, sys, glob, os, math
+r, s = sys.argv[1], sys.argv[2]
+cols, rows = [], {}
+for d in range(4):
+    try: x = json.load(open(f"{r}/m1-pf{d}.json"))
+    except Exception: continue
+    cols.append(d)
+    for row in x["rows"]:
+        rows.setdefault(f"{row['m']}x{row['n']}x{row['k']}", {})[d] = (row["ours_queued_ms"] * 1e3, row.get("copy_fraction_queued"), row["correct"], row.get("cublas_queued_ms"))
+out = ["prefetch distance (steps): µs queued per call (share of copy bandwidth); cuBLAS µs",
+       f"{'shape':>14} " + " ".join(f"{'pf' + str(c):>14}" for c in cols) + "   cuBLAS"]
+for k, v in rows.items():
+    cub = next((c for (*_, c) in v.values() if c), None)
+    out.append(f"{k:>14} " + " ".join(f"{v[c][0]:7.1f} ({v[c][1]:.2f}){'' if v[c][2] else '!'}" if c in v else f"{'-':>14}" for c in cols) + (f"   {cub * 1e3:6.1f}" if cub else ""))
+geo = {c: math.exp(sum(math.log(v[0][0] / v[c][0]) for v in rows.values() if c in v and 0 in v) / len(rows)) for c in cols}
+out.append("speed over pf0 (geomean): " + ", ".join(f"pf{c} {g:.3f}x" for c, g in geo.items()))
+best = max(geo, key=geo.get)
+out.append(f"best: pf{best}")
+open(s, "a").write("\n".join(out) + "\n"); print("\n".join(out))
+open(f"{r}/best-pf", "w").write(str(best))
+PY
+  cp $R/best-pf $OUT/ 2>/dev/null
+fi
+
+if [[ $PART == *ncu* ]] && command -v ncu > /dev/null; then
+  timeout $(cap 90) ncu --launch-skip 4 --launch-count 6 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+    $X bench --ops gemm --shape-suite irregular --shapes 1x4096x4096 --dtypes bf16 --warmup 1 --iters 1 \
+    > $R/ncu-m1.txt 2>&1
+  stamp "ncu exit $?" | tee -a $S
+  grep -vE "^==PROF==|^ *$" $R/ncu-m1.txt | grep -E "^  [a-z_]|Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|Achieved Occupancy|Registers Per|Grid Size|Block Size|Waves Per SM|Stall|Issued Warp|No Eligible|Active Warps" \
+    | head -120 | tee -a $S
+fi
+tar -czf $OUT/m1.tgz -C $R .
+stamp done | tee -a $S
