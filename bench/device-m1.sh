@@ -7,8 +7,6 @@
 # PART=sweep: M = 1 shapes (the suite's and unseen ones) with the plan, then the K split
 #   (FERROTUNE_SMALL_M_KSPLIT) and the block width (FERROTUNE_SMALL_M_WIDTH) forced, cuBLAS in
 #   the same process; `copy_fraction_queued` per row in the JSONs.
-# PART=pf: the small-M kernel's L2 prefetch distance (0-3 warp steps) on 1-64-row shapes;
-#   the geomean-best distance goes to $OUT/best-pf.
 # PART=ncu: Nsight Compute on 1x4096x4096 bf16 (ours and cuBLAS's kernel in one process):
 #   speed of light, memory, occupancy, warp states, launch statistics.
 # PART=check: the small-M GPU tests and memcheck on them.
@@ -86,36 +84,6 @@ for k, v in rows.items():
     out.append(f"{k:>14} " + " ".join(cells) + (f"   {cub * 1e3:6.1f}" if cub else ""))
 open(s, "a").write("\n".join(out) + "\n"); print("\n".join(out))
 PY
-fi
-
-if [[ $PART == *pf* ]]; then
-  # The L2 prefetch distance of the small-M kernel (FERROTUNE_SMALL_M_PREFETCH, warp steps
-  # ahead; 0 = off) on M = 1 and on 2-64 rows, aligned and unaligned weights.
-  M1=$M1,8x4096x4096,16x11008x4096,32x4096x4096,33x8191x4099,64x14336x4096,8x12288x4099,24x5120x5120,1x3001x12289
-  for d in 0 1 2 3; do run_cols pf$d FERROTUNE_SMALL_M_PREFETCH=$d FERROTUNE_SMALL_M_BESIDE_HOPPER=64; done
-  python3 - $R $S <<'PY'
-import json, sys, glob, os, math
-r, s = sys.argv[1], sys.argv[2]
-cols, rows = [], {}
-for d in range(4):
-    try: x = json.load(open(f"{r}/m1-pf{d}.json"))
-    except Exception: continue
-    cols.append(d)
-    for row in x["rows"]:
-        rows.setdefault(f"{row['m']}x{row['n']}x{row['k']}", {})[d] = (row["ours_queued_ms"] * 1e3, row.get("copy_fraction_queued"), row["correct"], row.get("cublas_queued_ms"))
-out = ["prefetch distance (steps): µs queued per call (share of copy bandwidth); cuBLAS µs",
-       f"{'shape':>14} " + " ".join(f"{'pf' + str(c):>14}" for c in cols) + "   cuBLAS"]
-for k, v in rows.items():
-    cub = next((c for (*_, c) in v.values() if c), None)
-    out.append(f"{k:>14} " + " ".join(f"{v[c][0]:7.1f} ({v[c][1]:.2f}){'' if v[c][2] else '!'}" if c in v else f"{'-':>14}" for c in cols) + (f"   {cub * 1e3:6.1f}" if cub else ""))
-geo = {c: math.exp(sum(math.log(v[0][0] / v[c][0]) for v in rows.values() if c in v and 0 in v) / len(rows)) for c in cols}
-out.append("speed over pf0 (geomean): " + ", ".join(f"pf{c} {g:.3f}x" for c, g in geo.items()))
-best = max(geo, key=geo.get)
-out.append(f"best: pf{best}")
-open(s, "a").write("\n".join(out) + "\n"); print("\n".join(out))
-open(f"{r}/best-pf", "w").write(str(best))
-PY
-  cp $R/best-pf $OUT/ 2>/dev/null
 fi
 
 if [[ $PART == *ncu* ]] && command -v ncu > /dev/null; then

@@ -74,7 +74,12 @@ pub fn run<E>(
     }
     let pooled = |i: usize| sides.get(i).and_then(|s| s.2.as_deref()).and_then(pool);
     let default = pooled(0);
-    Ok((default, decide(base, default, challenger.zip(pooled(1)), min_gain)))
+    // Rounds the challenger lost (its round median not below the built-in config's).
+    let lost = match (sides.first().and_then(|s| s.2.as_deref()), sides.get(1).and_then(|s| s.2.as_deref())) {
+        (Some(d), Some(c)) => d.iter().zip(c).filter(|(d, c)| c.median_ms >= d.median_ms).count(),
+        _ => 0,
+    };
+    Ok((default, decide(base, default, challenger.zip(pooled(1)), min_gain, lost)))
 }
 
 /// The challenger of the built-in config `base` (which ran `base_kernel`): the search's
@@ -106,15 +111,22 @@ pub enum Verdict {
     Default,
     /// The challenger was faster, by `gain` (relative), but not by more than the margin.
     WithinMargin { gain: f64 },
+    /// The challenger was faster by more than the margin in the pooled time, but not in every
+    /// round: it won `won` of [`ROUNDS`]. Two configs of equal speed do that by chance far more
+    /// often than they win every round (bench/results/smallm-prefetch-f0d690e3f07c/: one of 18
+    /// configs flipped between two runs on a pooled gain alone).
+    NotEveryRound { gain: f64, won: usize },
 }
 
 /// Picks the config to keep from the confirmed times: the challenger only when its median is
-/// below the built-in config's by more than `min_gain` of it. `None` when neither has a time.
+/// below the built-in config's by more than `min_gain` of it and, with a margin above 0, it
+/// lost none of the rounds (`lost` of them). `None` when neither has a time.
 pub fn decide(
     base: ConfigJson,
     default: Option<Stats>,
     challenger: Option<(ConfigJson, Stats)>,
     min_gain: f64,
+    lost: usize,
 ) -> Option<Decision> {
     match (default, challenger) {
         (None, None) => None,
@@ -122,7 +134,9 @@ pub fn decide(
         (None, Some((c, s))) => Some((c, s, Verdict::Challenger)),
         (Some(d), Some((c, s))) => {
             let gain = 1.0 - s.median_ms / d.median_ms;
-            if gain > min_gain {
+            if gain > min_gain && lost > 0 && min_gain > 0.0 {
+                Some((base, d, Verdict::NotEveryRound { gain, won: ROUNDS.saturating_sub(lost) }))
+            } else if gain > min_gain {
                 Some((c, s, Verdict::Challenger))
             } else if gain > 0.0 {
                 Some((base, d, Verdict::WithinMargin { gain }))
@@ -170,20 +184,20 @@ mod tests {
     fn the_challenger_needs_more_than_the_margin() {
         let (base, c) = (cfg(256), cfg(512));
         // 1.5% faster: kept the built-in config, and says by how much the challenger won.
-        let (k, s, v) = decide(base, Some(st(1.0)), Some((c, st(0.985))), 0.02).unwrap();
+        let (k, s, v) = decide(base, Some(st(1.0)), Some((c, st(0.985))), 0.02, 0).unwrap();
         assert_eq!((k, s.median_ms), (base, 1.0));
         assert!(matches!(v, Verdict::WithinMargin { gain } if (gain - 0.015).abs() < 1e-9));
         // 3% faster: the challenger.
-        let (k, _, v) = decide(base, Some(st(1.0)), Some((c, st(0.97))), 0.02).unwrap();
+        let (k, _, v) = decide(base, Some(st(1.0)), Some((c, st(0.97))), 0.02, 0).unwrap();
         assert_eq!((k, v), (c, Verdict::Challenger));
         // Slower: the built-in config, no gain to report.
-        assert_eq!(decide(base, Some(st(1.0)), Some((c, st(1.2))), 0.02).unwrap().2, Verdict::Default);
+        assert_eq!(decide(base, Some(st(1.0)), Some((c, st(1.2))), 0.02, 0).unwrap().2, Verdict::Default);
         // A margin of 0 is the plain fastest.
-        assert_eq!(decide(base, Some(st(1.0)), Some((c, st(0.999))), 0.0).unwrap().0, c);
+        assert_eq!(decide(base, Some(st(1.0)), Some((c, st(0.999))), 0.0, 0).unwrap().0, c);
         // One side failed: the other; both: nothing.
-        assert_eq!(decide(base, None, Some((c, st(2.0))), 0.02).unwrap().0, c);
-        assert_eq!(decide(base, Some(st(2.0)), None, 0.02).unwrap().0, base);
-        assert!(decide(base, None, None, 0.02).is_none());
+        assert_eq!(decide(base, None, Some((c, st(2.0))), 0.02, 0).unwrap().0, c);
+        assert_eq!(decide(base, Some(st(2.0)), None, 0.02, 0).unwrap().0, base);
+        assert!(decide(base, None, None, 0.02, 0).is_none());
     }
 
     #[test]
@@ -200,5 +214,39 @@ mod tests {
         // The winner is the built-in config, or nothing passed: no challenger, nothing to name.
         assert_eq!(challenger(base, Some(k), Some((base, Some(k)))), (None, None));
         assert_eq!(challenger(base, Some(k), None), (None, None));
+    }
+
+    #[test]
+    fn the_challenger_must_win_every_round() {
+        let (base, c) = (cfg(256), cfg(512));
+        // Pooled 5% faster but one round lost: the built-in config, and how many it won.
+        let (k, s, v) = decide(base, Some(st(1.0)), Some((c, st(0.95))), 0.02, 1).unwrap();
+        assert_eq!((k, s.median_ms), (base, 1.0));
+        assert!(matches!(v, Verdict::NotEveryRound { won: 2, gain } if (gain - 0.05).abs() < 1e-9), "{v:?}");
+        // Margin 0 is the plain fastest: rounds do not count.
+        assert_eq!(decide(base, Some(st(1.0)), Some((c, st(0.95))), 0.0, 2).unwrap().0, c);
+
+        // Through `run`: round medians default 1.00, 1.00, 1.00; challenger 0.90, 1.01, 0.90
+        // (pooled 0.90, 10% faster, but slower in round 2) -> kept the built-in config.
+        let times = |who: &str, r: usize| match (who, r) {
+            ("best", 1) => 1.01,
+            ("best", _) => 0.90,
+            _ => 1.00,
+        };
+        let measure = |cfg: &ConfigJson, role: &str, _: Repeat| {
+            let who = if *cfg == base { "default" } else { "best" };
+            let r = (0..ROUNDS).find(|&r| super::role(who, r) == role).unwrap();
+            Ok::<_, ()>(EvalOutcome::Ok { stats: st(times(who, r)), verified: "test".into(), kernel: None })
+        };
+        let (d, got) = run(base, Some(c), Repeat { warmup: 1, iters: 30 }, 0.02, measure).unwrap();
+        assert_eq!(d.unwrap().median_ms, 1.0);
+        assert!(matches!(got, Some((k, _, Verdict::NotEveryRound { won: 2, .. })) if k == base), "{got:?}");
+        // Winning every round by the same pooled margin: the challenger.
+        let measure = |cfg: &ConfigJson, _: &str, _: Repeat| {
+            let m = if *cfg == base { 1.0 } else { 0.9 };
+            Ok::<_, ()>(EvalOutcome::Ok { stats: st(m), verified: "test".into(), kernel: None })
+        };
+        let (_, got) = run(base, Some(c), Repeat { warmup: 1, iters: 30 }, 0.02, measure).unwrap();
+        assert!(matches!(got, Some((k, _, Verdict::Challenger)) if k == c), "{got:?}");
     }
 }

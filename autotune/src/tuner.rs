@@ -169,6 +169,10 @@ pub struct ShapeReport {
     /// kept without a comparison (their times differ only by noise).
     #[serde(default)]
     pub same_kernel: Option<String>,
+    /// (gain, rounds won): the winner beat the built-in config by more than the margin pooled,
+    /// but not in every round of the comparison; the built-in config was kept.
+    #[serde(default)]
+    pub not_every_round: Option<(f64, usize)>,
     /// Every search measurement in the order made (journalled ones included).
     pub candidates: Vec<CandidateReport>,
 }
@@ -314,6 +318,7 @@ impl Session<'_> {
             model_compare: None,
             within_margin: None,
             same_kernel: None,
+            not_every_round: None,
             candidates: Vec::new(),
         };
         let existing =
@@ -444,8 +449,10 @@ impl Session<'_> {
                 Ok::<_, TuneError>(o)
             })?;
         report.default_ms = default_stats.map(|s| s.median_ms);
-        if let Some((_, _, confirm::Verdict::WithinMargin { gain })) = decided {
-            report.within_margin = Some(gain);
+        match decided {
+            Some((_, _, confirm::Verdict::WithinMargin { gain })) => report.within_margin = Some(gain),
+            Some((_, _, confirm::Verdict::NotEveryRound { gain, won })) => report.not_every_round = Some((gain, won)),
+            _ => {}
         }
         let chosen = decided.map(|(c, s, _)| (c, s));
         let Some((tuned, tuned_stats)) = chosen else {

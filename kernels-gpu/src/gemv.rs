@@ -385,16 +385,6 @@ pub const ROWS_INTERLEAVED: u32 = 4;
 /// `lda`), read in the slab's frame with two aligned loads and a funnel shift per vector, so no
 /// shifted copies are made first (one launch less; more ALU per x vector).
 pub const X_IN_PLACE: u32 = 8;
-/// Bits of the kernel's `layout` argument (`(layout >> PREFETCH_SHIFT) & PREFETCH_MASK`): how
-/// many warp steps ahead of its loads each warp asks L2 for the weight (`prefetch.global.L2`,
-/// K-contiguous weights only; 0: no prefetch). A step is `WARPS x unroll` chunks of each of the
-/// block's rows, so the weight's bytes in flight grow by that many steps without registers.
-pub const PREFETCH_SHIFT: u32 = 4;
-/// See [`PREFETCH_SHIFT`].
-pub const PREFETCH_MASK: u32 = 3;
-/// The prefetch distance the host asks for unless told otherwise (steps; see
-/// [`PREFETCH_SHIFT`]).
-pub const DEFAULT_PREFETCH: u32 = 2;
 
 #[cfg(test)]
 #[path = "gemv_tests.rs"]

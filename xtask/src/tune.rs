@@ -400,6 +400,14 @@ fn print_report(a: &Args, report: &ferrotune_autotune::TuneReport) -> anyhow::Re
         if let Some(k) = &s.same_kernel {
             println!("{:>36} the search's winner runs the built-in config's kernel ({k}): built-in kept", "");
         }
+        if let Some((g, won)) = s.not_every_round {
+            println!(
+                "{:>36} the search's winner was {:.1}% faster but won {won} of {} rounds: built-in kept",
+                "",
+                100.0 * g,
+                ferrotune_autotune::confirm::ROUNDS
+            );
+        }
         if let Some(g) = s.within_margin {
             println!("{:>36} the search's winner was {:.1}% faster, within --min-gain: built-in kept", "", 100.0 * g);
         }

@@ -107,17 +107,6 @@ pub fn x_in_place(g: &Gemm) -> bool {
     }
 }
 
-/// How many warp steps ahead the kernel asks L2 for the weight (`gemv::PREFETCH_SHIFT`):
-/// `FERROTUNE_SMALL_M_PREFETCH=0..3` (for A/B runs; other values are ignored), else
-/// [`kv::DEFAULT_PREFETCH`].
-pub fn prefetch_steps() -> u32 {
-    std::env::var("FERROTUNE_SMALL_M_PREFETCH")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|&d| d <= kv::PREFETCH_MASK)
-        .unwrap_or(kv::DEFAULT_PREFETCH)
-}
-
 /// K up to which one row of x is read in place by interleaved slabs ([`x_in_place`]).
 pub const X_IN_PLACE_MAX_K: usize = 1024;
 
@@ -258,8 +247,7 @@ unsafe fn launch(
         let layout = (if g.a_layout == Layout::Col { kv::A_COL } else { 0 })
             | (if g.b_layout == Layout::Row { kv::B_ROW } else { 0 })
             | (if interleaved(g, [pa, pb]) { kv::ROWS_INTERLEAVED } else { 0 })
-            | (if x_in_place(g) { kv::X_IN_PLACE } else { 0 })
-            | (prefetch_steps() << kv::PREFETCH_SHIFT);
+            | (if x_in_place(g) { kv::X_IN_PLACE } else { 0 });
         let split = [plan.ksplit as u32, plan.kslice as u32];
         let mut lb = cs.launch_builder(&kernel.func);
         for p in [&pa, &pb, &pc, &pd, &pbias, &ws] {

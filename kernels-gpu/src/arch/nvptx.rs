@@ -564,16 +564,3 @@ pub unsafe fn ld_global_nc_v4(p: *const u32) -> [u32; 4] {
     };
     [a, b, c, d]
 }
-
-/// Asks L2 to fetch the 128-byte line holding `p` from device memory (`prefetch.global.L2`):
-/// no register is tied up until the data arrives, so a streaming kernel can have more bytes in
-/// flight than its loads' registers allow.
-///
-/// # Safety
-/// `p` must point into a global allocation (a prefetch loads nothing into registers, but an
-/// address outside every allocation is undefined in PTX).
-#[inline(always)]
-pub unsafe fn prefetch_global_l2(p: *const u8) {
-    // SAFETY: the caller keeps `p` inside a global allocation; the instruction has no other effect.
-    unsafe { asm!("prefetch.global.L2 [{p}];", p = in(reg64) p, options(readonly, nostack)) };
-}

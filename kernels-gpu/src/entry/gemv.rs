@@ -8,14 +8,13 @@
 
 use crate::arch::nvptx::{
     atom_add_global_u32, block_idx_x, block_idx_y, block_idx_z, dyn_smem_addr, fence_gpu, ld_global_cg_f32,
-    ld_global_nc_v4, ld_shared_f32, mma_m16n8k16_bf16, mma_m16n8k16_f16, prefetch_global_l2, st_shared_f32,
-    sync_threads, thread_idx_x,
+    ld_global_nc_v4, ld_shared_f32, mma_m16n8k16_bf16, mma_m16n8k16_f16, st_shared_f32, sync_threads, thread_idx_x,
 };
 use crate::element::Element;
 use crate::gemm::Epilogue;
 use crate::gemv::{
-    A_COL, B_ROW, CHUNK, PREFETCH_MASK, PREFETCH_SHIFT, ROWS_INTERLEAVED, SLAB, SmallMPlan, WARPS, X_IN_PLACE,
-    a_fragment, b_fragment, block_slab, funnel, row_shift, slab_row, unroll,
+    A_COL, B_ROW, CHUNK, ROWS_INTERLEAVED, SLAB, SmallMPlan, WARPS, X_IN_PLACE, a_fragment, b_fragment, block_slab,
+    funnel, row_shift, slab_row, unroll,
 };
 use half::{bf16, f16};
 
@@ -188,38 +187,8 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const W: usize, const 
     const U: usize = 4;
     let un = unroll(G, W);
     let step = WARPS * un;
-    // The weight asked of L2 `pf` steps ahead of the loads (K-contiguous weights): lanes with
-    // t = 0 name their two rows' 64 bytes of each chunk the warp will load then.
-    let pf = if b_row { 0 } else { ((q.layout >> PREFETCH_SHIFT) & PREFETCH_MASK) as usize };
-    let prefetch = |c: usize| {
-        if t != 0 {
-            return;
-        }
-        for u in 0..un {
-            let cc = c + u * WARPS;
-            let kk = (kb0 + cc * CHUNK).saturating_sub(s);
-            if cc >= chunks || kk >= kend {
-                break;
-            }
-            for r in 0..W {
-                for nl in [gid, gid + 8] {
-                    let row = row_of(r, nl);
-                    if row < q.n {
-                        // SAFETY: (row, kk) lies inside matrix z of B (row < n, kk < kend <= K).
-                        unsafe { prefetch_global_l2(b.wrapping_add(row * q.ldb + kk) as *const u8) };
-                    }
-                }
-            }
-        }
-    };
-    for d in 1..pf {
-        prefetch(warp + d * step);
-    }
     let mut c0 = warp;
     while c0 < chunks {
-        if pf > 0 {
-            prefetch(c0 + pf * step);
-        }
         let mut wv = [[[[0u32; 4]; 2]; W]; U];
         let mut xv = [[[0u32; 4]; G]; U];
         for u in 0..un {
