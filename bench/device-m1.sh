@@ -4,9 +4,10 @@
 # small-M kernel's microseconds go beyond it?
 # PART=floor: the read floor — torch.sum (one kernel reading the tensor once) at 16-128 MiB,
 #   queued over rotating buffers, and our copy beside it.
-# PART=sweep: M = 1 shapes (the suite's and unseen ones) with the plan, then the K split
-#   (FERROTUNE_SMALL_M_KSPLIT) and the block width (FERROTUNE_SMALL_M_WIDTH) forced, cuBLAS in
-#   the same process; `copy_fraction_queued` per row in the JSONs.
+# PART=sweep: M = 1 shapes (the suite's and unseen ones; or SHAPES) with the plan, then the K
+#   split (FERROTUNE_SMALL_M_KSPLIT) and the block width (FERROTUNE_SMALL_M_WIDTH) forced
+#   (COLS, default "plan ks1 ks2 ks4 w2"), cuBLAS in the same process; `copy_fraction_queued`
+#   per row in the JSONs.
 # PART=ncu: Nsight Compute on 1x4096x4096 bf16 (ours and cuBLAS's kernel in one process):
 #   speed of light, memory, occupancy, warp states, launch statistics.
 # PART=check: the small-M GPU tests and memcheck on them.
@@ -61,9 +62,13 @@ run_cols() { # label, then env assignments
   stamp "$label ($*) exit $?" | tee -a $S
 }
 if [[ $PART == *sweep* ]]; then
-  run_cols plan
-  for ks in 1 2 4; do run_cols ks$ks FERROTUNE_SMALL_M_KSPLIT=$ks; done
-  run_cols w2 FERROTUNE_SMALL_M_WIDTH=2
+  for col in ${COLS:-plan ks1 ks2 ks4 w2}; do
+    case $col in
+      plan) run_cols plan ;;
+      ks*) run_cols $col FERROTUNE_SMALL_M_KSPLIT=${col#ks} ;;
+      w*) run_cols $col FERROTUNE_SMALL_M_WIDTH=${col#w} ;;
+    esac
+  done
   python3 - $R $S <<'PY'
 import json, sys, glob, os
 r, s = sys.argv[1], sys.argv[2]
