@@ -258,6 +258,18 @@ fn small_m_takes_16_bit_calls_up_to_64_rows_without_a_forced_kernel() {
     assert!(vector_loads(&Gemm::new(8, 4096, 4099).layouts(Layout::Row, Layout::Col).resolved(), [0, 0]));
     let (name, plan) = describe(&rc(1), DType::Bf16, DType::Bf16, [0, 0], 132, None).unwrap();
     assert_eq!((name, plan.ksplit), ("ft_gemv_bf16_bf16_g1_v", 1));
+    // Between one and 1.5 waves of one-slab blocks (264 slots on 132 SMs), up to 16 rows: two
+    // slabs per block, one wave; not below one wave, past 1.5, or from 17 rows.
+    let sq = |m: usize, n: usize| Gemm::new(m, n, 4096).layouts(Layout::Row, Layout::Col).resolved();
+    let width = |m, n, sms| describe(&sq(m, n), DType::Bf16, DType::Bf16, [0, 0], sms, None).unwrap().1.width;
+    assert_eq!([width(1, 5120, 132), width(16, 6144, 132), width(1, 4352, 132)], [2, 2, 2]);
+    assert_eq!([width(1, 4096, 132), width(1, 6400, 132), width(1, 11008, 132), width(17, 5120, 132)], [1; 4]);
+    assert_eq!(width(1, 5120, 160), 1, "320 slabs are one wave of 320 slots");
+    let (name, _) = describe(&sq(1, 5120), DType::Bf16, DType::Bf16, [0, 0], 132, None).unwrap();
+    assert_eq!(name, "ft_gemv_bf16_bf16_g1_v_w2");
+    // Odd K (interleaved slabs, whole groups of 128 rows): 1x5121 has 41 x 8 = 328 slabs.
+    let odd5 = Gemm::new(1, 5121, 4099).layouts(Layout::Row, Layout::Col).resolved();
+    assert_eq!(describe(&odd5, DType::Bf16, DType::Bf16, [256, 256], 132, None).unwrap().1.width, 2);
     let (name, plan) = describe(&rc(33), DType::F16, DType::F32, [0, 2], 132, None).unwrap();
     assert!(name.starts_with("ft_gemv_f16_f32_g8_v"), "{name}");
     assert_eq!(plan.slabs, 4096usize.div_ceil(16 * plan.width));

@@ -134,7 +134,7 @@ pub fn describe(
         _ if !vec => 1,
         // The widest compiled for these rows, up to the one asked for.
         Some(w) => kv::WIDTHS.into_iter().filter(|&c| c <= w && kv::width_compiled(groups, c)).max().unwrap_or(1),
-        None => kv::heuristic_width(groups, g.n, g.k),
+        None => wave_width(groups, g, interleaved(g, ptrs), sms),
     };
     let name = kv::entry_name(dtype, out, groups, vec, width)?;
     let env = || std::env::var("FERROTUNE_SMALL_M_KSPLIT").ok().and_then(|v| v.parse().ok());
@@ -142,6 +142,24 @@ pub fn describe(
     let ksplit =
         env().or(tuned.map(|t| t.0)).unwrap_or_else(|| SmallMPlan::heuristic_ksplit(g.n, g.k, sms, width, per_sm));
     Some((name, SmallMPlan::with_rows(g.n, g.k, ksplit, interleaved(g, ptrs), width)))
+}
+
+/// The built-in width on a device of `sms` SMs: `gemv::heuristic_width`, except up to 16 rows
+/// where one slab per block makes more than one and at most 1.5 waves of blocks: its second
+/// wave would run mostly empty, while blocks of two slabs (as many per SM: the same slots) fit
+/// in one. On the H100 (bench/results/smallm-m1-16461f943225/) 1x5120x5120 (320 slabs, 1.21
+/// waves of 264 slots) ran 24.8 µs at width 2 against 29.6 at width 1, and 1x6144x6144 (1.45)
+/// 32.9 against 35.3; below one wave (1x4096x4096 16.5 against 18.3) and well past it
+/// (1x11008x4096, 2.6 waves: 37.8 against 40.7) width 1 stays ahead.
+pub fn wave_width(groups: usize, g: &Gemm, interleaved: bool, sms: usize) -> usize {
+    let w = kv::heuristic_width(groups, g.n, g.k);
+    let same_slots = kv::width_compiled(groups, 2) && kv::blocks_per_sm(groups, 2) == kv::blocks_per_sm(groups, 1);
+    if w != 1 || groups > 2 || !same_slots {
+        return w;
+    }
+    let blocks = SmallMPlan::with_rows(g.n, g.k, 1, interleaved, 1).slabs * g.batch.max(1);
+    let slots = sms * kv::blocks_per_sm(groups, 1) as usize;
+    if blocks > slots && 2 * blocks <= 3 * slots { 2 } else { 1 }
 }
 
 /// Runs the resolved, checked GEMM `g` (for which `small_m_applies` said yes) on the stream,
