@@ -172,15 +172,6 @@ fn run_device(
     }
 }
 
-/// The host threads each of `workers` concurrent workers verifies with (`RAYON_NUM_THREADS`):
-/// this machine's cores shared out, so that the workers' checks do not oversubscribe them;
-/// `None` where the user set it (in the workers' environment or this process's).
-pub fn worker_threads(env: &[(String, String)], workers: usize) -> Option<String> {
-    let set = env.iter().any(|(k, _)| k == "RAYON_NUM_THREADS") || std::env::var_os("RAYON_NUM_THREADS").is_some();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (!set).then(|| (cores / workers.max(1)).max(1).to_string())
-}
-
 /// Tunes `opts.shapes` over `devices` (ordinals of this process), one worker per device,
 /// telling `observe` which device each event comes from. The merged report lists shapes
 /// in `opts.shapes` order.
@@ -204,9 +195,6 @@ pub fn tune_on_devices(
         Profile { source: None, entries: main.entries.clone(), journal: Vec::new() }.save_atomic(&o.profile)?;
         o.worker.env.retain(|(k, _)| k != "CUDA_VISIBLE_DEVICES");
         o.worker.env.push(("CUDA_VISIBLE_DEVICES".into(), visible));
-        if let Some(t) = worker_threads(&o.worker.env, devices.len()) {
-            o.worker.env.push(("RAYON_NUM_THREADS".into(), t));
-        }
         jobs.push((d, o));
     }
     let main = Main { path: &opts.profile, profile: Mutex::new(main) };
@@ -382,18 +370,5 @@ mod tests {
         assert!(leftover_parts(&prof).is_empty());
         assert!(prof.is_file());
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn workers_share_the_cores_unless_told() {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if std::env::var_os("RAYON_NUM_THREADS").is_some() {
-            assert_eq!(worker_threads(&[], 2), None, "the user's setting stands");
-            return;
-        }
-        assert_eq!(worker_threads(&[], 1), Some(cores.to_string()));
-        assert_eq!(worker_threads(&[], 2), Some((cores / 2).max(1).to_string()));
-        assert_eq!(worker_threads(&[], 4 * cores), Some("1".into()), "at least one thread");
-        assert_eq!(worker_threads(&[("RAYON_NUM_THREADS".into(), "3".into())], 2), None);
     }
 }
