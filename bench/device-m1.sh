@@ -85,7 +85,8 @@ out = ["µs queued per call (share of copy bandwidth on the weight); cuBLAS queu
        f"{'shape':>14} " + " ".join(f"{c:>14}" for c in cols) + "   cuBLAS"]
 for k, v in rows.items():
     cub = next((c for (_, _, c, _) in v.values() if c), None)
-    cells = [f"{v[c][0]:7.1f} ({v[c][1]:.2f}){'' if v[c][3] else '!'}" if c in v else f"{'-':>14}" for c in cols]
+    frac = lambda x: "  -  " if x is None else f"{x:.2f}"  # no copy fraction: not a streaming row
+    cells = [f"{v[c][0]:7.1f} ({frac(v[c][1])}){'' if v[c][3] else '!'}" if c in v else f"{'-':>14}" for c in cols]
     out.append(f"{k:>14} " + " ".join(cells) + (f"   {cub * 1e3:6.1f}" if cub else ""))
 open(s, "a").write("\n".join(out) + "\n"); print("\n".join(out))
 PY
