@@ -34,6 +34,12 @@ pub(crate) struct GemmBench<T: Scalar> {
     /// The first output that passed the f64 check: every later candidate is compared with it
     /// element by element.
     checked: Option<Vec<T>>,
+    /// D's size of poison (NaN) on the device, copied over D before each verification run (a
+    /// device copy: no host fill and upload per candidate).
+    poison: Buffer<T>,
+    /// Configs this worker has verified: measured again (the confirmation rounds), they are
+    /// timed without running the check a second time.
+    verified: Vec<GemmConfigJson>,
 }
 
 /// Allocates and fills a GEMM shape's operands (uniform in [-1, 1), never all zeros).
@@ -78,7 +84,8 @@ pub(crate) fn prepare<T: Scalar>(b: &Backend, shape: GemmShape, seed: u64) -> fe
                 .fold(0.0, f64::max)
         })
         .collect();
-    Ok(GemmBench { shape, g, sets, ha, hb, a_row_l1, b_col_max, checked: None })
+    let poison = Buffer::from_slice(&s, &init)?;
+    Ok(GemmBench { shape, g, sets, ha, hb, a_row_l1, b_col_max, checked: None, poison, verified: Vec::new() })
 }
 
 impl<T: Scalar> GemmBench<T> {
@@ -117,6 +124,36 @@ impl<T: Scalar> GemmBench<T> {
         bad.map_or(Ok(()), Err)
     }
 
+    /// Runs `g` into poisoned D and checks it: every element written, sampled elements against
+    /// float64 dot products, every element against the first verified output. `wrong`: an
+    /// injected wrong element (tests). How it was verified, or the outcome that ends the eval.
+    fn verify(&mut self, s: &Stream, g: &Gemm, wrong: bool) -> Result<&'static str, EvalOutcome> {
+        let failed = |e: Error| EvalOutcome::Failed { why: e.to_string(), fatal: is_fatal(&e) };
+        // An element the kernel never writes stays NaN.
+        ferrotune::ops::copy(s, &self.poison.all(), &mut self.sets[0].2.all_mut()).map_err(failed)?;
+        self.run(s, g, 0).map_err(failed)?;
+        let mut got = self.sets[0].2.to_vec(s).map_err(failed)?;
+        if wrong {
+            let i = (self.g.m / 2) * self.g.ldc + self.g.n / 2;
+            got[i] = T::from_f32(got[i].to_f32() + 1000.0);
+        }
+        if let Some(i) = got.iter().position(|v| !v.to_f32().is_finite()) {
+            return Err(EvalOutcome::Invalid { why: format!("element {i} of D is not finite (never written?)") });
+        }
+        gemm_check_samples(&self.g, &self.ha, &self.hb, &got, None, SAMPLES, 0x5A3F)
+            .map_err(|why| EvalOutcome::Invalid { why })?;
+        match &self.checked {
+            Some(want) => {
+                self.compare_whole(want, &got).map_err(|why| EvalOutcome::Invalid { why })?;
+                Ok("sampled elements within tolerance of the f64 reference, every element of a verified output's")
+            }
+            None => {
+                self.checked = Some(got);
+                Ok("sampled elements within tolerance of the f64 reference")
+            }
+        }
+    }
+
     pub(crate) fn eval(
         &mut self,
         s: &Stream,
@@ -133,40 +170,17 @@ impl<T: Scalar> GemmBench<T> {
         // The point runs as the chosen config, through the plan: exactly what a profile entry
         // with this config runs (its family, tile, K split and packing).
         let g = self.g.with_config(GemmConfig::from(c));
-        // Verification run into poisoned D: an element the kernel never writes stays NaN.
-        let poisoned = vec![poison::<T>(); self.g.batch.max(1) * self.g.stride_c];
-        if let Err(e) = self.sets[0].2.copy_from(s, &poisoned) {
-            return failed(e);
-        }
-        if let Err(e) = self.run(s, &g, 0) {
-            return failed(e);
-        }
-        let mut got = match self.sets[0].2.to_vec(s) {
-            Ok(v) => v,
-            Err(e) => return failed(e),
-        };
-        if wrong_injected(inject, &shape, &config) {
-            let i = (self.g.m / 2) * self.g.ldc + self.g.n / 2;
-            got[i] = T::from_f32(got[i].to_f32() + 1000.0);
-        }
-        if let Some(i) = got.iter().position(|v| !v.to_f32().is_finite()) {
-            return EvalOutcome::Invalid { why: format!("element {i} of D is not finite (never written?)") };
-        }
-        if let Err(why) = gemm_check_samples(&self.g, &self.ha, &self.hb, &got, None, SAMPLES, 0x5A3F) {
-            return EvalOutcome::Invalid { why };
-        }
-        let verified = match &self.checked {
-            Some(want) => {
-                if let Err(why) = self.compare_whole(want, &got) {
-                    return EvalOutcome::Invalid { why };
-                }
-                "sampled elements within tolerance of the f64 reference, every element of a verified output's"
-            }
-            None => {
-                self.checked = Some(got);
-                "sampled elements within tolerance of the f64 reference"
+        let verified = if self.verified.contains(&c) {
+            "sampled elements within tolerance of the f64 reference (verified earlier in this worker)"
+        } else {
+            match self.verify(s, &g, wrong_injected(inject, &shape, &config)) {
+                Ok(v) => v,
+                Err(o) => return o,
             }
         };
+        if !self.verified.contains(&c) {
+            self.verified.push(c);
+        }
         let stats = match time_on_stream(s, repeat, |i| self.run(s, &g, i)) {
             Ok(st) => st,
             Err(e) => return failed(e),
@@ -222,6 +236,18 @@ mod tests {
         let config = ConfigJson::Gemm(GemmConfig { cpu_rows: 8, ..GemmConfig::DEFAULT }.into());
         let (Response::Outcome(o), _) = w.handle(Request::Eval { config, warmup: 1, iters: 2 }) else { panic!() };
         assert!(matches!(o, EvalOutcome::Invalid { ref why } if why.contains("(0, 18, 14)")), "{o:?}");
+        // A config verified once is timed again without a second check (the confirmation
+        // rounds); one that failed its check is checked, and fails, every time.
+        let again = ConfigJson::Gemm(GemmConfig { cpu_rows: 16, ..GemmConfig::DEFAULT }.into());
+        let (Response::Outcome(o), _) = w.handle(Request::Eval { config: again, warmup: 1, iters: 2 }) else {
+            panic!()
+        };
+        assert!(
+            matches!(o, EvalOutcome::Ok { ref verified, .. } if verified.contains("earlier in this worker")),
+            "{o:?}"
+        );
+        let (Response::Outcome(o), _) = w.handle(Request::Eval { config, warmup: 1, iters: 2 }) else { panic!() };
+        assert!(matches!(o, EvalOutcome::Invalid { .. }), "{o:?}");
         // An elementwise config for a GEMM shape is a request error, not a crash.
         let elem = ConfigJson::Elem(d.defaults.first().map_or(
             ferrotune::ElemConfig::heuristic(ferrotune::ElemOp::Add, ferrotune::DType::F32, None).into(),
