@@ -237,7 +237,7 @@ fn small_m_widths_are_chosen_and_reported() {
     let (name, plan) = describe(&col, DType::Bf16, DType::Bf16, [0, 0], 132, Some((1, 4))).unwrap();
     assert_eq!((name, plan.width), ("ft_gemv_bf16_bf16_g4_s", 1));
     // A width index past the compiled ones is a config error, not a fallback.
-    let bad = GemmConfig { path: GemmPath::SmallM, tile: 3, ..GemmConfig::DEFAULT };
+    let bad = GemmConfig { path: GemmPath::SmallM, tile: 4, ..GemmConfig::DEFAULT };
     let e = bad.validate().unwrap_err().to_string();
     assert!(e.contains("width index"), "{e}");
 }

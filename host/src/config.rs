@@ -258,7 +258,8 @@ impl GemmConfig {
 
     /// A `split_k` above 1 on the small-M or a Hopper path is that family's own K split: at
     /// most `gemv::MAX_KSPLIT` slices, and on a Hopper tile that can split K. On the small-M
-    /// path `tile` indexes `gemv::WIDTHS`.
+    /// path `tile` indexes `gemv::WIDTHS`, one past them names the streaming kernel
+    /// (`ops::gemv_stream`).
     fn validate_family_split(&self) -> Result<()> {
         let s = self.split_k;
         match self.path {
@@ -266,13 +267,15 @@ impl GemmConfig {
                 op: "gemm",
                 why: format!("small-M K split {s} is above {}", ferrotune_kernels::gemv::MAX_KSPLIT),
             }),
-            GemmPath::SmallM if self.tile >= ferrotune_kernels::gemv::WIDTHS.len() => Err(Error::InvalidConfig {
+            GemmPath::SmallM if self.tile > crate::ops::gemv_stream::STREAM_TILE => Err(Error::InvalidConfig {
                 op: "gemm",
                 why: format!(
-                    "small-M tile {}: the family's tile is its width index, 0..{} (widths {:?} slabs)",
+                    "small-M tile {}: the family's tile is its width index, 0..{} (widths {:?} slabs), or {} for \
+                     the streaming kernel",
                     self.tile,
                     ferrotune_kernels::gemv::WIDTHS.len(),
-                    ferrotune_kernels::gemv::WIDTHS
+                    ferrotune_kernels::gemv::WIDTHS,
+                    crate::ops::gemv_stream::STREAM_TILE
                 ),
             }),
             GemmPath::Sm90(t) if s > 1 && !ferrotune_kernels::gemm_sm90::TILES[t as usize].splits_k() => {

@@ -26,6 +26,8 @@ pub(crate) enum Slot {
     SmallMShift,
     /// Counters and f32 partials of the Hopper split-K (counters kept at zero).
     Sm90Split,
+    /// Counters and f32 partial slabs of the streaming small-M kernel (counters kept at zero).
+    SmallMStream,
 }
 
 /// A cached workspace and its stream, held alive so that its handle is never reused while the

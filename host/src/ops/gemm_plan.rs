@@ -119,6 +119,7 @@ impl GemmPlan {
     pub fn path(&self) -> String {
         match &self.family {
             Family::SmallM => match self.small_m_tuned() {
+                Some((_, crate::ops::gemv_stream::STREAM_WIDTH)) => "small-m:stream".into(),
                 Some((s, w)) => format!("small-m:w{w}:splitk{s}"),
                 None => "small-m".into(),
             },
@@ -194,7 +195,7 @@ fn plan_families(
     }
     if asked == GemmPath::SmallM {
         match crate::ops::gemv::small_m_applies(g, dtype) {
-            Some(why) => return Ok(small_m_plan(g, dtype, out, [pa, pb], sm_count, cfg, why)),
+            Some(why) => return Ok(small_m_plan(g, dtype, out, arch, [pa, pb], sm_count, cfg, why)),
             None if g.path.is_some() => {
                 return Err(crate::error::Error::InvalidConfig {
                     op: "gemm",
@@ -236,7 +237,7 @@ fn plan_families(
     // A family named by the call or the tuned config (`mma`, `sm90:<t>`) is not small-M's.
     let small_m = crate::ops::gemv::small_m_applies(g, dtype).filter(|_| !hopper_first && asked == GemmPath::Auto);
     if let Some(why) = small_m {
-        return Ok(small_m_plan(g, dtype, out, [pa, pb], sm_count, cfg, why));
+        return Ok(small_m_plan(g, dtype, out, arch, [pa, pb], sm_count, cfg, why));
     }
     let hopper = gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, [pa, pb]);
     if let Ok((v, sp)) = hopper
@@ -305,16 +306,27 @@ fn plan_families(
 
 /// The small-M plan of `g` (for which `small_m_applies` gave `why`): the tuned config's K
 /// split where it names the family, else the built-in one.
+#[allow(clippy::too_many_arguments)]
 fn small_m_plan(
     g: &Gemm,
     dtype: DType,
     out: DType,
+    arch: &str,
     ptrs: [u64; 2],
     sm_count: u32,
     cfg: GemmConfig,
     why: &str,
 ) -> GemmPlan {
     let tuned = (cfg.path == GemmPath::SmallM).then(|| small_m_of(&cfg));
+    let stream = crate::ops::gemv_stream::applies(g, dtype, arch, ptrs, tuned);
+    if let Ok(how) = stream {
+        let detail = crate::ops::gemv_stream::describe(g, dtype, out, sm_count.max(1) as usize)
+            .map(|(name, p)| {
+                format!("; {name}: {how}: {} slabs x {} K chunks over {} blocks", p.slabs, p.kchunks, p.blocks)
+            })
+            .unwrap_or_default();
+        return GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{detail}") };
+    }
     let detail = crate::ops::gemv::describe(g, dtype, out, ptrs, sm_count.max(1) as usize, tuned)
         .map(|(name, p)| {
             let frame = match crate::ops::gemv::interleaved(g, ptrs) {
@@ -337,16 +349,26 @@ fn small_m_plan(
         })
         .unwrap_or_default();
     let from = match tuned {
+        Some((_, crate::ops::gemv_stream::STREAM_WIDTH)) => {
+            " (the tuned config asks for the streaming kernel, path = \"small-m\", tile 3)".to_string()
+        }
         Some((s, w)) => format!(" (K split {s}, width {w} from the tuned config, path = \"small-m\")"),
         None => String::new(),
     };
-    GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{from}{detail}") }
+    let not_stream = match stream {
+        Err(w) if ferrotune_kernels::gemv_stream::MAX_M >= g.m => format!(" (not the streaming kernel: {w})"),
+        _ => String::new(),
+    };
+    GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{from}{detail}{not_stream}") }
 }
 
 /// (K split, width) of a config naming the small-M family: `split_k`, and the width
 /// `gemv::WIDTHS[tile]` (tile 0 is the one-slab block every earlier profile measured).
 fn small_m_of(cfg: &GemmConfig) -> (usize, usize) {
     let widths = ferrotune_kernels::gemv::WIDTHS;
+    if cfg.tile == crate::ops::gemv_stream::STREAM_TILE {
+        return (cfg.split_k, crate::ops::gemv_stream::STREAM_WIDTH);
+    }
     (cfg.split_k, widths[cfg.tile.min(widths.len() - 1)])
 }
 

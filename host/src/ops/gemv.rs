@@ -178,6 +178,14 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
 ) -> Result<()> {
     let op = operand_ptrs(cs, a, b, c, bias, d)?;
     let [pa, pb, pc, pd, pbias] = op.ptrs;
+    let arch = gpu.kernels()?.arch;
+    if super::gemv_stream::applies(g, T::DTYPE, arch, [pa, pb], tuned).is_ok() {
+        // SAFETY: `check` (ops/gemm.rs) proved every operand covers its matrix at the call's
+        // leading dimensions, `applies` the alignment and layout; the guards keep them alive.
+        unsafe { super::gemv_stream::launch(cs, gpu, g, T::DTYPE, O::DTYPE, op.ptrs) }?;
+        drop(op);
+        return Ok(());
+    }
     if !interleaved(g, [pa, pb]) || x_in_place(g) {
         // SAFETY: `check` (ops/gemm.rs) proved every operand covers its batch of matrices at
         // the call's strides and leading dimensions; the guards keep them alive for the launch.

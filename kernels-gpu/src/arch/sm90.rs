@@ -105,6 +105,24 @@ pub unsafe fn mbar_wait(bar: u32, parity: u32) {
     }
 }
 
+/// `cp.async.bulk` global to shared: `bytes` (a multiple of 16) from `src` to `dst` (both
+/// 16-byte aligned), completing as transactions on the mbarrier `bar`.
+///
+/// # Safety
+/// `src..src + bytes` is readable global memory, `dst..dst + bytes` lies in this block's
+/// shared memory and nothing else touches it until `bar`'s phase completes; `bar` expects the
+/// bytes (`mbar_arrive_expect_tx`).
+#[inline(always)]
+pub unsafe fn bulk_load(dst: u32, src: u64, bytes: u32, bar: u32) {
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        asm!(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{d}], [{s}], {n}, [{b}];",
+            d = in(reg32) dst, s = in(reg64) src, n = in(reg32) bytes, b = in(reg32) bar,
+        )
+    };
+}
+
 /// Loads the box at coordinates (`c0`, `c1`, `c2`) (innermost first) of the tensor map at the
 /// generic address `map` into shared memory at `dst`, completing `box bytes` of transactions
 /// on the mbarrier `bar`. Out-of-range elements are filled with zeros.

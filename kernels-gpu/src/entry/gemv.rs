@@ -19,7 +19,7 @@ use crate::gemv::{
 use half::{bf16, f16};
 
 /// A 16-bit input type the kernel multiplies with tensor cores.
-trait MmaElem: Element {
+pub(super) trait MmaElem: Element {
     fn bits(self) -> u16;
     /// # Safety
     /// Whole-warp convergence.

@@ -14,6 +14,8 @@ mod gemm_sm90;
 #[cfg(target_feature = "sm_90a")]
 mod gemm_sm90_split;
 mod gemv;
+#[cfg(target_feature = "sm_90a")]
+mod gemv_stream;
 mod pack;
 mod reduce;
 mod splitk;

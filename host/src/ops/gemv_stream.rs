@@ -1,0 +1,172 @@
+//! The streaming small-M kernel on the host (`kernels-gpu/src/gemv_stream.rs`): whether a
+//! small-M call takes it and why, and its launch. It serves up to 16 rows of x against a weight
+//! large enough that streaming it is the whole cost, on the sm_90a module, where both operands
+//! can be copied by `cp.async.bulk` (16-byte aligned rows: aligned bases, leading dimensions
+//! and K multiples of 8 elements); every other small-M call keeps the register-fed kernel
+//! (`ops::gemv`).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use ferrotune_kernels::gemv_stream::{self as ks, StreamPlan};
+
+use super::gemm::{Gemm, Layout};
+use crate::DType;
+use crate::backend::Gpu;
+use crate::error::{DriverContext, Error, Result};
+
+const OP: &str = "gemm";
+
+/// Weight elements (N x K) from which the streaming kernel serves a call: below, the weight
+/// is read in a few microseconds and the register-fed kernel's single launch without a join
+/// is as fast. `FERROTUNE_SMALL_M_STREAM=0` (never) or `=1` (wherever it can) overrides it.
+pub const MIN_WEIGHT: usize = 1 << 22;
+
+/// The small-M config's `tile` that names the streaming kernel (after the register-fed
+/// kernel's width indices, `gemv::WIDTHS`).
+pub const STREAM_TILE: usize = ferrotune_kernels::gemv::WIDTHS.len();
+
+/// The width `gemm_plan` reports for a config naming the streaming kernel (no register-fed
+/// width is 0).
+pub const STREAM_WIDTH: usize = 0;
+
+/// Why the streaming kernel serves the small-M call `g` (resolved) with `dtype` inputs on the
+/// `arch` module, or why not (`Err`). `tuned`: the (K split, width) a tuned config names;
+/// a register-fed width keeps that kernel, [`STREAM_WIDTH`] asks for this one whatever the
+/// weight's size.
+pub fn applies(
+    g: &Gemm,
+    dtype: DType,
+    arch: &str,
+    [pa, pb]: [u64; 2],
+    tuned: Option<(usize, usize)>,
+) -> std::result::Result<&'static str, &'static str> {
+    let env = std::env::var("FERROTUNE_SMALL_M_STREAM").ok();
+    if env.as_deref() == Some("0") {
+        return Err("FERROTUNE_SMALL_M_STREAM=0");
+    }
+    if arch != "sm_90a" {
+        return Err("bulk copies need the sm_90a module");
+    }
+    let asked = tuned.is_some_and(|t| t.1 == STREAM_WIDTH);
+    if tuned.is_some() && !asked {
+        return Err("the tuned config names the register-fed kernel's K split and width");
+    }
+    let forced = asked || env.as_deref() == Some("1");
+    if !matches!(dtype, DType::Bf16 | DType::F16) || g.m == 0 || g.m > ks::MAX_M || g.batch != 1 {
+        return Err("the streaming kernel takes 1..=16 rows of 16-bit data, one matrix");
+    }
+    let aligned = g.a_layout == Layout::Row
+        && g.b_layout == Layout::Col
+        && pa.is_multiple_of(16)
+        && pb.is_multiple_of(16)
+        && g.lda.is_multiple_of(8)
+        && g.ldb.is_multiple_of(8)
+        && g.k.is_multiple_of(8)
+        && g.k > 0;
+    if !aligned {
+        return Err("rows not 16-byte aligned (bulk copies need aligned bases, leading dimensions and K)");
+    }
+    if !forced && g.n.saturating_mul(g.k) < MIN_WEIGHT {
+        return Err("weight below 2^22 elements (the register-fed kernel is as fast there)");
+    }
+    Ok("weight rows streamed by bulk copies into a shared-memory ring, units dealt evenly over the SMs")
+}
+
+/// The entry and plan of a call `applies` accepted, on a device of `sms` SMs.
+pub fn describe(g: &Gemm, dtype: DType, out: DType, sms: usize) -> Option<(&'static str, StreamPlan)> {
+    let groups = if g.m <= 8 { 1 } else { 2 };
+    let name = ks::entry_name(dtype, out, groups)?;
+    Some((name, StreamPlan::new(g.n, g.k, sms.max(1))))
+}
+
+/// Launches the streaming kernel on `ptrs` = (a, b, c, d, bias).
+///
+/// # Safety
+/// `applies` accepted `g` (resolved) at these pointers; they cover their matrices as `g`
+/// describes them and stay alive until the launch completes.
+pub(crate) unsafe fn launch(
+    cs: &Arc<CudaStream>,
+    gpu: &Gpu,
+    g: &Gemm,
+    dtype: DType,
+    out: DType,
+    ptrs: [u64; 5],
+) -> Result<()> {
+    let [pa, pb, pc, pd, pbias] = ptrs;
+    let Some((name, plan)) = describe(g, dtype, out, gpu.info.sm_count.max(1) as usize) else {
+        return Err(Error::UnsupportedDtype { op: OP, dtype: dtype.name() });
+    };
+    let groups = if g.m <= 8 { 1 } else { 2 };
+    let smem = ks::smem_bytes(groups) as u32;
+    if smem > gpu.info.shared_mem_per_block_optin {
+        return Err(Error::InvalidConfig {
+            op: OP,
+            why: format!(
+                "{name} needs {smem} bytes of shared memory, the device allows {}",
+                gpu.info.shared_mem_per_block_optin
+            ),
+        });
+    }
+    let go = |ws: u64| -> Result<()> {
+        let kernel = gpu.kernels()?.function_with_smem(name, smem)?;
+        if ks::THREADS > kernel.max_threads {
+            return Err(Error::InvalidConfig {
+                op: OP,
+                why: format!("{name} allows {} threads per block, needs {}", kernel.max_threads, ks::THREADS),
+            });
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (plan.blocks as u32, 1, 1),
+            block_dim: (ks::THREADS, 1, 1),
+            shared_mem_bytes: smem,
+        };
+        let dims = [g.m, g.n, g.k, g.lda, g.ldb, g.ldc].map(|x| x as u32);
+        let e = g.epilogue;
+        let flags = e.flags();
+        let mut lb = cs.launch_builder(&kernel.func);
+        for p in [&pa, &pb, &pc, &pd, &pbias, &ws] {
+            lb.arg(p);
+        }
+        for x in &dims {
+            lb.arg(x);
+        }
+        lb.arg(&e.alpha).arg(&e.beta).arg(&flags);
+        // SAFETY: the arguments match `gemvs_entry!` in kernels-gpu/src/entry/gemv_stream.rs (6
+        // pointers, 6 u32, 2 f32, 1 u32); `applies` checked the rows, alignment and layout the
+        // bulk copies need; the workspace holds `plan.workspace_bytes(groups)` with its counters
+        // at zero (the kernel leaves them so); block size, grid and shared memory are the ones
+        // the kernel is written for.
+        unsafe { lb.launch(cfg) }
+            .ctx(|| format!("launching {name} ({}x{}x{}, {} blocks)", g.m, g.n, g.k, plan.blocks))?;
+        Ok(())
+    };
+    let slot = crate::workspace::Slot::SmallMStream;
+    crate::workspace::with_counters(gpu, cs, slot, plan.workspace_bytes(groups), plan.counter_bytes(), go)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn takes_aligned_large_weights_on_sm90a_only() {
+        let rc = |m, n, k| Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).resolved();
+        let g = rc(1, 4096, 4096);
+        let ok = |g: &Gemm, arch: &str, ptrs: [u64; 2]| applies(g, DType::Bf16, arch, ptrs, None).is_ok();
+        assert!(ok(&g, "sm_90a", [256, 256]));
+        assert!(!ok(&g, "sm_90", [256, 256]));
+        assert!(!ok(&g, "sm_90a", [258, 256]), "unaligned x");
+        assert!(!ok(&g, "sm_90a", [256, 264 + 2]), "unaligned weight");
+        assert!(!ok(&rc(1, 4096, 4100), "sm_90a", [256, 256]), "K not a multiple of 8");
+        assert!(!ok(&rc(17, 4096, 4096), "sm_90a", [256, 256]), "17 rows");
+        assert!(!ok(&rc(1, 1024, 1024), "sm_90a", [256, 256]), "small weight");
+        assert!(!ok(&Gemm::new(1, 4096, 4096).resolved(), "sm_90a", [256, 256]), "row-major weight");
+        assert!(applies(&g, DType::F32, "sm_90a", [256, 256], None).is_err());
+        assert!(applies(&g, DType::F16, "sm_90a", [256, 256], Some((1, 1))).is_err(), "tuned register-fed config");
+        let small = rc(3, 40, 24);
+        assert!(applies(&small, DType::F16, "sm_90a", [256, 256], Some((1, STREAM_WIDTH))).is_ok(), "asked for");
+        let (name, p) = describe(&rc(9, 4096, 4096), DType::F16, DType::F32, 132).unwrap();
+        assert_eq!((name, p.blocks, p.slabs, p.kchunks), ("ft_gemvs_f16_f32_g2", 132, 256, 8));
+    }
+}
