@@ -38,7 +38,7 @@ fn gpu_small_m_stream_edge_shapes_match_f64_reference() {
     let mut cases = 0u64;
     for (mi, m) in [1usize, 2, 7, 8, 9, 16].into_iter().enumerate() {
         for (ni, n) in [1usize, 15, 16, 17, 100, 1023].into_iter().enumerate() {
-            for (ki, k) in [8usize, 16, 504, 512, 520, 1024, 4104].into_iter().enumerate() {
+            for (ki, k) in [8usize, 16, 504, 512, 520, 1024, 1032, 2056, 4104].into_iter().enumerate() {
                 let i = mi + ni + ki;
                 let mut g = rc(m, n, k).epilogue(epilogue(i)).with_config(STREAM);
                 if i % 3 == 1 {
@@ -71,11 +71,11 @@ fn gpu_small_m_stream_join_is_exact_and_repeatable() {
     }
     let sms = gpu.stream().gpu().map_or(132, |g| g.info().sm_count as usize);
     for (i, (m, n, k)) in
-        [(1usize, 16usize, 512 * 200), (5, 40, 512 * 61), (16, 4096, 4096), (3, 11008, 4096), (1, 4096, 4104)]
+        [(1usize, 16usize, 1024 * 200), (5, 40, 1024 * 61), (16, 4096, 4096), (3, 11008, 4096), (1, 4096, 4104)]
             .into_iter()
             .enumerate()
     {
-        let p = StreamPlan::new(n, k, sms);
+        let p = StreamPlan::new(n, k, ferrotune_kernels::gemv_stream::KC, sms);
         let shared = (0..p.slabs).filter(|&s| p.contributors(s).0 != p.contributors(s).1).count();
         assert!(shared > 0, "{m}x{n}x{k}: no slab is joined ({p:?})");
         let auto = n * k >= MIN_WEIGHT;

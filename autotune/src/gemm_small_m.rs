@@ -1,6 +1,7 @@
 //! The small-M points of the GEMM space (`ops::gemv`, M <= 64 against a large weight):
 //! `Param::Path` [`PATH_VALUE`] with `Param::SplitK` as the family's K split over blocks and
-//! `Param::Tile` as the index of its block width (`gemv::WIDTHS`: slabs per block). Why
+//! `Param::Tile` as the index of its block width (`gemv::WIDTHS`: slabs per block), or one past
+//! them ([`STREAM_TILE`]) for the streaming kernel (`ops::gemv_stream`, no K split). Why
 //! a point cannot run or cannot pay (pruned with the reason: the host's own eligibility, K too
 //! short for that many slices, slabs that already fill the device, an entry missing from the
 //! loaded PTX), its launch resources, and its cost model (the weight streamed once from DRAM).
@@ -8,6 +9,7 @@
 use ferrotune::config::{GemmConfig, GemmPath};
 use ferrotune::ops::gemm::Gemm;
 use ferrotune::ops::gemv::{interleaved, small_m_applies, vector_loads};
+use ferrotune::ops::gemv_stream::{self, STREAM_TILE};
 use ferrotune_kernels::gemv::{self as kv, SmallMPlan};
 
 use crate::protocol::{Description, GemmShape};
@@ -21,6 +23,9 @@ pub const PATH_VALUE: u64 = 1 + ferrotune_kernels::gemm_sm90::TILES.len() as u64
 /// packed where `cfg` packs) or is not worth measuring on a device of `sms` SMs, if it is not.
 pub fn pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConfig, sms: u32) -> Option<String> {
     debug_assert_eq!(cfg.path, GemmPath::SmallM);
+    if cfg.tile == STREAM_TILE {
+        return stream_pruned(d, g, dtype, cfg);
+    }
     if cfg.tile >= kv::WIDTHS.len() {
         return Some(format!(
             "tile {}: the small-M family's tile is its width index, 0..{} (widths {:?})",
@@ -88,6 +93,29 @@ pub fn pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConf
     None
 }
 
+/// Why the streaming kernel's point (`tile` [`STREAM_TILE`]) cannot run `g`, if it cannot:
+/// the host's own conditions (`gemv_stream::applies` as a config naming it sees them), its
+/// entry in the loaded PTX (sm_90a only), and no K split of the config's (the kernel deals K
+/// chunks over the SMs itself).
+fn stream_pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConfig) -> Option<String> {
+    if cfg.split_k > 1 {
+        return Some(format!(
+            "split_k {}: the streaming kernel deals its K chunks over the SMs itself (split_k 1 only)",
+            cfg.split_k
+        ));
+    }
+    if let Err(why) = gemv_stream::applies(g, dtype, "sm_90a", [256, 256], Some((1, gemv_stream::STREAM_WIDTH))) {
+        return Some(format!("the streaming small-M kernel: {why}"));
+    }
+    let Some((name, ..)) = gemv_stream::describe(g, dtype, dtype, 1) else {
+        return Some(format!("no streaming small-M entry for {}", dtype.name()));
+    };
+    if d.gemm_resources_of(name).is_none() {
+        return Some(format!("{name} is not in the PTX the device loaded (sm_90a only)"));
+    }
+    None
+}
+
 /// The small-M entry `g` runs at `width` slabs per block (inputs and output of `dtype`).
 pub fn entry(g: &Gemm, dtype: ferrotune::DType, width: usize) -> Option<&'static str> {
     kv::entry_name(dtype, dtype, kv::m_groups_for(g.m)?, vector_loads(g, [256, 256]), width)
@@ -96,6 +124,13 @@ pub fn entry(g: &Gemm, dtype: ferrotune::DType, width: usize) -> Option<&'static
 /// Launch resources of a small-M point: registers from the worker's driver, the kernel's own
 /// block size and (dynamic) shared memory.
 pub fn resources(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConfig) -> Option<KernelResources> {
+    if cfg.tile == STREAM_TILE {
+        let (name, _, ring) = gemv_stream::describe(g, dtype, dtype, 1)?;
+        let mut r = d.gemm_resources_of(name)?;
+        r.block_threads = ferrotune_kernels::gemv_stream::THREADS;
+        r.dynamic_shared = ring.smem_bytes(if g.m <= 8 { 1 } else { 2 }) as u32;
+        return Some(r);
+    }
     let groups = kv::m_groups_for(g.m)?;
     let width = *kv::WIDTHS.get(cfg.tile)?;
     let mut r = d.gemm_resources_of(entry(g, dtype, width)?)?;
@@ -107,6 +142,9 @@ pub fn resources(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmC
 /// The most DRAM bandwidth one SM's blocks pull, as a multiple of its even share of the peak
 /// (a few SMs cannot saturate HBM).
 const SM_SHARE_FACTOR: f64 = 2.0;
+/// The share of the DRAM peak the streaming kernel's ring pulls (the register-fed blocks: 0.9
+/// at best).
+const STREAM_SHARE: f64 = 0.92;
 /// Launch and the split's fix-up by the last block of a slab.
 const LAUNCH_US: f64 = 4.0;
 const FIXUP_US: f64 = 1.5;
@@ -117,6 +155,14 @@ const FIXUP_US: f64 = 1.5;
 /// f32 partials written and read back, and the launch. Only the ranking matters.
 pub fn predict_ms(d: &Description, l: &Limits, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
     let elem = shape.dtype.dtype().size_bytes() as f64;
+    if cfg.tile == STREAM_TILE {
+        // The streaming kernel: the weight, x and D at the ring's rate (every SM, deep), the
+        // launch and one join of split slabs.
+        let (m, n, k) = (shape.m as f64, shape.n as f64, shape.k as f64);
+        let peak = d.peak_gbps.max(1.0) * 1e9;
+        let dram = (n * k + m * k + m * n) * elem;
+        return dram / (STREAM_SHARE * peak) * 1e3 + (LAUNCH_US + FIXUP_US) * 1e-3;
+    }
     let width = kv::WIDTHS[cfg.tile.min(kv::WIDTHS.len() - 1)];
     let plan = SmallMPlan::with_rows(shape.n, shape.k, cfg.split_k, interleaved(&shape.gemm(), [256, 256]), width);
     let (m, n, k) = (shape.m as f64, shape.n as f64, shape.k as f64);
@@ -146,6 +192,10 @@ pub(crate) mod tests {
         let mut d = crate::gemm_sm90::tests::hopper_description();
         for name in kv::NAMES {
             let r = KernelResources { registers: 96, max_threads: 256, ..KernelResources::default() };
+            d.gemm_resources.push(GemmResourceJson { kernel: name.into(), resources: r });
+        }
+        for name in ferrotune_kernels::gemv_stream::NAMES {
+            let r = KernelResources { registers: 94, max_threads: 288, ..KernelResources::default() };
             d.gemm_resources.push(GemmResourceJson { kernel: name.into(), resources: r });
         }
         d
@@ -214,6 +264,26 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_streaming_kernel_is_a_point_where_the_host_can_run_it() {
+        let d = small_m_description();
+        let own = |p: &&crate::space::Pruned| {
+            p.point.get(Param::Path) == Some(PATH_VALUE) && p.point.get(Param::Tile) == Some(STREAM_TILE as u64)
+        };
+        let s = shape(GemmDtype::Bf16, 1, 4096, 4096);
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        assert_eq!(small_m_points_of_width(&cands, STREAM_TILE), vec![1]);
+        assert!(pruned.iter().filter(own).any(|p| p.reason.contains("deals its K chunks")), "{pruned:?}");
+        let odd = shape(GemmDtype::F16, 8, 4096, 4097);
+        let (cands, pruned) = candidates(&d, &odd, GemmConfig::DEFAULT);
+        assert!(small_m_points_of_width(&cands, STREAM_TILE).is_empty());
+        assert!(pruned.iter().filter(own).any(|p| p.reason.contains("not 16-byte aligned")), "{pruned:?}");
+        // The model prices it: the weight at most at the DRAM peak, plus the launch.
+        let t = predict(&d, &s, &GemmConfig { path: GemmPath::SmallM, tile: STREAM_TILE, ..GemmConfig::DEFAULT });
+        let floor = 4096.0 * 4096.0 * 2.0 / (d.peak_gbps * 1e9) * 1e3;
+        assert!(t.is_finite() && t > floor, "{t} vs {floor}");
+    }
+
+    #[test]
     fn the_model_prefers_a_k_split_when_the_slabs_leave_sms_idle() {
         let d = small_m_description();
         let t = |s: &GemmShape, ks| {
@@ -251,6 +321,12 @@ pub(crate) mod tests {
                 let packed = p.family == ferrotune::ops::gemm_plan::Family::Pack;
                 prop_assert!(p.family == ferrotune::ops::gemm_plan::Family::SmallM || packed, "{:?}", p);
                 prop_assert_eq!(packed, c.pack == ferrotune::config::PackChoice::On);
+                if c.tile == STREAM_TILE {
+                    prop_assert!(packed || p.path() == "small-m:stream", "{}", p.path());
+                    prop_assert!(p.reason.contains("ft_gemvs_"), "{}", p.reason);
+                    prop_assert!(predict(&d, &s, c).is_finite());
+                    continue;
+                }
                 let w = kv::WIDTHS[c.tile];
                 let said = format!("K split {}, width {w} from the tuned config", c.split_k);
                 prop_assert!(p.reason.contains(&said), "{}", p.reason);

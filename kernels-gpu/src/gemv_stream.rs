@@ -1,11 +1,11 @@
 //! The streaming small-M kernel (sm_90a; `entry/gemv_stream.rs`): the weight reaches shared
 //! memory through bulk asynchronous copies (`cp.async.bulk`, one per weight row and K chunk,
-//! completing on an mbarrier) into a ring of [`stages`] stages, so the bytes in flight per SM
+//! completing on an mbarrier) into a [`Ring`] of stages, so the bytes in flight per SM
 //! are the ring's (about 130 KiB), not what the threads' registers can hold: the register-fed
 //! small-M kernel (`gemv.rs`) keeps about 64 KiB per SM in flight at best, and half of that on
 //! average, which held M = 1 at 0.70 of copy bandwidth on a 32 MiB weight.
 //!
-//! Work is cut into units of one slab ([`SLAB`] weight rows) by one K chunk ([`KC`]) and dealt
+//! Work is cut into units of one slab ([`SLAB`] weight rows) by one K chunk ([`KC`] by default) and dealt
 //! out stream-K fashion: block `b` of `P` takes units `b·U/P .. (b+1)·U/P` in slab-major order,
 //! so every SM gets the same bytes whatever the shape (no wave quantisation). A slab whose
 //! chunks are split between blocks is joined deterministically: each block that holds part of
@@ -18,12 +18,11 @@
 use crate::element::DType;
 use crate::gemv::SLAB;
 
-/// K elements per unit (one bulk copy per weight row and x row).
-pub const KC: usize = 512;
-/// Bytes between two rows of a stage: a chunk's 1024 bytes plus 64, so that the 16-byte
-/// fragment loads of rows `gid` and `gid + 1` fall in different banks (rows are 64 bytes
-/// apart modulo 128).
-pub const ROW_BYTES: usize = KC * 2 + 64;
+/// K elements per unit by default (one bulk copy of 2 KiB per weight row and x row; the host may
+/// pick another of [`KCS`]).
+pub const KC: usize = 1024;
+/// The K chunks a launch may use (multiples of 64, so that rows are 64 bytes apart modulo 128).
+pub const KCS: [usize; 3] = [512, 1024, 2048];
 /// Consumer warps (they split each unit's K chunk by 32-element steps).
 pub const WARPS: usize = 8;
 /// Threads per block: the consumers and one producer warp that issues the copies.
@@ -32,37 +31,62 @@ pub const THREADS: u32 = ((WARPS + 1) * 32) as u32;
 pub const M_GROUPS: [usize; 2] = [1, 2];
 /// Most rows of x the family serves.
 pub const MAX_M: usize = 16;
+/// Shared memory the ring may take (the H100 allows 227 KiB per block; the barriers and the
+/// reduction buffer follow it).
+pub const RING_BUDGET: usize = 212 * 1024;
+/// Most stages of a ring.
+pub const MAX_STAGES: usize = 16;
 
-/// Rows of one stage: a slab of weight rows, then `8 · groups` rows of x.
-pub const fn stage_rows(groups: usize) -> usize {
-    SLAB + 8 * groups
+/// The shared-memory ring of a launch: stages of one unit each (a slab of weight rows, then
+/// the `m` rows of x), rows `kc * 2 + 64` bytes apart so that the 16-byte fragment loads of
+/// rows `gid` and `gid + 1` fall in different banks. The kernel rebuilds it from its arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ring {
+    pub kc: usize,
+    pub m: usize,
+    pub stages: usize,
 }
 
-/// Bytes of one stage.
-pub const fn stage_bytes(groups: usize) -> usize {
-    stage_rows(groups) * ROW_BYTES
-}
+impl Ring {
+    /// The deepest ring of `kc`-element chunks for `m` rows of x within [`RING_BUDGET`].
+    pub const fn new(m: usize, kc: usize) -> Ring {
+        let r = Ring { kc, m, stages: 1 };
+        let s = RING_BUDGET / r.stage_bytes();
+        Ring { stages: if s > MAX_STAGES { MAX_STAGES } else { s }, ..r }
+    }
 
-/// Stages of the ring: as many as fit beside the barriers and the reduction buffer in 208 KiB
-/// (the H100 allows 227 KiB per block).
-pub const fn stages(groups: usize) -> usize {
-    (208 * 1024) / stage_bytes(groups)
-}
+    /// [`Ring::new`] with `kc` halved (down to 512) until the ring holds two stages or more.
+    pub const fn fit(m: usize, kc: usize) -> Ring {
+        let mut r = Ring::new(m, kc);
+        while r.stages < 2 && r.kc > KCS[0] {
+            r = Ring::new(m, r.kc / 2);
+        }
+        r
+    }
 
-/// Offset of the full barriers (then the empty ones), after the ring.
-pub const fn bars_offset(groups: usize) -> usize {
-    stages(groups) * stage_bytes(groups)
-}
+    pub const fn row_bytes(&self) -> usize {
+        self.kc * 2 + 64
+    }
 
-/// Offset of the cross-warp reduction buffer `[warp][x row][slab column]` f32, after the
-/// barriers; the flag word of the join follows it.
-pub const fn red_offset(groups: usize) -> usize {
-    bars_offset(groups) + 2 * 8 * stages(groups)
-}
+    pub const fn stage_bytes(&self) -> usize {
+        (SLAB + self.m) * self.row_bytes()
+    }
 
-/// Dynamic shared memory of a block.
-pub const fn smem_bytes(groups: usize) -> usize {
-    red_offset(groups) + WARPS * 8 * groups * SLAB * 4 + 16
+    /// Offset of the full barriers (then the empty ones), after the ring.
+    pub const fn bars_offset(&self) -> usize {
+        self.stages * self.stage_bytes()
+    }
+
+    /// Offset of the cross-warp reduction buffer `[warp][x row][slab column]` f32, after the
+    /// barriers; the flag word of the join follows it.
+    pub const fn red_offset(&self) -> usize {
+        self.bars_offset() + 16 * self.stages
+    }
+
+    /// Dynamic shared memory of a block with `groups` row groups.
+    pub const fn smem_bytes(&self, groups: usize) -> usize {
+        self.red_offset() + WARPS * 8 * groups * SLAB * 4 + 16
+    }
 }
 
 /// The unit range of one launch: `slabs` x `kchunks` units over `blocks` blocks.
@@ -74,11 +98,11 @@ pub struct StreamPlan {
 }
 
 impl StreamPlan {
-    /// The plan of an `n` x `k` weight (k > 0) over at most `sms` blocks (one per SM: the ring
-    /// fills its shared memory).
-    pub const fn new(n: usize, k: usize, sms: usize) -> StreamPlan {
+    /// The plan of an `n` x `k` weight (k > 0) in chunks of `kc` over at most `sms` blocks (one
+    /// per SM: the ring fills its shared memory).
+    pub const fn new(n: usize, k: usize, kc: usize, sms: usize) -> StreamPlan {
         let slabs = n.div_ceil(SLAB);
-        let kchunks = k.div_ceil(KC);
+        let kchunks = k.div_ceil(kc);
         let units = slabs * kchunks;
         let blocks = if sms < units { sms } else { units };
         StreamPlan { slabs, kchunks, blocks: if blocks < 1 { 1 } else { blocks } }
@@ -163,7 +187,7 @@ mod tests {
     #[test]
     fn every_unit_belongs_to_exactly_one_block_and_slots_do_not_collide() {
         for (n, k, sms) in [(4096, 4096, 132), (16, 8, 132), (4097, 777 * 8, 132), (5, 512, 3), (11008, 4096, 114)] {
-            let p = StreamPlan::new(n, k, sms);
+            let p = StreamPlan::new(n, k, 512, sms);
             assert!(p.blocks >= 1 && p.blocks <= sms);
             let mut prev = 0;
             for b in 0..p.blocks {
@@ -195,12 +219,17 @@ mod tests {
 
     #[test]
     fn the_ring_fits_the_h100s_shared_memory() {
-        for g in M_GROUPS {
-            assert!(smem_bytes(g) <= 227 * 1024, "{g}: {}", smem_bytes(g));
-            assert!(stages(g) >= 4, "{g}");
-            assert_eq!(bars_offset(g) % 16, 0);
-            assert_eq!(ROW_BYTES % 128, 64);
+        for m in 1..=MAX_M {
+            for kc in KCS {
+                let r = Ring::fit(m, kc);
+                let g = if m <= 8 { 1 } else { 2 };
+                assert!(r.smem_bytes(g) <= 227 * 1024, "{r:?}: {}", r.smem_bytes(g));
+                assert!(r.stages >= 2, "{r:?}");
+                assert_eq!(r.bars_offset() % 16, 0);
+                assert_eq!(r.row_bytes() % 128, 64);
+            }
         }
+        assert_eq!(Ring::new(1, 1024).stages, 6);
     }
 
     #[test]

@@ -24,6 +24,7 @@ use crate::DType;
 use crate::config::{GemmConfig, GemmPath, PackChoice};
 use crate::error::Result;
 use crate::ops::gemm::{Gemm, variant_chosen};
+use crate::ops::gemm_plan_small_m::{small_m_of, small_m_reason};
 use crate::ops::gemm_sm90;
 use crate::ops::gemm_sm90_rows::{self, RowSplit};
 
@@ -304,8 +305,7 @@ fn plan_families(
     }
 }
 
-/// The small-M plan of `g` (for which `small_m_applies` gave `why`): the tuned config's K
-/// split where it names the family, else the built-in one.
+/// The small-M plan of `g` (for which `small_m_applies` gave `why`).
 #[allow(clippy::too_many_arguments)]
 fn small_m_plan(
     g: &Gemm,
@@ -317,59 +317,7 @@ fn small_m_plan(
     cfg: GemmConfig,
     why: &str,
 ) -> GemmPlan {
-    let tuned = (cfg.path == GemmPath::SmallM).then(|| small_m_of(&cfg));
-    let stream = crate::ops::gemv_stream::applies(g, dtype, arch, ptrs, tuned);
-    if let Ok(how) = stream {
-        let detail = crate::ops::gemv_stream::describe(g, dtype, out, sm_count.max(1) as usize)
-            .map(|(name, p)| {
-                format!("; {name}: {how}: {} slabs x {} K chunks over {} blocks", p.slabs, p.kchunks, p.blocks)
-            })
-            .unwrap_or_default();
-        return GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{detail}") };
-    }
-    let detail = crate::ops::gemv::describe(g, dtype, out, ptrs, sm_count.max(1) as usize, tuned)
-        .map(|(name, p)| {
-            let frame = match crate::ops::gemv::interleaved(g, ptrs) {
-                true if crate::ops::gemv::x_in_place(g) => {
-                    " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame; \
-                     x too, with funnel shifts)"
-                }
-                true => {
-                    " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame; \
-                     x from its 8 shifted copies)"
-                }
-                false => "",
-            };
-            let blocks = if p.width > 1 {
-                format!("{} blocks of {} slabs", p.slabs, p.width)
-            } else {
-                format!("{} slabs", p.slabs)
-            };
-            format!("; {name}, {blocks}{frame} x {} K slices", p.ksplit)
-        })
-        .unwrap_or_default();
-    let from = match tuned {
-        Some((_, crate::ops::gemv_stream::STREAM_WIDTH)) => {
-            " (the tuned config asks for the streaming kernel, path = \"small-m\", tile 3)".to_string()
-        }
-        Some((s, w)) => format!(" (K split {s}, width {w} from the tuned config, path = \"small-m\")"),
-        None => String::new(),
-    };
-    let not_stream = match stream {
-        Err(w) if ferrotune_kernels::gemv_stream::MAX_M >= g.m => format!(" (not the streaming kernel: {w})"),
-        _ => String::new(),
-    };
-    GemmPlan { family: Family::SmallM, cfg, reason: format!("{why}{from}{detail}{not_stream}") }
-}
-
-/// (K split, width) of a config naming the small-M family: `split_k`, and the width
-/// `gemv::WIDTHS[tile]` (tile 0 is the one-slab block every earlier profile measured).
-fn small_m_of(cfg: &GemmConfig) -> (usize, usize) {
-    let widths = ferrotune_kernels::gemv::WIDTHS;
-    if cfg.tile == crate::ops::gemv_stream::STREAM_TILE {
-        return (cfg.split_k, crate::ops::gemv_stream::STREAM_WIDTH);
-    }
-    (cfg.split_k, widths[cfg.tile.min(widths.len() - 1)])
+    GemmPlan { family: Family::SmallM, cfg, reason: small_m_reason(g, dtype, out, arch, ptrs, sm_count, cfg, why) }
 }
 
 /// Whether `g` has rows enough for the Hopper path rather than the small-M family (where the

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
-use ferrotune_kernels::gemv_stream::{self as ks, StreamPlan};
+use ferrotune_kernels::gemv_stream::{self as ks, Ring, StreamPlan};
 
 use super::gemm::{Gemm, Layout};
 use crate::DType;
@@ -73,11 +73,15 @@ pub fn applies(
     Ok("weight rows streamed by bulk copies into a shared-memory ring, units dealt evenly over the SMs")
 }
 
-/// The entry and plan of a call `applies` accepted, on a device of `sms` SMs.
-pub fn describe(g: &Gemm, dtype: DType, out: DType, sms: usize) -> Option<(&'static str, StreamPlan)> {
+/// The entry, plan and ring of a call `applies` accepted, on a device of `sms` SMs: chunks of
+/// `gemv_stream::KC` elements, or `FERROTUNE_SMALL_M_STREAM_KC` (one of `gemv_stream::KCS`,
+/// for A/B runs), halved where the ring would hold fewer than two stages.
+pub fn describe(g: &Gemm, dtype: DType, out: DType, sms: usize) -> Option<(&'static str, StreamPlan, Ring)> {
     let groups = if g.m <= 8 { 1 } else { 2 };
     let name = ks::entry_name(dtype, out, groups)?;
-    Some((name, StreamPlan::new(g.n, g.k, sms.max(1))))
+    let env = std::env::var("FERROTUNE_SMALL_M_STREAM_KC").ok().and_then(|v| v.parse::<usize>().ok());
+    let ring = Ring::fit(g.m, env.filter(|k| ks::KCS.contains(k)).unwrap_or(ks::KC));
+    Some((name, StreamPlan::new(g.n, g.k, ring.kc, sms.max(1)), ring))
 }
 
 /// Launches the streaming kernel on `ptrs` = (a, b, c, d, bias).
@@ -94,11 +98,17 @@ pub(crate) unsafe fn launch(
     ptrs: [u64; 5],
 ) -> Result<()> {
     let [pa, pb, pc, pd, pbias] = ptrs;
-    let Some((name, plan)) = describe(g, dtype, out, gpu.info.sm_count.max(1) as usize) else {
+    let Some((name, plan, ring)) = describe(g, dtype, out, gpu.info.sm_count.max(1) as usize) else {
         return Err(Error::UnsupportedDtype { op: OP, dtype: dtype.name() });
     };
     let groups = if g.m <= 8 { 1 } else { 2 };
-    let smem = ks::smem_bytes(groups) as u32;
+    let smem = ring.smem_bytes(groups) as u32;
+    if ring.stages < 2 {
+        return Err(Error::InvalidConfig {
+            op: OP,
+            why: format!("{name}: a ring of {ring:?} has fewer than two stages"),
+        });
+    }
     if smem > gpu.info.shared_mem_per_block_optin {
         return Err(Error::InvalidConfig {
             op: OP,
@@ -131,9 +141,10 @@ pub(crate) unsafe fn launch(
         for x in &dims {
             lb.arg(x);
         }
-        lb.arg(&e.alpha).arg(&e.beta).arg(&flags);
+        let (kc, stages) = (ring.kc as u32, ring.stages as u32);
+        lb.arg(&e.alpha).arg(&e.beta).arg(&flags).arg(&kc).arg(&stages);
         // SAFETY: the arguments match `gemvs_entry!` in kernels-gpu/src/entry/gemv_stream.rs (6
-        // pointers, 6 u32, 2 f32, 1 u32); `applies` checked the rows, alignment and layout the
+        // pointers, 6 u32, 2 f32, 3 u32); the ring has two stages or more; `applies` checked the rows, alignment and layout the
         // bulk copies need; the workspace holds `plan.workspace_bytes(groups)` with its counters
         // at zero (the kernel leaves them so); block size, grid and shared memory are the ones
         // the kernel is written for.
@@ -166,7 +177,10 @@ mod tests {
         assert!(applies(&g, DType::F16, "sm_90a", [256, 256], Some((1, 1))).is_err(), "tuned register-fed config");
         let small = rc(3, 40, 24);
         assert!(applies(&small, DType::F16, "sm_90a", [256, 256], Some((1, STREAM_WIDTH))).is_ok(), "asked for");
-        let (name, p) = describe(&rc(9, 4096, 4096), DType::F16, DType::F32, 132).unwrap();
-        assert_eq!((name, p.blocks, p.slabs, p.kchunks), ("ft_gemvs_f16_f32_g2", 132, 256, 8));
+        let (name, p, ring) = describe(&rc(9, 4096, 4096), DType::F16, DType::F32, 132).unwrap();
+        if std::env::var("FERROTUNE_SMALL_M_STREAM_KC").is_err() {
+            assert_eq!((name, p.blocks, p.slabs, p.kchunks), ("ft_gemvs_f16_f32_g2", 132, 256, 4));
+            assert_eq!((ring.kc, ring.m, ring.stages), (1024, 9, 4));
+        }
     }
 }

@@ -12,6 +12,7 @@ pub mod gemm;
 pub(crate) mod gemm_cpu;
 mod gemm_operands;
 pub mod gemm_plan;
+mod gemm_plan_small_m;
 mod gemm_ptr_array;
 pub mod gemm_sm90;
 pub mod gemm_sm90_fill;

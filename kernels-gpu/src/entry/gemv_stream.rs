@@ -12,12 +12,13 @@ use crate::arch::nvptx::{
     ld_shared_v4_f32, st_shared_f32, sync_threads, sync_warp, thread_idx_x,
 };
 use crate::arch::sm90::{
-    bulk_load, fence_barrier_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait, named_barrier,
+    bulk_load, fence_barrier_init, fence_proxy_async, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
+    named_barrier,
 };
 use crate::element::Element;
 use crate::gemm::Epilogue;
 use crate::gemv::{SLAB, a_fragment, b_fragment};
-use crate::gemv_stream::{KC, ROW_BYTES, StreamPlan, WARPS, bars_offset, part_slot, red_offset, stage_bytes, stages};
+use crate::gemv_stream::{Ring, StreamPlan, WARPS, part_slot};
 use half::{bf16, f16};
 
 /// Threads of the consumer warps (named barrier 1).
@@ -35,6 +36,8 @@ struct Args {
     alpha: f32,
     beta: f32,
     flags: u32,
+    kc: usize,
+    stages: usize,
 }
 
 #[inline(always)]
@@ -45,11 +48,12 @@ fn smaller(a: usize, b: usize) -> usize {
 /// One block of the launch: units `start(b) .. start(b + 1)` of the plan.
 ///
 /// # Safety
-/// Host-validated (`host/src/ops/gemv_stream.rs`): 1 <= m <= 8·G, k > 0 a multiple of 8; A (m
+/// Host-validated (`host/src/ops/gemv_stream.rs`): 1 <= m <= 8·G, k > 0 a multiple of 8, kc
+/// one of `gemv_stream::KCS` and `stages` at least 2; A (m
 /// x k, row-major at lda) and B (the n x k weight, K-contiguous at ldb) start 16-byte aligned
 /// with lda and ldb multiples of 8; `ws` holds `StreamPlan::workspace_bytes(G)` with its
 /// counters zero; the grid is the plan's blocks, the block `gemv_stream::THREADS` threads with
-/// `gemv_stream::smem_bytes(G)` bytes of dynamic shared memory.
+/// `Ring::smem_bytes(G)` bytes of dynamic shared memory for the ring `(m, kc, stages)`.
 #[inline(always)]
 unsafe fn stream<E: MmaElem, O: Element, const G: usize>(
     a: *const E,
@@ -62,14 +66,15 @@ unsafe fn stream<E: MmaElem, O: Element, const G: usize>(
 ) {
     let tid = thread_idx_x() as usize;
     let (warp, lane) = (tid / 32, tid % 32);
-    let p = StreamPlan { slabs: q.n.div_ceil(SLAB), kchunks: q.k.div_ceil(KC), blocks: grid_dim_x() as usize };
+    let p = StreamPlan { slabs: q.n.div_ceil(SLAB), kchunks: q.k.div_ceil(q.kc), blocks: grid_dim_x() as usize };
     let blk = block_idx_x() as usize;
     let (u0, u1) = (p.start(blk), p.start(blk + 1));
-    let nst = stages(G);
+    let ring = Ring { kc: q.kc, m: q.m, stages: q.stages };
+    let (nst, row_bytes) = (ring.stages, ring.row_bytes());
     let smem = dyn_smem_addr();
-    let stage = |s: usize| smem + (s * stage_bytes(G)) as u32;
-    let full = |s: usize| smem + (bars_offset(G) + 8 * s) as u32;
-    let empty = |s: usize| smem + (bars_offset(G) + 8 * (nst + s)) as u32;
+    let stage = |s: usize| smem + (s * ring.stage_bytes()) as u32;
+    let full = |s: usize| smem + (ring.bars_offset() + 8 * s) as u32;
+    let empty = |s: usize| smem + (ring.bars_offset() + 8 * (nst + s)) as u32;
     if tid == 0 {
         for s in 0..nst {
             // SAFETY: 8-byte aligned words after the ring, used by no thread before the barrier.
@@ -85,8 +90,8 @@ unsafe fn stream<E: MmaElem, O: Element, const G: usize>(
     // Unit `u`: slab, first k, chunk length (a multiple of 8), weight rows that exist.
     let unit = |u: usize| {
         let (slab, kc) = (u / p.kchunks, u % p.kchunks);
-        let k0 = kc * KC;
-        (slab, kc, k0, smaller(KC, q.k - k0), smaller(SLAB, q.n - slab * SLAB))
+        let k0 = kc * q.kc;
+        (slab, kc, k0, smaller(q.kc, q.k - k0), smaller(SLAB, q.n - slab * SLAB))
     };
 
     if warp == WARPS {
@@ -114,15 +119,15 @@ unsafe fn stream<E: MmaElem, O: Element, const G: usize>(
                 // SAFETY: row `lane` of the weight (or x) holds k0 .. k0 + len (len <= k - k0),
                 // 16-byte aligned (aligned bases, ld and k0 multiples of 8), len * 2 a multiple
                 // of 16; the destination row lies in stage s, free (empty barrier above).
-                unsafe { bulk_load(stage(s) + (r * ROW_BYTES) as u32, src as u64, (len * 2) as u32, full(s)) };
+                unsafe { bulk_load(stage(s) + (r * row_bytes) as u32, src as u64, (len * 2) as u32, full(s)) };
             }
         }
         return;
     }
 
     let (gid, t) = (lane / 4, lane % 4);
-    let red = |w: usize, mi: usize, col: usize| smem + (red_offset(G) + ((w * 8 * G + mi) * SLAB + col) * 4) as u32;
-    let flag = smem + (red_offset(G) + WARPS * 8 * G * SLAB * 4) as u32;
+    let red = |w: usize, mi: usize, col: usize| smem + (ring.red_offset() + ((w * 8 * G + mi) * SLAB + col) * 4) as u32;
+    let flag = smem + (ring.red_offset() + WARPS * 8 * G * SLAB * 4) as u32;
     let parts = ws.wrapping_add(p.counter_bytes()) as *mut f32;
     let part =
         |bb: usize, sl: usize, mi: usize, col: usize| parts.wrapping_add(((bb * 2 + sl) * 8 * G + mi) * SLAB + col);
@@ -147,7 +152,7 @@ unsafe fn stream<E: MmaElem, O: Element, const G: usize>(
         let ld = |r: usize, live: bool, kk: usize| -> [u32; 4] {
             if live && kk < len {
                 // SAFETY: row r of the landed stage, elements kk .. kk + 8 < len.
-                unsafe { ld_shared_v4_f32(base + (r * ROW_BYTES + kk * 2) as u32) }.map(f32::to_bits)
+                unsafe { ld_shared_v4_f32(base + (r * row_bytes + kk * 2) as u32) }.map(f32::to_bits)
             } else {
                 [0; 4]
             }
@@ -165,6 +170,8 @@ unsafe fn stream<E: MmaElem, O: Element, const G: usize>(
             }
             step += WARPS;
         }
+        // This warp's reads of stage s (generic proxy) before the next copies into it (async).
+        fence_proxy_async();
         sync_warp();
         if lane == 0 {
             // SAFETY: an initialised barrier; this warp has read stage s (its values are in
@@ -254,8 +261,8 @@ unsafe fn stream<E: MmaElem, O: Element, const G: usize>(
     }
 }
 
-// ABI: (a, b, c, d, bias, ws, m, n, k, lda, ldb, ldc, alpha, beta, flags); dims u32, flags as
-// `Epilogue::flags`.
+// ABI: (a, b, c, d, bias, ws, m, n, k, lda, ldb, ldc, alpha, beta, flags, kc, stages); dims
+// u32, flags as `Epilogue::flags`.
 macro_rules! gemvs_entry {
     ($name:expr, $E:ty, $O:ty, $G:literal) => {
         const _: () = {
@@ -277,6 +284,8 @@ macro_rules! gemvs_entry {
                 alpha: f32,
                 beta: f32,
                 flags: u32,
+                kc: u32,
+                stages: u32,
             ) {
                 let q = Args {
                     m: m as usize,
@@ -288,6 +297,8 @@ macro_rules! gemvs_entry {
                     alpha,
                     beta,
                     flags,
+                    kc: kc as usize,
+                    stages: stages as usize,
                 };
                 // SAFETY: the host validated operands, alignment, workspace and launch shape.
                 unsafe { stream::<$E, $O, $G>(a, b, c, d, bias, ws, q) }

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Issue 12: the streaming small-M kernel (`ops::gemv_stream`: the weight through a ring of
+# cp.async.bulk copies, stream-K units) on the H100, from a carry built by
+# `bench/prepare-carry.sh`.
+# PART=check: the small-M GPU tests (both kernels), then memcheck, racecheck and synccheck on the
+#   streaming tests.
+# PART=sweep: 1-16 rows against LLM-sized weights (and a few small ones), the plan against the
+#   register-fed kernel (FERROTUNE_SMALL_M_STREAM=0) and the streaming kernel wherever it can
+#   (=1), cuBLAS in the same process; then torch's `x @ w.T` on the same shapes joined with the
+#   plan's rows (`bench/gemm_join.py`: ours / the best peer); the read floor (torch.sum).
+# Results: $OUT/stream-summary.txt, $OUT/stream-vs-peers.md, $OUT/stream.tgz.
+set -uo pipefail
+source bench/device-lib.sh
+S=$OUT/stream-summary.txt; cp $R/device.txt $S
+SH=${SHAPES:-1x4096x4096,1x14336x4096,1x4096x14336,1x11008x4096,1x4096x11008,1x5120x5120,1x8192x8192,1x6144x6144,1x28672x4096,1x3072x3072,1x2048x2048,1x8192x1024,2x4096x4096,4x8192x8192,4x4608x4608,8x5120x5120,8x4096x14336,12x5632x4096,16x4096x4096,16x5120x5120,16x6144x6144,16x8192x4096,16x11008x4096,16x2048x2048,1x4097x777,8x6143x4097}
+
+if [[ $PART == *check* ]]; then
+  timeout $(cap 200) $T --test-threads=2 gemv > $R/gemv-tests.txt 2>&1
+  stamp "small-M tests exit $?: $(grep 'test result' $R/gemv-tests.txt)" | tee -a $S
+  grep -E "^test .*FAILED|panicked|skipped|cases" $R/gemv-tests.txt | head | tee -a $S
+  for tool in memcheck racecheck synccheck; do
+    [ $(left) -lt 60 ] && { echo "--- $tool: skipped (budget)" | tee -a $S; continue; }
+    timeout $(cap 100) compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 \
+      gpu_small_m_stream_join gpu_small_m_stream_edge > $R/$tool-stream.txt 2>&1
+    stamp "$tool exit $?: $(grep -E 'ERROR SUMMARY|HAZARD|RACECHECK SUMMARY' $R/$tool-stream.txt | tail -1) $(grep 'test result' $R/$tool-stream.txt)" | tee -a $S
+  done
+fi
+
+run_cols() { # label, then env assignments
+  local label=$1; shift
+  [ $(left) -lt 30 ] && { echo "--- $label: skipped (budget)" | tee -a $S; return; }
+  env "$@" timeout $(cap 90) $X bench --ops gemm --shape-suite irregular --shapes $SH --dtypes ${DT:-bf16} --warmup 5 \
+    --iters 30 --json $R/m1-$label.json > $R/m1-$label.txt 2>&1
+  stamp "$label ($*) exit $?" | tee -a $S
+}
+if [[ $PART == *sweep* ]]; then
+  run_cols plan
+  run_cols reg FERROTUNE_SMALL_M_STREAM=0
+  run_cols stream FERROTUNE_SMALL_M_STREAM=1
+  python3 - $R $S <<'PY'
+import json, sys, glob, os
+r, s = sys.argv[1], sys.argv[2]
+cols, rows = [], {}
+for f in sorted(glob.glob(f"{r}/m1-*.json"), key=os.path.getmtime):
+    lab = os.path.basename(f)[3:-5]
+    try: d = json.load(open(f))
+    except Exception: continue
+    cols.append(lab)
+    for x in d["rows"]:
+        k = f"{x['m']}x{x['n']}x{x['k']}"
+        rows.setdefault(k, {})[lab] = (x["ours_queued_ms"] * 1e3, x.get("copy_fraction_queued"), x.get("cublas_queued_ms"), x["correct"])
+out = ["µs queued per call (share of copy bandwidth on the weight); cuBLAS queued µs",
+       f"{'shape':>14} " + " ".join(f"{c:>14}" for c in cols) + "   cuBLAS"]
+for k, v in rows.items():
+    cub = next((c for (_, _, c, _) in v.values() if c), None)
+    frac = lambda x: "  -  " if x is None else f"{x:.2f}"
+    cells = [f"{v[c][0]:7.1f} ({frac(v[c][1])}){'' if v[c][3] else '!'}" if c in v else f"{'-':>14}" for c in cols]
+    out.append(f"{k:>14} " + " ".join(cells) + (f"   {cub * 1e3:6.1f}" if cub else ""))
+open(s, "a").write("\n".join(out) + "\n"); print("\n".join(out))
+PY
+  if [ $(left) -gt 60 ]; then
+    timeout $(cap 150) python3 benches/torch_gemm.py --shapes $SH --dtypes ${DT:-bf16} --rotate --warmup 3 --iters 20 \
+      --json $R/torch-stream.json > $R/torch-stream.txt 2>&1
+    stamp "torch exit $?" | tee -a $S
+    python3 bench/gemm_join.py $R/m1-plan.json $R/torch-stream.json --markdown $OUT/stream-vs-peers.md > /dev/null 2>&1
+    stamp "join exit $?" | tee -a $S; grep -E "geomean" $OUT/stream-vs-peers.md | tee -a $S
+  fi
+fi
+tar -czf $OUT/stream.tgz -C $R .
+stamp done | tee -a $S
