@@ -6,8 +6,9 @@
 #   streaming tests.
 # PART=sweep: 1-16 rows against LLM-sized weights (and a few small ones), the plan against the
 #   register-fed kernel (FERROTUNE_SMALL_M_STREAM=0) and the streaming kernel wherever it can
-#   (=1), cuBLAS in the same process; then torch's `x @ w.T` on the same shapes joined with the
+#   (=1; and with K chunks of 512 and 2048), cuBLAS in the same process; then torch's `x @ w.T` on the same shapes joined with the
 #   plan's rows (`bench/gemm_join.py`: ours / the best peer); the read floor (torch.sum).
+# PART=ncu: Nsight Compute of both kernels on 1x28672x4096 (stall samples per instruction).
 # Results: $OUT/stream-summary.txt, $OUT/stream-vs-peers.md, $OUT/stream.tgz.
 set -uo pipefail
 source bench/device-lib.sh
@@ -37,6 +38,8 @@ if [[ $PART == *sweep* ]]; then
   run_cols plan
   run_cols reg FERROTUNE_SMALL_M_STREAM=0
   run_cols stream FERROTUNE_SMALL_M_STREAM=1
+  run_cols kc512 FERROTUNE_SMALL_M_STREAM=1 FERROTUNE_SMALL_M_STREAM_KC=512
+  run_cols kc2048 FERROTUNE_SMALL_M_STREAM=1 FERROTUNE_SMALL_M_STREAM_KC=2048
   python3 - $R $S <<'PY'
 import json, sys, glob, os
 r, s = sys.argv[1], sys.argv[2]
@@ -65,6 +68,25 @@ PY
     python3 bench/gemm_join.py $R/m1-plan.json $R/torch-stream.json --markdown $OUT/stream-vs-peers.md > /dev/null 2>&1
     stamp "join exit $?" | tee -a $S; grep -E "geomean" $OUT/stream-vs-peers.md | tee -a $S
   fi
+fi
+if [[ $PART == *ncu* ]] && command -v ncu > /dev/null; then
+  # Per-instruction stall samples, memory and warp states of the streaming kernel and the
+  # register-fed one on a decode GEMV.
+  SECT="--section SpeedOfLight --section WarpStateStats --section SourceCounters --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy"
+  prof() { # name, kernel regex, shape, env...
+    local name=$1 re=$2 shape=$3; shift 3
+    [ $(left) -lt 40 ] && { echo "--- ncu $name: skipped (budget)" | tee -a $S; return; }
+    env "$@" timeout $(cap 90) ncu -k "regex:$re" --launch-skip 3 --launch-count 1 $SECT -o $R/$name \
+      $X bench --ops gemm --dtypes bf16 --iters 1 --warmup 3 --shapes $shape > $R/ncu-$name-run.txt 2>&1
+    stamp "ncu $name exit $?" | tee -a $S
+    ncu -i $R/$name.ncu-rep --print-details all > $R/$name-details.txt 2>&1
+    ncu -i $R/$name.ncu-rep --page source --csv --print-source sass > $R/$name-sass.csv 2>&1
+    grep -E "^  [a-z_]|Duration|DRAM Throughput|L2 Cache Throughput|Registers Per|Dynamic Shared|Stall|No Eligible|Issued Warp|Active Warps" $R/$name-details.txt | head -40 | tee -a $S
+    python3 bench/ncu_sass_summary.py $R/$name-sass.csv --top 12 2>&1 | tee -a $S
+  }
+  prof stream-m1 ft_gemvs_ 1x28672x4096
+  prof reg-m1 ft_gemv_ 1x28672x4096 FERROTUNE_SMALL_M_STREAM=0
+  rm -f $R/*.ncu-rep
 fi
 tar -czf $OUT/stream.tgz -C $R .
 stamp done | tee -a $S

@@ -60,8 +60,9 @@ fn gpu_small_m_stream_edge_shapes_match_f64_reference() {
     println!("gpu_small_m_stream_edge_shapes_match_f64_reference: {cases} cases");
 }
 
-/// Slabs split between many blocks (one slab of 200 chunks over every SM), and the built-in
-/// choice on LLM-sized weights; three calls each on one stream.
+/// Slabs split between many blocks (one slab of 200 chunks over every SM; fewer slabs than
+/// SMs), and whole slabs per block on LLM-sized weights (the built-in choice); three calls each
+/// on one stream.
 #[test]
 fn gpu_small_m_stream_join_is_exact_and_repeatable() {
     let Some(gpu) = cuda_backend("gpu_small_m_stream_join_is_exact_and_repeatable") else { return };
@@ -70,14 +71,21 @@ fn gpu_small_m_stream_join_is_exact_and_repeatable() {
         return;
     }
     let sms = gpu.stream().gpu().map_or(132, |g| g.info().sm_count as usize);
-    for (i, (m, n, k)) in
-        [(1usize, 16usize, 1024 * 200), (5, 40, 1024 * 61), (16, 4096, 4096), (3, 11008, 4096), (1, 4096, 4104)]
-            .into_iter()
-            .enumerate()
+    for (i, (m, n, k)) in [
+        (1usize, 16usize, 1024 * 200),
+        (5, 40, 1024 * 61),
+        (2, 1000, 8192),
+        (16, 4096, 4096),
+        (3, 11008, 4096),
+        (1, 4096, 4104),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let p = StreamPlan::new(n, k, ferrotune_kernels::gemv_stream::KC, sms);
         let shared = (0..p.slabs).filter(|&s| p.contributors(s).0 != p.contributors(s).1).count();
-        assert!(shared > 0, "{m}x{n}x{k}: no slab is joined ({p:?})");
+        // Fewer slabs than blocks: slabs are split between blocks and joined; else whole.
+        assert_eq!(shared > 0, !p.whole_slabs(), "{m}x{n}x{k}: {p:?}");
         let auto = n * k >= MIN_WEIGHT;
         let g = if auto { rc(m, n, k) } else { rc(m, n, k).with_config(STREAM) }.epilogue(epilogue(i));
         assert!(streams(&g, if auto { GemmConfig::DEFAULT } else { STREAM }), "{m}x{n}x{k}");

@@ -215,12 +215,14 @@ unsafe fn stream<E: MmaElem, O: Element, const G: usize>(
             o += CONSUMERS as usize;
         }
         if !whole {
-            // Publish the part, count the arrival; the last of the slab's blocks adds them.
-            fence_gpu();
+            // Publish the part, count the arrival; the last of the slab's blocks adds them. The
+            // barrier orders the consumers' stores before thread 0's fence and atomic
+            // (cumulative), so one fence serves the block.
             // SAFETY: as above.
             unsafe { named_barrier(1, CONSUMERS) };
             let (f, l) = p.contributors(slab);
             if tid == 0 {
+                fence_gpu();
                 let counter = (ws as *mut u32).wrapping_add(slab);
                 // SAFETY: the counters open the workspace (host-sized, zeroed).
                 let old = unsafe { atom_add_global_u32(counter, 1) };
@@ -237,8 +239,8 @@ unsafe fn stream<E: MmaElem, O: Element, const G: usize>(
             // SAFETY: as above.
             unsafe { named_barrier(1, CONSUMERS) };
             // SAFETY: written by thread 0 before the barrier.
+            // (Thread 0 fenced after its atomic; the parts are read from L2, `ld.global.cg`.)
             if unsafe { ld_shared_f32(flag) } != 0.0 {
-                fence_gpu();
                 let mut o = tid;
                 while o < outs {
                     let (mi, col) = (o / SLAB, o % SLAB);
