@@ -38,7 +38,6 @@ if [[ $PART == *sweep* ]]; then
   run_cols plan
   run_cols reg FERROTUNE_SMALL_M_STREAM=0
   run_cols stream FERROTUNE_SMALL_M_STREAM=1
-  run_cols kc512 FERROTUNE_SMALL_M_STREAM=1 FERROTUNE_SMALL_M_STREAM_KC=512
   run_cols kc2048 FERROTUNE_SMALL_M_STREAM=1 FERROTUNE_SMALL_M_STREAM_KC=2048
   python3 - $R $S <<'PY'
 import json, sys, glob, os

@@ -132,18 +132,18 @@ fn small_m_stream_is_chosen_where_bulk_copies_can_serve_and_explained_otherwise(
     if std::env::var("FERROTUNE_SMALL_M_STREAM").is_ok() || std::env::var("FERROTUNE_SMALL_M").is_ok() {
         return;
     }
-    // Built in: aligned rows, up to 16 of them, a weight of 2^22 elements or more.
-    assert!(streams(&rc(1, 4096, 4096), GemmConfig::DEFAULT));
+    // Built in: aligned rows, up to 16 of them, a weight of 2^25 elements or more.
+    assert!(streams(&rc(1, 8192, 8192), GemmConfig::DEFAULT));
     assert!(streams(&rc(16, 11008, 4096), GemmConfig::DEFAULT));
-    assert!(!streams(&rc(17, 4096, 4096), GemmConfig::DEFAULT), "17 rows");
-    assert!(!streams(&rc(1, 1024, 2048), GemmConfig::DEFAULT), "small weight");
-    assert!(!streams(&rc(1, 4096, 4100), GemmConfig::DEFAULT), "K not a multiple of 8");
+    assert!(!streams(&rc(17, 11008, 4096), GemmConfig::DEFAULT), "17 rows");
+    assert!(!streams(&rc(1, 4096, 4096), GemmConfig::DEFAULT), "weight below 2^25 elements");
+    assert!(!streams(&rc(1, 8192, 4100), GemmConfig::DEFAULT), "K not a multiple of 8");
     // Asked for by a config: any size; the plan says why not where it cannot.
     assert!(streams(&rc(3, 5, 8), STREAM));
-    let odd = plan(&rc(1, 4096, 4097).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, STREAM, [256, 256]).unwrap();
+    let odd = plan(&rc(1, 8192, 4097).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, STREAM, [256, 256]).unwrap();
     assert_eq!(odd.family, Family::SmallM);
     assert!(odd.reason.contains("not the streaming kernel: rows not 16-byte aligned"), "{}", odd.reason);
-    let sm80 = plan(&rc(1, 4096, 4096).resolved(), DType::Bf16, DType::Bf16, "sm_80", 108, STREAM, [256, 256]).unwrap();
+    let sm80 = plan(&rc(1, 8192, 4096).resolved(), DType::Bf16, DType::Bf16, "sm_80", 108, STREAM, [256, 256]).unwrap();
     assert!(sm80.reason.contains("need the sm_90a module"), "{}", sm80.reason);
     assert_eq!(
         plan(&rc(1, 4096, 4096).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, STREAM, [256, 256])

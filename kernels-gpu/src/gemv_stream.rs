@@ -18,9 +18,11 @@
 use crate::element::DType;
 use crate::gemv::SLAB;
 
-/// K elements per unit by default (one bulk copy of 2 KiB per weight row and x row; the host may
-/// pick another of [`KCS`]).
-pub const KC: usize = 1024;
+/// K elements per unit by default (one bulk copy of 4 KiB per weight row and x row; the host may
+/// pick another of [`KCS`]; [`Ring::fit`] halves it where two stages would not fit). On the
+/// H100 (bench/results/gemvs-*/) copies of 1 KiB capped the kernel at 0.69 of copy bandwidth on
+/// a 224 MiB weight, 2 KiB at 0.89-0.93, 4 KiB at 0.91-0.95.
+pub const KC: usize = 2048;
 /// The K chunks a launch may use (multiples of 64, so that rows are 64 bytes apart modulo 128).
 pub const KCS: [usize; 3] = [512, 1024, 2048];
 /// Consumer warps (they split each unit's K chunk by 32-element steps).

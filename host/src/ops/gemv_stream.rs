@@ -17,10 +17,14 @@ use crate::error::{DriverContext, Error, Result};
 
 const OP: &str = "gemm";
 
-/// Weight elements (N x K) from which the streaming kernel serves a call: below, the weight
-/// is read in a few microseconds and the register-fed kernel's single launch without a join
-/// is as fast. `FERROTUNE_SMALL_M_STREAM=0` (never) or `=1` (wherever it can) overrides it.
-pub const MIN_WEIGHT: usize = 1 << 22;
+/// Weight elements (N x K) from which the streaming kernel serves a call. On the H100
+/// (bench/results/gemvs-67e14fa00cda/, 4 KiB copies against the register-fed kernel): from
+/// 2^25 elements it took 0.94-1.00 of the time on 9 of 11 shapes (1x14336x4096 45.2 µs against
+/// 48.2, 1x6144x6144 31.2 against 33.1) and 1.02-1.06 on two; below, it lost on most (up to
+/// 1.3x on 2048 x 2048 weights, 1.12x on 4x4608x4608). `FERROTUNE_SMALL_M_STREAM=0` (never) or
+/// `=1` (wherever it can) overrides it; a profile entry (`path = "small-m"`, tile 3) asks for it
+/// per shape.
+pub const MIN_WEIGHT: usize = 1 << 25;
 
 /// The small-M config's `tile` that names the streaming kernel (after the register-fed
 /// kernel's width indices, `gemv::WIDTHS`).
@@ -68,7 +72,7 @@ pub fn applies(
         return Err("rows not 16-byte aligned (bulk copies need aligned bases, leading dimensions and K)");
     }
     if !forced && g.n.saturating_mul(g.k) < MIN_WEIGHT {
-        return Err("weight below 2^22 elements (the register-fed kernel is as fast there)");
+        return Err("weight below 2^25 elements (the register-fed kernel is as fast or faster there)");
     }
     Ok("weight rows streamed by bulk copies into a shared-memory ring, units dealt evenly over the SMs")
 }
@@ -165,22 +169,27 @@ mod tests {
         let rc = |m, n, k| Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).resolved();
         let g = rc(1, 4096, 4096);
         let ok = |g: &Gemm, arch: &str, ptrs: [u64; 2]| applies(g, DType::Bf16, arch, ptrs, None).is_ok();
+        assert!(!ok(&g, "sm_90a", [256, 256]), "below 2^25 elements");
+        let g = rc(1, 8192, 4096);
         assert!(ok(&g, "sm_90a", [256, 256]));
         assert!(!ok(&g, "sm_90", [256, 256]));
         assert!(!ok(&g, "sm_90a", [258, 256]), "unaligned x");
         assert!(!ok(&g, "sm_90a", [256, 264 + 2]), "unaligned weight");
-        assert!(!ok(&rc(1, 4096, 4100), "sm_90a", [256, 256]), "K not a multiple of 8");
-        assert!(!ok(&rc(17, 4096, 4096), "sm_90a", [256, 256]), "17 rows");
+        assert!(!ok(&rc(1, 8192, 4100), "sm_90a", [256, 256]), "K not a multiple of 8");
+        assert!(!ok(&rc(17, 8192, 4096), "sm_90a", [256, 256]), "17 rows");
         assert!(!ok(&rc(1, 1024, 1024), "sm_90a", [256, 256]), "small weight");
-        assert!(!ok(&Gemm::new(1, 4096, 4096).resolved(), "sm_90a", [256, 256]), "row-major weight");
+        assert!(!ok(&Gemm::new(1, 8192, 4096).resolved(), "sm_90a", [256, 256]), "row-major weight");
         assert!(applies(&g, DType::F32, "sm_90a", [256, 256], None).is_err());
         assert!(applies(&g, DType::F16, "sm_90a", [256, 256], Some((1, 1))).is_err(), "tuned register-fed config");
         let small = rc(3, 40, 24);
         assert!(applies(&small, DType::F16, "sm_90a", [256, 256], Some((1, STREAM_WIDTH))).is_ok(), "asked for");
         let (name, p, ring) = describe(&rc(9, 4096, 4096), DType::F16, DType::F32, 132).unwrap();
         if std::env::var("FERROTUNE_SMALL_M_STREAM_KC").is_err() {
-            assert_eq!((name, p.blocks, p.slabs, p.kchunks), ("ft_gemvs_f16_f32_g2", 132, 256, 4));
-            assert_eq!((ring.kc, ring.m, ring.stages), (1024, 9, 3));
+            assert_eq!((name, p.blocks, p.slabs, p.kchunks), ("ft_gemvs_f16_f32_g2", 132, 256, 2));
+            assert_eq!((ring.kc, ring.m, ring.stages), (2048, 9, 2));
+            // 16 rows of x: two stages of 2048 would not fit, 1024 makes three.
+            let (_, _, ring) = describe(&rc(16, 4096, 4096), DType::F16, DType::F16, 132).unwrap();
+            assert_eq!((ring.kc, ring.stages), (1024, 3));
         }
     }
 }
