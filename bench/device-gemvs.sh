@@ -19,7 +19,7 @@ if [[ $PART == *check* ]]; then
   timeout $(cap 200) $T --test-threads=2 gemv > $R/gemv-tests.txt 2>&1
   stamp "small-M tests exit $?: $(grep 'test result' $R/gemv-tests.txt)" | tee -a $S
   grep -E "^test .*FAILED|panicked|skipped|cases" $R/gemv-tests.txt | head | tee -a $S
-  for tool in memcheck racecheck synccheck; do
+  for tool in ${TOOLS:-memcheck racecheck synccheck}; do
     [ $(left) -lt 60 ] && { echo "--- $tool: skipped (budget)" | tee -a $S; continue; }
     timeout $(cap 100) compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 \
       gpu_small_m_stream_join gpu_small_m_stream_edge > $R/$tool-stream.txt 2>&1
