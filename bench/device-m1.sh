@@ -69,27 +69,7 @@ if [[ $PART == *sweep* ]]; then
       w*) run_cols $col FERROTUNE_SMALL_M_WIDTH=${col#w} ;;
     esac
   done
-  python3 - $R $S <<'PY'
-import json, sys, glob, os
-r, s = sys.argv[1], sys.argv[2]
-cols, rows = [], {}
-for f in sorted(glob.glob(f"{r}/m1-*.json"), key=os.path.getmtime):
-    lab = os.path.basename(f)[3:-5]
-    try: d = json.load(open(f))
-    except Exception: continue
-    cols.append(lab)
-    for x in d["rows"]:
-        k = f"{x['m']}x{x['n']}x{x['k']}"
-        rows.setdefault(k, {})[lab] = (x["ours_queued_ms"] * 1e3, x.get("copy_fraction_queued"), x.get("cublas_queued_ms"), x["correct"])
-out = ["µs queued per call (share of copy bandwidth on the weight); cuBLAS queued µs",
-       f"{'shape':>14} " + " ".join(f"{c:>14}" for c in cols) + "   cuBLAS"]
-for k, v in rows.items():
-    cub = next((c for (_, _, c, _) in v.values() if c), None)
-    frac = lambda x: "  -  " if x is None else f"{x:.2f}"  # no copy fraction: not a streaming row
-    cells = [f"{v[c][0]:7.1f} ({frac(v[c][1])}){'' if v[c][3] else '!'}" if c in v else f"{'-':>14}" for c in cols]
-    out.append(f"{k:>14} " + " ".join(cells) + (f"   {cub * 1e3:6.1f}" if cub else ""))
-open(s, "a").write("\n".join(out) + "\n"); print("\n".join(out))
-PY
+  python3 bench/m1_table.py $R $S
 fi
 
 if [[ $PART == *ncu* ]] && command -v ncu > /dev/null; then
