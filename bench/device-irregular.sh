@@ -16,6 +16,7 @@
 #   unaligned  odd-K small-M weights read in place (interleaved slabs) against the funnel/pack
 #            path (FERROTUNE_SMALL_M_UNALIGNED=0), suite and unseen shapes; ncu on two rows
 #   longk    long K on the Hopper split: slice counts and tiles (FERROTUNE_SM90_SPLIT/_TILE)
+# WARMUP and ITERS (default 3 and 20) set the suite's and torch's calls per row.
 # Every step is bounded by what is left of BUDGET seconds. Results in $OUT (at most 8 files):
 # device.json, the suite JSONs, torch JSON, the joined markdown, tests, memcheck, explore.
 set -uo pipefail
@@ -45,7 +46,7 @@ print(q)
 EOF
 if [[ $PARTS == *torch* ]] && [ -f $TB ]; then
   stamp "=== torch x @ w.T on the suite ($DTS), alone on the GPU"
-  timeout $(cap 75) python3 $TB --shapes $SHAPES --dtypes $DTS --rotate --warmup 3 --iters 20 \
+  timeout $(cap 150) python3 $TB --shapes $SHAPES --dtypes $DTS --rotate --warmup ${WARMUP:-3} --iters ${ITERS:-20} \
     --json $OUT/torch-gemm-irregular-h100.json > /tmp/torch-gemm-irregular.txt 2>&1
   stamp "torch exit $?"; tail -2 /tmp/torch-gemm-irregular.txt | cut -c1-150
 fi
@@ -62,7 +63,7 @@ fi
 if [[ $PARTS == *suite* ]]; then
   for dt in ${DTS//,/ }; do
     stamp "=== irregular suite vs cuBLAS ($dt)"
-    timeout $(cap 60) $X bench --ops gemm --shape-suite irregular --dtypes $dt --warmup 3 --iters 20 \
+    timeout $(cap 120) $X bench --ops gemm --shape-suite irregular --dtypes $dt --warmup ${WARMUP:-3} --iters ${ITERS:-20} \
       --json $OUT/gemm-irregular-$dt-h100.json > /tmp/gemm-irregular-$dt.txt 2>&1
     stamp "suite $dt exit $?"; grep -E "geomean" /tmp/gemm-irregular-$dt.txt
     if [ -f $OUT/torch-gemm-irregular-h100.json ]; then
