@@ -80,7 +80,7 @@ unsafe fn stream<E: MmaElem, O: Element, const G: usize>(
             // SAFETY: 8-byte aligned words after the ring, used by no thread before the barrier.
             unsafe {
                 mbar_init(full(s), 1);
-                mbar_init(empty(s), WARPS as u32);
+                mbar_init(empty(s), CONSUMERS);
             }
         }
         fence_barrier_init();
@@ -170,14 +170,12 @@ unsafe fn stream<E: MmaElem, O: Element, const G: usize>(
             }
             step += WARPS;
         }
-        // This warp's reads of stage s (generic proxy) before the next copies into it (async).
+        // This thread's reads of stage s (generic proxy) before the next copies into it
+        // (async proxy); every consumer thread arrives, each releasing its own reads.
         fence_proxy_async();
-        sync_warp();
-        if lane == 0 {
-            // SAFETY: an initialised barrier; this warp has read stage s (its values are in
-            // registers, consumed above).
-            unsafe { mbar_arrive(empty(s)) };
-        }
+        // SAFETY: an initialised barrier; this thread has read stage s (its values are in
+        // registers, consumed above).
+        unsafe { mbar_arrive(empty(s)) };
         if kc + 1 < p.kchunks && u + 1 < u1 {
             continue;
         }
