@@ -36,15 +36,7 @@ pub fn pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConf
     }
     let width = kv::WIDTHS[cfg.tile];
     if small_m_applies(g, dtype).is_none() {
-        return Some(format!(
-            "the small-M family takes 16-bit single matrices of 1..={} rows (here {} {}x{}x{}, batch {})",
-            kv::MAX_M,
-            dtype.name(),
-            g.m,
-            g.n,
-            g.k,
-            g.batch
-        ));
+        return Some(family_reason(g, dtype));
     }
     let groups = kv::m_groups_for(g.m).unwrap_or(kv::M_GROUPS[3]);
     if !kv::width_compiled(groups, width) {
@@ -98,6 +90,9 @@ pub fn pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConf
 /// entry in the loaded PTX (sm_90a only), and no K split of the config's (the kernel deals K
 /// chunks over the SMs itself).
 fn stream_pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConfig) -> Option<String> {
+    if small_m_applies(g, dtype).is_none() {
+        return Some(family_reason(g, dtype));
+    }
     if cfg.split_k > 1 {
         return Some(format!(
             "split_k {}: the streaming kernel deals its K chunks over the SMs itself (split_k 1 only)",
@@ -114,6 +109,19 @@ fn stream_pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmC
         return Some(format!("{name} is not in the PTX the device loaded (sm_90a only)"));
     }
     None
+}
+
+/// Why the small-M family does not take `g` at all.
+fn family_reason(g: &Gemm, dtype: ferrotune::DType) -> String {
+    format!(
+        "the small-M family takes 16-bit single matrices of 1..={} rows (here {} {}x{}x{}, batch {})",
+        kv::MAX_M,
+        dtype.name(),
+        g.m,
+        g.n,
+        g.k,
+        g.batch
+    )
 }
 
 /// The small-M entry `g` runs at `width` slabs per block (inputs and output of `dtype`).
