@@ -136,7 +136,7 @@ pub fn resources(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmC
         let (name, _, ring) = gemv_stream::describe(g, dtype, dtype, 1)?;
         let mut r = d.gemm_resources_of(name)?;
         r.block_threads = ferrotune_kernels::gemv_stream::THREADS;
-        r.dynamic_shared = ring.smem_bytes(if g.m <= 8 { 1 } else { 2 }) as u32;
+        r.dynamic_shared = ring.smem_bytes(gemv_stream::groups_for(g.m)) as u32;
         return Some(r);
     }
     let groups = kv::m_groups_for(g.m)?;

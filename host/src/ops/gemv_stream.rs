@@ -77,11 +77,16 @@ pub fn applies(
     Ok("weight rows streamed by bulk copies into a shared-memory ring, units dealt evenly over the SMs")
 }
 
+/// The row groups of the entry that serves `m` rows of x (8 rows each, `gemv_stream::M_GROUPS`).
+pub fn groups_for(m: usize) -> usize {
+    if m <= 8 { 1 } else { 2 }
+}
+
 /// The entry, plan and ring of a call `applies` accepted, on a device of `sms` SMs: chunks of
 /// `gemv_stream::KC` elements, or `FERROTUNE_SMALL_M_STREAM_KC` (one of `gemv_stream::KCS`,
 /// for A/B runs), halved where the ring would hold fewer than two stages.
 pub fn describe(g: &Gemm, dtype: DType, out: DType, sms: usize) -> Option<(&'static str, StreamPlan, Ring)> {
-    let groups = if g.m <= 8 { 1 } else { 2 };
+    let groups = groups_for(g.m);
     let name = ks::entry_name(dtype, out, groups)?;
     let env = std::env::var("FERROTUNE_SMALL_M_STREAM_KC").ok().and_then(|v| v.parse::<usize>().ok());
     let ring = Ring::fit(g.m, env.filter(|k| ks::KCS.contains(k)).unwrap_or(ks::KC));
@@ -105,7 +110,7 @@ pub(crate) unsafe fn launch(
     let Some((name, plan, ring)) = describe(g, dtype, out, gpu.info.sm_count.max(1) as usize) else {
         return Err(Error::UnsupportedDtype { op: OP, dtype: dtype.name() });
     };
-    let groups = if g.m <= 8 { 1 } else { 2 };
+    let groups = groups_for(g.m);
     let smem = ring.smem_bytes(groups) as u32;
     if ring.stages < 2 {
         return Err(Error::InvalidConfig {
@@ -175,7 +180,11 @@ mod tests {
         assert!(!ok(&g, "sm_90", [256, 256]));
         assert!(!ok(&g, "sm_90a", [258, 256]), "unaligned x");
         assert!(!ok(&g, "sm_90a", [256, 264 + 2]), "unaligned weight");
-        assert!(!ok(&rc(1, 8192, 4100), "sm_90a", [256, 256]), "K not a multiple of 8");
+        // K not a multiple of 8, even with 16-byte leading dimensions (the last chunk's copy
+        // would not be a whole number of 16-byte units).
+        let odd_k = Gemm { lda: 4104, ldb: 4104, ..rc(1, 8192, 4100) };
+        assert!(!ok(&odd_k, "sm_90a", [256, 256]), "K not a multiple of 8");
+        assert!(ok(&Gemm { k: 4096, ..odd_k }, "sm_90a", [256, 256]), "padded rows, K a multiple of 8");
         assert!(!ok(&rc(17, 8192, 4096), "sm_90a", [256, 256]), "17 rows");
         assert!(!ok(&rc(1, 1024, 1024), "sm_90a", [256, 256]), "small weight");
         assert!(!ok(&Gemm::new(1, 8192, 4096).resolved(), "sm_90a", [256, 256]), "row-major weight");
