@@ -65,6 +65,14 @@ pub struct SuiteRow {
     pub cublas_queued_ms: Option<f64>,
     /// `copy_fraction` from `ours_queued_ms`.
     pub copy_fraction_queued: Option<f64>,
+    /// Rows under 0.2 ms: the CPU's time per call, in µs, to enqueue [`HOST_CALLS`] calls back
+    /// to back without waiting for the GPU (plan, checks and launch: what a call costs the
+    /// host), ours and cuBLAS alike. Where it is above the queued time per call, the host
+    /// sets the pace of a stream of such calls.
+    #[serde(default)]
+    pub ours_host_us: Option<f64>,
+    #[serde(default)]
+    pub cublas_host_us: Option<f64>,
     pub cublas: Option<Stats>,
     pub cublas_tflops: Option<f64>,
     /// ours / cuBLAS throughput (> 1: we are faster).
@@ -94,6 +102,26 @@ const MIB: usize = 1 << 20;
 
 /// Calls per sample of the queued timing.
 pub const QUEUE: usize = 10;
+
+/// Calls enqueued for the host time per call (few enough that the launch queue never fills).
+pub const HOST_CALLS: usize = 200;
+
+/// The CPU's time per call, in µs, of [`HOST_CALLS`] calls of `call` enqueued back to back on
+/// `s` (the stream idle before, drained after; the median of three such rounds).
+pub fn host_us(s: &ferrotune::Stream, mut call: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+    let mut t = Vec::with_capacity(3);
+    for round in 0..3 {
+        s.synchronize()?;
+        let start = std::time::Instant::now();
+        for i in 0..HOST_CALLS {
+            call(round * HOST_CALLS + i)?;
+        }
+        t.push(start.elapsed().as_secs_f64() * 1e6 / HOST_CALLS as f64);
+        s.synchronize()?;
+    }
+    t.sort_by(f64::total_cmp);
+    Ok(t[1])
+}
 
 /// Copy bandwidth: `ops::copy` of 256 MiB (bytes read plus bytes written over the median).
 pub fn copy_ceiling(backend: &Backend, repeat: Repeat) -> Result<(f64, Stats)> {
@@ -203,6 +231,7 @@ fn row<T: Scalar>(
     } else {
         None
     };
+    let ours_host_us = if queued { Some(host_us(&s, |i| run(i, &mut ops_))?) } else { None };
     drop(ops_);
     let secs = ours.median_ms * 1e-3;
     let flops = g.flops();
@@ -222,6 +251,7 @@ fn row<T: Scalar>(
     }
     let mut cublas = None;
     let mut cublas_queued_ms = None;
+    let mut cublas_host_us = None;
     if peers.len() == copies {
         match peers[0].verify(64) {
             Err(e) => note = Some(format!("cuBLAS failed its check: {e}")),
@@ -241,6 +271,11 @@ fn row<T: Scalar>(
                         })
                     })?;
                     cublas_queued_ms = Some(st.median_ms / QUEUE as f64);
+                    cublas_host_us = Some(host_us(&s, |i| {
+                        peers[i % copies]
+                            .launch()
+                            .map_err(|e| ferrotune::Error::InvalidConfig { op: "cublas", why: e.to_string() })
+                    })?);
                 }
             }
         }
@@ -261,6 +296,8 @@ fn row<T: Scalar>(
         ours_queued_ms,
         cublas_queued_ms,
         copy_fraction_queued: ours_queued_ms.filter(|_| small).map(|ms| (k * n * es) as f64 / (ms * 1e-3) / copy_bps),
+        ours_host_us,
+        cublas_host_us,
         cublas,
         cublas_tflops,
         ratio: cublas_tflops.map(|p| ours_tflops / p),

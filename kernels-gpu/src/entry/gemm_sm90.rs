@@ -325,7 +325,7 @@ unsafe fn sm90_gemm_persistent<
             let (m0, n0) = (tm * ring.bm() + cw * 64 + warp * WARP_BOX_ROWS, tn * ring.bn());
             let s = Boxes { bufs, map_d, m0, n0, z: z as i32, done: boxes };
             // SAFETY: the warpgroup calls it together; each warp's buffers are its own.
-            boxes = unsafe { store_boxes::<O, NACC, SB>(&acc, bias, out, s, lt) };
+            boxes = unsafe { store_boxes::<O, NACC, SB>(&mut acc, bias, out, s, lt) };
             t += step;
             continue;
         }

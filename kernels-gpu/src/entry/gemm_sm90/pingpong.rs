@@ -148,7 +148,7 @@ pub(super) unsafe fn sm90_gemm_pingpong<
                     // SAFETY: the warpgroup calls it together after the tile's wgmmas
                     // completed; each warp's buffers are its own; the host set the flag with
                     // D's map.
-                    boxes = unsafe { store_boxes::<O, NACC, SB>(&acc[$h], bias, out, s, lt) };
+                    boxes = unsafe { store_boxes::<O, NACC, SB>(&mut acc[$h], bias, out, s, lt) };
                 }};
             }
             store!(0);
