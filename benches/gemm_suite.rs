@@ -73,11 +73,6 @@ pub struct SuiteRow {
     pub ours_host_us: Option<f64>,
     #[serde(default)]
     pub cublas_host_us: Option<f64>,
-    /// `ours_host_us` with cudarc's per-buffer event tracking off (each operand's pointer
-    /// otherwise waits on its last write event and records a read or write event: driver calls
-    /// per operand per call, once a context has a stream of its own).
-    #[serde(default)]
-    pub ours_host_us_untracked: Option<f64>,
     pub cublas: Option<Stats>,
     pub cublas_tflops: Option<f64>,
     /// ours / cuBLAS throughput (> 1: we are faster).
@@ -237,22 +232,6 @@ fn row<T: Scalar>(
         None
     };
     let ours_host_us = if queued { Some(host_us(&s, |i| run(i, &mut ops_))?) } else { None };
-    let ours_host_us_untracked = match (queued, s.gpu()) {
-        (true, Some(gpu)) => {
-            let ctx = gpu.context().clone();
-            let was = ctx.is_event_tracking();
-            // SAFETY: these calls run on one stream, in order, drained before tracking returns
-            // (`host_us` synchronizes): nothing needs the events meanwhile.
-            unsafe { ctx.disable_event_tracking() };
-            let r = host_us(&s, |i| run(i, &mut ops_));
-            if was {
-                // SAFETY: restores the state found above.
-                unsafe { ctx.enable_event_tracking() };
-            }
-            Some(r?)
-        }
-        _ => None,
-    };
     drop(ops_);
     let secs = ours.median_ms * 1e-3;
     let flops = g.flops();
@@ -319,7 +298,6 @@ fn row<T: Scalar>(
         copy_fraction_queued: ours_queued_ms.filter(|_| small).map(|ms| (k * n * es) as f64 / (ms * 1e-3) / copy_bps),
         ours_host_us,
         cublas_host_us,
-        ours_host_us_untracked,
         cublas,
         cublas_tflops,
         ratio: cublas_tflops.map(|p| ours_tflops / p),
