@@ -147,7 +147,7 @@ fn sm90_every_tile_forced_through_the_path() {
     assert!(e.to_string().contains("layout"), "{e}");
 }
 
-/// The cluster tiles (12: persistent 128 x 256, 13: one-tile 128 x 256; two blocks along M
+/// Every cluster tile (12: persistent 128 x 256, 13: one-tile 128 x 256; two blocks along M
 /// that load half of the shared B tile each and multicast it): odd and even counts of row
 /// tiles (an odd count leaves the last cluster's second block past the edge, loading zeros for
 /// its partner), several tile pairs per persistent cluster, K = 4099, a strided batch, both
@@ -157,7 +157,10 @@ fn sm90_every_tile_forced_through_the_path() {
 fn sm90_cluster_tiles() {
     let Some(b) = hopper("sm90_cluster_tiles") else { return };
     let mut i = 0;
-    for t in [12u8, 13] {
+    let tiles = ferrotune_kernels::gemm_sm90::TILES;
+    let clustered = (0..tiles.len() as u8).filter(|&t| tiles[t as usize].cluster > 1).collect::<Vec<_>>();
+    assert!(clustered.len() >= 2, "{clustered:?}");
+    for t in clustered {
         let cases = [rc(129, 257, 65), rc(300, 520, 200), rc(1000, 264, 136), rc(65, 300, 4099).split_k(1)];
         for g in cases.into_iter().chain([rc(200, 136, 72).batched(3)]) {
             let g = g.path(GemmPath::Sm90(t)).epilogue(epilogue(i));
