@@ -312,7 +312,11 @@ proptest! {
                 let small_m_ok = ferrotune::ops::gemv::small_m_applies(&g, dtype).is_some();
                 if path == GemmPath::SmallM && small_m_ok && p.family != Family::Pack {
                     prop_assert_eq!(p.family, Family::SmallM);
-                    let width = ferrotune_kernels::gemv::WIDTHS[tile];
+                    // One past the widths names the streaming kernel (its width is STREAM_WIDTH).
+                    let width = ferrotune_kernels::gemv::WIDTHS
+                        .get(tile)
+                        .copied()
+                        .unwrap_or(ferrotune::ops::gemv_stream::STREAM_WIDTH);
                     prop_assert_eq!(p.small_m_tuned(), Some((split_k, width)));
                 }
                 prop_assert!(!p.reason.is_empty());
