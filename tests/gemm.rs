@@ -178,6 +178,25 @@ fn cpu_gemm_k_panels_and_row_bands() {
     }
 }
 
+/// A column-major B whose columns lie a multiple of 2 KiB apart is copied (f32) or widened
+/// (16-bit) into panels with padded columns before the crate packs it (`gemm_cpu::col_pitch`):
+/// K a multiple of 512 in one panel and across panels (2000 columns: panels of 2048 of K, the
+/// last partial), a padded leading dimension with K not a multiple, every dtype, an epilogue.
+#[test]
+fn cpu_gemm_b_columns_2kib_apart() {
+    let b = cpu_backend();
+    for (i, (m, n, k, ldb)) in
+        [(9, 33, 1024, 1024), (8, 2000, 5000, 5120), (5, 7, 1000, 1024), (3, 4, 512, 512)].into_iter().enumerate()
+    {
+        for (dt, out_f32) in [(DType::F32, true), (DType::Bf16, false), (DType::F16, true)] {
+            let mut g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i));
+            g.ldb = ldb;
+            let res = dispatch(&b, dt, out_f32, g, 70 + i as u64);
+            assert!(res.is_ok(), "{m}x{n}x{k} ldb {ldb} {dt:?}: {}", res.unwrap_err());
+        }
+    }
+}
+
 #[test]
 fn gemm_reference_check_can_fail() {
     // A result perturbed by 1% in f32 is caught.
