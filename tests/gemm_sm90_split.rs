@@ -76,6 +76,28 @@ fn gpu_sm90_split_k_shapes_every_epilogue() {
     assert!(seen.iter().any(|&s| s % 2 == 1) && seen.iter().any(|&s| s >= 32), "slices {seen:?}");
 }
 
+/// The streaming tile in clusters of 2 and 4 blocks along M (B multicast), split: row tiles
+/// not a multiple of the cluster (blocks past the edge that only load B), one row tile, both
+/// outputs, every epilogue. Small enough for compute-sanitizer.
+#[test]
+fn gpu_sm90_split_k_cluster_tiles() {
+    let Some(b) = hopper("gpu_sm90_split_k_cluster_tiles") else { return };
+    let c2 = ferrotune::ops::gemm_sm90::STREAM_C2_TILE;
+    let c4 = ferrotune::ops::gemm_sm90::STREAM_C4_TILE;
+    let shapes = [(300, 200, 20_001, c4), (257, 129, 9000, c2), (129, 300, 12_000, c4), (64, 256, 10_000, c2)];
+    for (i, &(m, n, k, tile)) in shapes.iter().enumerate() {
+        assert!(ferrotune_kernels::gemm_sm90::TILES[tile as usize].cluster > 1);
+        let dt = if i % 2 == 0 { DType::Bf16 } else { DType::F16 };
+        let out_f32 = i % 3 == 1;
+        let out = if out_f32 { DType::F32 } else { dt };
+        let g = rc(m, n, k).epilogue(epilogue(i + 1)).path(GemmPath::Sm90(tile));
+        let s = slices(&b, &g, dt, out).unwrap();
+        assert!(s >= 2, "{m}x{n}x{k} on tile {tile}: {s} slices");
+        dispatch(&b, dt, out_f32, g, 700 + i as u64)
+            .unwrap_or_else(|e| panic!("{m}x{n}x{k}, tile {tile}, {s} slices: {e}"));
+    }
+}
+
 #[test]
 fn gpu_sm90_split_k_is_deterministic_and_reusable() {
     let Some(b) = hopper("gpu_sm90_split_k_is_deterministic_and_reusable") else { return };

@@ -42,9 +42,9 @@ pub struct Sm90Tile {
     /// `64 * pp_slabs` x `bn` (1 or 2 slabs of 64 rows) and the two alternate, one's
     /// epilogue overlapping the other's mainloop. 0: the consumers share each tile.
     pub pp_slabs: usize,
-    /// Blocks per thread-block cluster (1 or 2), along M: the blocks of a cluster compute
+    /// Blocks per thread-block cluster (1, 2 or 4), along M: the blocks of a cluster compute
     /// vertically adjacent tiles of the same B panel, each loads `1 / cluster` of the B tile
-    /// and TMA multicasts it to both (half the L2 reads of B).
+    /// and TMA multicasts it to all of them (`1 / cluster` of the L2 reads of B).
     pub cluster: usize,
     /// TMA-store box buffers per consumer warpgroup of the persistent cooperative form
     /// ([`Sm90Tile::store_buffers`]): 2 double-buffers the boxes; as many as a tile has boxes
@@ -101,11 +101,11 @@ impl Sm90Tile {
         let fits = 2 * self.smem_bytes() <= SMEM_MAX && !self.persistent;
         if fits && (self.consumers == 1 || self.bn == 128) { 2 } else { 1 }
     }
-    /// Whether K may be split over blocks on this tile: one block per tile (not persistent)
-    /// and `bn` 128 or one consumer (the tiles the in-kernel join is compiled for; the two-
-    /// consumer 128 x 256 keeps its registers for the main loop).
+    /// Whether K may be split over blocks on this tile: one block per tile (not persistent,
+    /// in clusters or not) and `bn` 128 or one consumer (the tiles the in-kernel join is
+    /// compiled for; the two-consumer 128 x 256 keeps its registers for the main loop).
     pub const fn splits_k(&self) -> bool {
-        !self.persistent && self.cluster == 1 && (self.bn == 128 || self.consumers == 1)
+        !self.persistent && (self.bn == 128 || self.consumers == 1)
     }
     /// Whether the form keeps TMA-store box buffers per consumer warpgroup: the persistent
     /// forms, whose ring is busy with the next tile while a tile is stored — the ping-pong
@@ -165,6 +165,12 @@ const fn c2(bn: usize, consumers: usize, stages: usize, persistent: bool) -> Sm9
     Sm90Tile { bn, consumers, stages, persistent, pp_slabs: 0, cluster: 2, store_bufs: 2 }
 }
 
+/// The streaming tile (64 x 128, one consumer, eight stages, one block per tile) in clusters
+/// of `cluster` blocks along M, B multicast.
+const fn sc(cluster: usize) -> Sm90Tile {
+    Sm90Tile { bn: 128, consumers: 1, stages: 8, persistent: false, pp_slabs: 0, cluster, store_bufs: 2 }
+}
+
 /// A persistent ping-pong tile: two consumer warpgroups, each owning a `64 slabs` x `bn` tile.
 const fn pp(slabs: usize, bn: usize, stages: usize) -> Sm90Tile {
     Sm90Tile { bn, consumers: 2, stages, persistent: true, pp_slabs: slabs, cluster: 1, store_bufs: 2 }
@@ -172,7 +178,7 @@ const fn pp(slabs: usize, bn: usize, stages: usize) -> Sm90Tile {
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 17] = [
+pub const TILES: [Sm90Tile; 19] = [
     t(256, 2, 4, false),
     t(128, 2, 6, false),
     t(256, 2, 3, true),
@@ -208,6 +214,11 @@ pub const TILES: [Sm90Tile; 17] = [
     // short K, where the epilogue is a large share of each tile.
     sb(256, 3, 4),
     sb(192, 4, 3),
+    // The streaming tile in clusters of 2 and of 4 blocks along M, each block loading its
+    // share of the 128-row B tile and multicasting it (split K or not): the long-K shapes with
+    // few tiles read each B panel once per cluster instead of once per row tile.
+    sc(2),
+    sc(4),
 ];
 
 // Every tile's epilogue staging fits in its ring (the f32 staging, so the TMA-store slabs too)
@@ -295,8 +306,8 @@ impl Sm90Variant {
         TILES[self.tile as usize]
     }
 
-    /// `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x<BK>s<stages>[p|pp][c2][b<n>]` (`p`: persistent, `pp`:
-    /// persistent ping-pong, `c2`: clusters of 2, `b<n>`: n TMA-store buffers per warpgroup
+    /// `ft_gemm90_<in>_rc_<out>_<BM>x<BN>x<BK>s<stages>[p|pp][c2|c4][b<n>]` (`p`: persistent, `pp`:
+    /// persistent ping-pong, `c2`/`c4`: clusters of 2 or 4, `b<n>`: n TMA-store buffers per warpgroup
     /// where not 2; `<in>` is `tf32` for f32 inputs), e.g.
     /// `ft_gemm90_bf16_rc_bf16_128x256x64s4`, `ft_gemm90_tf32_rc_f32_128x256x32s4`.
     pub fn entry_name(&self) -> EntryName {

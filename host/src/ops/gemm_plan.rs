@@ -480,7 +480,7 @@ mod tests {
         let a = "sm_90a";
         assert_eq!(hopper_slices(fam(a, Gemm::new(256, 256, 65_536))), Some(16));
         assert_eq!(hopper_slices(fam(a, Gemm::new(512, 512, 32_768))), Some(4));
-        assert_eq!(hopper_slices(fam(a, Gemm::new(1024, 1024, 16_384))), Some(1));
+        assert_eq!(hopper_slices(fam(a, Gemm::new(1024, 1024, 16_384))), Some(2));
         assert_eq!(hopper_slices(fam(a, Gemm::new(128, 8192, 1024))), Some(1));
         assert_eq!(hopper_slices(fam(a, Gemm::new(64, 4096, 4096))), Some(1));
         // Those are the streaming class: the streaming tile, split or not.

@@ -1,6 +1,6 @@
 //! The Hopper GEMM family on the host: whether a call can take it (sm_90a module, f16/bf16 or
-//! f32 with TF32 math allowed, `rc` layout, operands TMA can describe) and why not, its tile and split-K choice (the cost
-//! rule for few output tiles and a long K), and the launch (the tensor maps of A, B and, for the
+//! f32 with TF32 math allowed, `rc` layout, operands TMA can describe) and why not, its tile and split-K choice (the
+//! long-K, few-tile rules live in `gemm_sm90_class`), and the launch (the tensor maps of A, B and, for the
 //! TMA-store epilogue, D encoded per call and passed by value; the split's workspace from the
 //! stream's cache).
 
@@ -16,6 +16,11 @@ use crate::cluster::{self, ClusterArgs};
 use crate::config::{GemmConfig, GemmPath};
 use crate::error::{DriverContext, Error, Result};
 use crate::ops::gemm::{Gemm, Layout};
+pub use crate::ops::gemm_sm90_class::{
+    MIN_KT_PER_SLICE, SMALL_M_TILE, SPLIT_TILE, STREAM_C2_TILE, STREAM_C4_TILE, STREAM_SPLIT_MN, STREAM_TILE,
+    is_streaming, mid_class, split_fill, split_for, split_reason, split_shape, split_tile, stream_tiles, streams,
+    tuned_split,
+};
 use crate::ops::gemm_sm90_fill::{N192_TILE, n192_fills_better, wave_fill};
 use crate::ops::gemm_sm90_store as store;
 use crate::tma::{TensorMap, TileMap};
@@ -109,126 +114,9 @@ pub fn choose(
     Ok((v, split))
 }
 
-/// The 128 x 128 tile (one block per tile, six stages): a tuner point for split-K, and the
-/// forced-tile tests' split tile.
-pub const SPLIT_TILE: u8 = 1;
-/// The 64 x 128 tile with two blocks per SM (four stages): a tuner point for M <= 64 split-K.
-pub const SMALL_M_TILE: u8 = 9;
-/// The streaming tile (64 x 128, one consumer, eight stages, one block per SM): the heuristic's
-/// tile for the streaming class ([`streams`]), split or not.
-pub const STREAM_TILE: u8 = 10;
-/// Least k-tiles (of 64) per K slice on the tiles other than the streaming one: shorter slices
-/// spend more on the join than they save (on the H100, 128x8192x1024 ran 0.026 ms in 2 slices
-/// of 8, 0.024 ms unsplit).
-pub const MIN_KT_PER_SLICE: usize = 16;
-
-/// The tile a K split of `g` would run on: a forced tile that can split, none for a forced
-/// tile that cannot, else [`STREAM_TILE`] in the streaming class ([`streams`]; the split then
-/// follows [`split_fill`]) and none outside it: there the tiles fill more than a wave at one
-/// block per SM, and on the H100 no split paid (bench/results/irregular/run12-*/).
-fn split_tile(g: &Gemm, sm_count: u32, forced: Option<u8>) -> Option<u8> {
-    match forced {
-        Some(t) => k90::TILES[t as usize].splits_k().then_some(t),
-        None => streams(g, sm_count).then_some(STREAM_TILE),
-    }
-}
-
-/// Whether `g` is in the streaming class: a single matrix whose 64 x 128 tiles fit in one wave
-/// of one block per SM (few rows against a large weight, or few tiles with a long K). There
-/// the bytes in flight per SM set the rate, and [`STREAM_TILE`] keeps eight stages in flight
-/// (H100, bf16, run12-*/sweep-table.md: 64x4096x4096 0.021 ms against 0.026 for the 64 x 128
-/// four-stage split, 128x8192x1024 0.013 against 0.014, 64x14336x4096 0.048 against 0.051;
-/// at 224 tiles, 128x14336x4096, the 128 x 128 tile stays ahead).
-pub fn streams(g: &Gemm, sm_count: u32) -> bool {
-    g.batch == 1 && stream_tiles(g) <= sm_count.max(1) as usize
-}
-
-/// Output tiles of `g` (one matrix) on [`STREAM_TILE`].
-fn stream_tiles(g: &Gemm) -> usize {
-    let t = k90::TILES[STREAM_TILE as usize];
-    g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn)
-}
-
-/// The split-K cost rule: a single matrix whose output tiles (of `tile`) fill at most a
-/// fraction of the block slots (SMs x blocks per SM) leaves the others idle for the whole of
-/// a long K; cut K into up to `slots / tiles` slices (at most 64) of at least a least number
-/// of k-tiles ([`split_fill`]), so the grid is about one wave. Not when the call forces `split_k` (1: no split; above 1: the
-/// `mma.sync` split-K) or is a batch. `FERROTUNE_SM90_SPLIT=s` forces `s` slices (1: off).
-/// A k-tile is 128 bytes of K for every input type (64 of f16/bf16, 32 of f32 on TF32, at half
-/// the rate), so the least slice is the same number of k-tiles, i.e. about the same time.
-pub fn split_for(g: &Gemm, sm_count: u32, tile: u8, dtype: DType) -> Sm90Split {
-    if g.batch != 1 || g.split_k.is_some() {
-        return Sm90Split::NONE;
-    }
-    let t = k90::TILES[tile as usize];
-    let tiles = g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn);
-    let ktiles = g.k.div_ceil(t.bk(dtype.size_bytes()));
-    if let Some(s) = std::env::var("FERROTUNE_SM90_SPLIT").ok().and_then(|v| v.parse::<usize>().ok()) {
-        return Sm90Split::new(ktiles, s);
-    }
-    let slots = sm_count.max(1) as usize * t.blocks_per_sm();
-    let (fill, min_kt) = split_fill(tile);
-    if tiles == 0 || fill * tiles > slots {
-        return Sm90Split::NONE;
-    }
-    Sm90Split::new(ktiles, (slots / tiles).min(ktiles / min_kt))
-}
-
-/// (`fill`, least k-tiles per slice) of the split rule on `tile`: K is split when the tiles
-/// fill at most 1 / `fill` of the block slots. The streaming tile splits from a quarter of the
-/// SMs into slices of at least 64 k-tiles: on the H100 (run12-*/sweep-table.md) unsplit won at
-/// 32 and more tiles of 64 k-tiles (64x4096x4096 0.021 ms against 0.025 in 4 slices,
-/// 40x8192x8192 0.052 against 0.058 in 2), and slices of 64 to 128 k-tiles won on fewer tiles
-/// and a longer K (256x256x65536 0.042 ms in 16 against 0.184 unsplit, 256x1024x16384 0.030
-/// in 4, 512x512x32768 0.042 in 4). Re-checked with the radix-8 join (bench/results/
-/// splitk-tree-*/: 1 to 32 slices forced on 10 streaming shapes): the rule's split is within
-/// 2.5% of the best forced one on each. The other tiles keep the rule they were measured with:
-/// half the slots, [`MIN_KT_PER_SLICE`].
-pub fn split_fill(tile: u8) -> (usize, usize) {
-    if tile == STREAM_TILE { (4, 64) } else { (2, MIN_KT_PER_SLICE) }
-}
-
-/// The K slices a tuned config asks of its Hopper tile (`path = "sm90:<t>"` with `split_k`
-/// above 1), where they apply: a single matrix, no path or split forced by the call.
-pub fn tuned_split(g: &Gemm, cfg: GemmConfig) -> Option<usize> {
-    let tuned = matches!(cfg.path, GemmPath::Sm90(_)) && cfg.split_k > 1;
-    (tuned && g.path.is_none() && g.split_k.is_none() && g.batch == 1).then_some(cfg.split_k)
-}
-
-/// What a split of `g` on `tile` is: slices, k-tiles each, workspace.
-pub fn split_shape(g: &Gemm, tile: u8, split: Sm90Split) -> String {
-    let t = k90::TILES[tile as usize];
-    let tiles = g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn);
-    format!(
-        "{tiles} output tiles of {}x{}, {} K slices of {} k-tiles joined in the kernel, {} KiB workspace",
-        t.bm(),
-        t.bn,
-        split.slices,
-        split.kt_per,
-        split.workspace_bytes(tiles, t.bm() * t.bn).div_ceil(1024)
-    )
-}
-
-/// Why `split` was chosen, for the plan's reason.
-pub fn split_reason(g: &Gemm, tile: u8, split: Sm90Split, sm_count: u32) -> String {
-    let t = k90::TILES[tile as usize];
-    let tiles = g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn);
-    format!(
-        "Hopper split-K: {tiles} output tiles of {}x{} fill at most 1/{} of {sm_count} SMs x {} blocks and K = {} \
-         is long: {} K slices of {} k-tiles, joined in the kernel by a fixed tree (deterministic), {} KiB workspace",
-        t.bm(),
-        t.bn,
-        split_fill(tile).0,
-        t.blocks_per_sm(),
-        g.k,
-        split.slices,
-        split.kt_per,
-        split.workspace_bytes(tiles, t.bm() * t.bn).div_ceil(1024)
-    )
-}
-
 /// The tile: forced (the call's path, `FERROTUNE_SM90_TILE`) or tuned (the config's path), else
-/// the streaming tile in the streaming class ([`streams`]), else from the H100 sweep of every
+/// the 128 x 128 tile in the compute-bound part of the streaming class ([`mid_class`]), the
+/// streaming tile in the rest of it ([`streams`]), else from the H100 sweep of every
 /// tile (bench/results/hopper-run3/sweep-tile*.txt):
 /// 128 x 256 one block per tile whenever it gives at least half a wave of blocks (fastest on
 /// 8192³, 4096³, 2048³ and 8192x3072x768), else 128 x 128 (twice the blocks; fastest on
@@ -239,6 +127,9 @@ pub fn split_reason(g: &Gemm, tile: u8, split: Sm90Split, sm_count: u32) -> Stri
 fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath, dtype: DType, out: DType) -> u8 {
     if let Some(t) = forced_tile(g, path) {
         return t;
+    }
+    if mid_class(g, sm_count) {
+        return SPLIT_TILE;
     }
     if streams(g, sm_count) {
         return STREAM_TILE;
@@ -527,8 +418,9 @@ mod tests {
     }
 
     /// The rules on the H100's 132 SMs: the streaming class (64 x 128 tiles in one wave) takes
-    /// the streaming tile, split where its tiles fill at most a quarter of the SMs and K gives
-    /// slices of 64 k-tiles; a full wave, a short K, batches and a call's own `split_k` do not
+    /// the streaming tile, split where its tiles fill at most a quarter of the SMs (or more
+    /// with M + N at most 5120) and K gives slices of 64 k-tiles, or the 128 x 128 tile where
+    /// it is compute bound ([`mid_class`]); a full wave, a short K, batches and a call's own `split_k` do not
     /// split.
     #[test]
     fn split_rule_shape_classes() {
@@ -543,11 +435,12 @@ mod tests {
         // One tile: capped at 64 slices.
         assert_eq!(s(rc(64, 128, 1 << 20)).slices, 64);
         for g in [
-            // 32 tiles but 64 k-tiles; 64 tiles; 128 tiles: the streaming tile unsplit.
+            // 32 tiles but 64 k-tiles; 64 tiles of a weight-bound shape (M + N above 5120);
+            // a short K: the streaming tile unsplit.
             rc(64, 4096, 4096),
             rc(40, 8192, 8192),
-            rc(1024, 1024, 16_384),
             rc(128, 8192, 1024),
+            rc(1024, 1024, 1024),
             // Outside the streaming class: no split.
             rc(4096, 4096, 4096),
             rc(512, 3072, 768),
@@ -559,12 +452,37 @@ mod tests {
         ] {
             assert!(!s(g).is_split(), "{g:?}");
         }
-        for g in [rc(64, 4096, 4096), rc(128, 8192, 1024), rc(1024, 1024, 16_384), rc(129, 257, 4099)] {
+        for g in [rc(64, 4096, 4096), rc(128, 8192, 1024), rc(1024, 1024, 1024), rc(129, 257, 4099)] {
             assert!(streams(&g, 132) && tile_for(&g, 132, GemmPath::Auto, BF, BF) == STREAM_TILE, "{g:?}");
             assert!(tile_reason(&g, STREAM_TILE, GemmPath::Auto, 132, BF).contains("fit one wave"), "{g:?}");
         }
         for g in [rc(128, 14_336, 4096), rc(512, 3072, 768), rc(64, 128, 64).batched(2).resolved()] {
             assert!(!streams(&g, 132) && tile_for(&g, 132, GemmPath::Auto, BF, BF) != STREAM_TILE, "{g:?}");
+        }
+        // Past a quarter of the SMs, M + N at most 5120: the streaming tile in 2 or 3 slices.
+        assert_eq!(s(rc(128, 4096, 8192)), Sm90Split { slices: 2, kt_per: 64 });
+        assert_eq!(s(rc(96, 3072, 16_384)), Sm90Split { slices: 2, kt_per: 128 });
+        assert_eq!(s(rc(256, 2048, 8192)), Sm90Split { slices: 2, kt_per: 64 });
+        let why = split_reason(&rc(96, 3072, 16_384), STREAM_TILE, s(rc(96, 3072, 16_384)), 132);
+        assert!(why.contains("leave 84 of 132 SMs idle") && why.contains("M + N = 3168"), "{why}");
+        // The compute-bound part (sides of 384 and more, M + N at most 2048, K long): the
+        // 128 x 128 tile, split by its own rule.
+        for (g, slices) in [
+            (rc(768, 512, 24_576), 5),
+            (rc(640, 640, 32_768), 5),
+            (rc(1000, 1000, 20_000), 2),
+            (rc(1024, 1024, 16_384), 2),
+            (rc(384, 1024, 20_000), 5),
+        ] {
+            assert!(mid_class(&g, 132), "{g:?}");
+            assert_eq!(split_tile(&g, 132, None), Some(SPLIT_TILE), "{g:?}");
+            assert_eq!(tile_for(&g, 132, GemmPath::Auto, BF, BF), SPLIT_TILE, "{g:?}");
+            assert_eq!(s(g).slices, slices, "{g:?}");
+        }
+        let why = split_reason(&rc(768, 512, 24_576), SPLIT_TILE, s(rc(768, 512, 24_576)), 132);
+        assert!(why.contains("5 K slices") && why.contains("the 128x128 tile, not the streaming tile"), "{why}");
+        for g in [rc(256, 2048, 8192), rc(1024, 1024, 1024), rc(200, 600, 30_000), rc(2048, 1024, 16_384)] {
+            assert!(!mid_class(&g, 132), "{g:?}");
         }
         // The uneven last slice is never empty and K is covered.
         let sp = s(rc(129, 257, 40_999));

@@ -15,6 +15,7 @@ pub mod gemm_plan;
 mod gemm_plan_small_m;
 mod gemm_ptr_array;
 pub mod gemm_sm90;
+pub mod gemm_sm90_class;
 pub mod gemm_sm90_fill;
 pub mod gemm_sm90_rows;
 pub mod gemm_sm90_store;

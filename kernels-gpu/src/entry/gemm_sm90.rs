@@ -177,8 +177,11 @@ unsafe fn sm90_gemm<
     // Only the split tiles (N 128: `NACC` 64, or one consumer) have this code; the two-consumer
     // 128 x 256 keeps its registers.
     if (NACC == 64 || CONS == 1) && split.is_split() {
-        let cx =
-            SplitCtx { ws, split, tiles: tiles_m * tiles_n, tile: block_idx_x() as usize, slice, flag: ring.flag() };
+        // The workspace slot of the tile: its block's index, or in clusters (whose grid holds
+        // a block past the edge where the row tiles are not a multiple of the cluster) its
+        // place in the output.
+        let tile = if CL > 1 { tm * tiles_n + tn } else { block_idx_x() as usize };
+        let cx = SplitCtx { ws, split, tiles: tiles_m * tiles_n, tile, slice, flag: ring.flag() };
         // SAFETY: every consumer thread calls it (caller: the workspace and the grid).
         if !unsafe { split_reduce::<NACC>(&mut acc, cx, ct, WG_THREADS * CONS as u32) } {
             return;
@@ -358,7 +361,8 @@ unsafe fn sm90_gemm_persistent<
 // by value (`__grid_constant__`; on the H100 this ran as fast as maps in global memory, see
 // bench/results/hopper-run1/maps-*.txt). Entries ending in `p` are persistent (grid: at most
 // one block per SM, walking the tiles), in `pp` persistent ping-pong (`pingpong.rs`); `c2`
-// entries run in clusters of 2 blocks along M (`ring.rs`), launched with that cluster shape.
+// and `c4` entries run in clusters of 2 or 4 blocks along M (`ring.rs`), launched with that
+// cluster shape.
 macro_rules! sm90_entry {
     ($name:expr, $E:ty, $O:ty, $nacc:literal, $cons:literal, $st:literal, $persist:literal, $pp:literal, $cl:literal) => {
         sm90_entry!($name, $E, $O, $nacc, $cons, $st, $persist, $pp, $cl, 2);
@@ -465,6 +469,8 @@ macro_rules! sm90_tiles {
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x192x64s4p"), $E, $O, 96, 2, 4, true, 0, 1);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x256x64s3pb4"), $E, $O, 128, 2, 3, true, 0, 1, 4);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x192x64s4pb3"), $E, $O, 96, 2, 4, true, 0, 1, 3);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s8c2"), $E, $O, 64, 1, 8, false, 0, 2);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s8c4"), $E, $O, 64, 1, 8, false, 0, 4);
     };
 }
 
