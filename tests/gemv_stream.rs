@@ -132,9 +132,12 @@ fn small_m_stream_is_chosen_where_bulk_copies_can_serve_and_explained_otherwise(
     if std::env::var("FERROTUNE_SMALL_M_STREAM").is_ok() || std::env::var("FERROTUNE_SMALL_M").is_ok() {
         return;
     }
-    // Built in: aligned rows, up to 16 of them, a weight of 2^25 elements or more.
+    // Built in: aligned rows, up to 16 of them, a weight of 2^25 elements or more; from 9
+    // rows only where the Hopper path does not take the call (N or K below 1024).
     assert!(streams(&rc(1, 8192, 8192), GemmConfig::DEFAULT));
-    assert!(streams(&rc(16, 11008, 4096), GemmConfig::DEFAULT));
+    assert!(streams(&rc(8, 11008, 4096), GemmConfig::DEFAULT));
+    assert!(streams(&rc(16, 512, 65_536), GemmConfig::DEFAULT));
+    assert!(!streams(&rc(16, 11008, 4096), GemmConfig::DEFAULT), "16 rows: the Hopper streaming tile");
     assert!(!streams(&rc(17, 11008, 4096), GemmConfig::DEFAULT), "17 rows");
     assert!(!streams(&rc(1, 4096, 4096), GemmConfig::DEFAULT), "weight below 2^25 elements");
     assert!(!streams(&rc(1, 8192, 4100), GemmConfig::DEFAULT), "K not a multiple of 8");

@@ -74,11 +74,15 @@ fn tuned_family_entries_round_trip_through_a_profile_and_reach_the_plan() {
     assert_eq!((pl.small_m_tuned(), pl.path().as_str()), (Some((8, 1)), "small-m:w1:splitk8"));
     assert!(pl.reason.contains("K split 8, width 1 from the tuned config"), "{}", pl.reason);
     assert!(pl.reason.contains("8 K slices") && pl.reason.contains("_g2_v,"), "{}", pl.reason);
-    // Without the entry the built-in choice: the streaming kernel (a weight of 2^25+
-    // elements), whole slabs per block (688 slabs over 132 blocks).
+    // Without the entry the built-in choice: for 16 rows the Hopper streaming tile (9 to 16
+    // rows against a weight of 2^25+ elements); for 8 the streaming small-M kernel, whole
+    // slabs per block (688 slabs over 132 blocks).
     let own = h100(&g, GemmConfig::heuristic(16, 11008, 4096, 1)).unwrap();
+    assert!(matches!(own.family, Family::Launch(Launch::Hopper(v, _)) if v.tile == 10), "{own:?}");
+    let g8 = rc(8, 11008, 4096);
+    let own = h100(&g8, GemmConfig::heuristic(8, 11008, 4096, 1)).unwrap();
     assert_eq!((own.family, own.small_m_tuned()), (Family::SmallM, None));
-    assert!(own.reason.contains("ft_gemvs_bf16_bf16_g2") && own.reason.contains("688 slabs"), "{}", own.reason);
+    assert!(own.reason.contains("ft_gemvs_bf16_bf16_g1") && own.reason.contains("688 slabs"), "{}", own.reason);
 
     // Packed first, then small-M (K = 4099: rows of 8198 bytes).
     let g = rc(33, 8191, 4099);

@@ -24,7 +24,7 @@ use crate::DType;
 use crate::config::{GemmConfig, GemmPath, PackChoice};
 use crate::error::Result;
 use crate::ops::gemm::{Gemm, variant_chosen};
-use crate::ops::gemm_plan_small_m::{small_m_of, small_m_reason};
+use crate::ops::gemm_plan_small_m::{hopper_rows, small_m_of, small_m_reason};
 use crate::ops::gemm_sm90;
 use crate::ops::gemm_sm90_rows::{self, RowSplit};
 
@@ -320,32 +320,6 @@ fn small_m_plan(
     GemmPlan { family: Family::SmallM, cfg, reason: small_m_reason(g, dtype, out, arch, ptrs, sm_count, cfg, why) }
 }
 
-/// Whether `g` has rows enough for the Hopper path rather than the small-M family (where the
-/// Hopper path can run it): more than 32 rows, or more than 16 against a weight of more than
-/// [`HOPPER_WEIGHT_ABOVE_16_ROWS`] elements. Measured on the H100 (queued ms): 64x4096x4096
-/// 0.032 on the Hopper split vs 0.041 small-M, 33x8191x4099 (packed) 0.094 vs 0.111
-/// (bench/results/irregular/run1-0a84591/), but 33x4096x64 and 17x33x9000 faster small-M
-/// (hence also K, N >= 1024 in the plan); from 17 rows, three calls each
-/// (bench/results/beside-hopper-30e0f9aa3d5c/): Hopper 0.034-0.038 against 0.045-0.047 on
-/// 24x5120x5120, 0.057-0.060 against 0.072-0.075 on 20x8192x8192, 0.052-0.057 against
-/// 0.072-0.079 on 32x14336x4096, 0.047-0.052 against 0.053-0.057 on 28x4096x11008, but small-M
-/// ahead on 4096x4096 and 2048x8192 weights (32x4096x4096 0.023-0.027 against 0.027-0.030,
-/// 17x4096x4096, 24x2048x8192); re-measured as built (bench/results/rows17-32-1e4e30fa25e0/).
-/// Unaligned weights follow their own limit (`gemv::reads_unaligned_in_place`: read in place
-/// up to 40 rows, since packing them for Hopper copies the whole weight first).
-/// `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` sets one threshold of n rows for every weight (A/B runs).
-pub fn hopper_rows(g: &Gemm) -> bool {
-    match std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse::<usize>().ok()) {
-        Some(n) => g.m > n,
-        None => g.m > 32 || (g.m > 16 && g.n.saturating_mul(g.k) > HOPPER_WEIGHT_ABOVE_16_ROWS),
-    }
-}
-
-/// Weight elements (N x K) above which calls of 17 to 32 rows take the Hopper path
-/// ([`hopper_rows`]): between the 2^24 of 4096 x 4096 (small-M ahead) and the 26.2 M of
-/// 5120 x 5120 (Hopper ahead).
-pub const HOPPER_WEIGHT_ABOVE_16_ROWS: usize = 3 << 23;
-
 /// The split-K factor a call runs with: the call's own (checked in `check`), else the chosen
 /// config's for single matrices without a forced tile; a profile's split-K for a batch is
 /// ignored (and logged).
@@ -491,7 +465,11 @@ mod tests {
         let f = fam(a, Gemm::new(128, 14_336, 4096));
         assert!(matches!(f, Family::Launch(Launch::Hopper(v, _)) if v.tile == 1), "{f:?}");
         assert_eq!(fam(a, Gemm::new(33, 4096, 64)), Family::SmallM);
-        assert_eq!(fam(a, Gemm::new(16, 11008, 4096)), Family::SmallM);
+        assert_eq!(fam(a, Gemm::new(8, 11008, 4096)), Family::SmallM);
+        assert_eq!(fam(a, Gemm::new(16, 4096, 4096)), Family::SmallM);
+        // 9 to 16 rows against a weight of 2^25 elements or more: the Hopper streaming tile.
+        let f = fam(a, Gemm::new(16, 11008, 4096));
+        assert!(matches!(f, Family::Launch(Launch::Hopper(v, _)) if v.tile == gemm_sm90::STREAM_TILE), "{f:?}");
         assert_eq!(fam(a, Gemm::new(17, 33, 9000)), Family::SmallM);
         // 17 to 32 rows: Hopper past 3 x 2^23 weight elements, small-M below.
         assert_eq!(fam(a, Gemm::new(32, 4096, 4096)), Family::SmallM);

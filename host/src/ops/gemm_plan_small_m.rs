@@ -76,3 +76,44 @@ pub(super) fn small_m_of(cfg: &GemmConfig) -> (usize, usize) {
     }
     (cfg.split_k, widths[cfg.tile.min(widths.len() - 1)])
 }
+
+/// Whether `g` has rows enough for the Hopper path rather than the small-M family (where the
+/// Hopper path can run it): more than 32 rows, more than 16 against a weight of more than
+/// [`HOPPER_WEIGHT_ABOVE_16_ROWS`] elements, or more than 8 against one of at least
+/// [`HOPPER_WEIGHT_ABOVE_8_ROWS`]. Measured on the H100 (queued ms): 64x4096x4096
+/// 0.032 on the Hopper split vs 0.041 small-M, 33x8191x4099 (packed) 0.094 vs 0.111
+/// (bench/results/irregular/run1-0a84591/), but 33x4096x64 and 17x33x9000 faster small-M
+/// (hence also K, N >= 1024 in the plan); from 17 rows, three calls each
+/// (bench/results/beside-hopper-30e0f9aa3d5c/): Hopper 0.034-0.038 against 0.045-0.047 on
+/// 24x5120x5120, 0.057-0.060 against 0.072-0.075 on 20x8192x8192, 0.052-0.057 against
+/// 0.072-0.079 on 32x14336x4096, 0.047-0.052 against 0.053-0.057 on 28x4096x11008, but small-M
+/// ahead on 4096x4096 and 2048x8192 weights (32x4096x4096 0.023-0.027 against 0.027-0.030,
+/// 17x4096x4096, 24x2048x8192); re-measured as built (bench/results/rows17-32-1e4e30fa25e0/).
+/// Unaligned weights follow their own limit (`gemv::reads_unaligned_in_place`: read in place
+/// up to 40 rows, since packing them for Hopper copies the whole weight first).
+/// `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` sets one threshold of n rows for every weight (A/B runs).
+pub(super) fn hopper_rows(g: &Gemm) -> bool {
+    match std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse::<usize>().ok()) {
+        Some(n) => g.m > n,
+        None => {
+            let w = g.n.saturating_mul(g.k);
+            g.m > 32 || (g.m > 16 && w > HOPPER_WEIGHT_ABOVE_16_ROWS) || (g.m > 8 && w >= HOPPER_WEIGHT_ABOVE_8_ROWS)
+        }
+    }
+}
+
+/// Weight elements (N x K) above which calls of 17 to 32 rows take the Hopper path
+/// ([`hopper_rows`]): between the 2^24 of 4096 x 4096 (small-M ahead) and the 26.2 M of
+/// 5120 x 5120 (Hopper ahead).
+pub const HOPPER_WEIGHT_ABOVE_16_ROWS: usize = 3 << 23;
+
+/// Weight elements (N x K) from which calls of 9 to 16 rows take the Hopper path
+/// ([`hopper_rows`]): the streaming small-M kernel's own threshold (2^25). Its 16-row form (two
+/// groups of 8 rows of x against each weight fragment) streamed 16x11008x4096 at 2.2 TB/s on
+/// the H100 (41.7 µs, 0.90x cuBLAS: bench/results/bench-30e0f9aa3d5c/) and 2.0 TB/s on the
+/// H200 (44.1 µs), the Hopper streaming tile 30.6 µs on the H200 (16x28672x4096 74.9 against
+/// 94.5; 8 rows and weights below 2^25 stay small-M: 8x14336x4096 36.2 against 37.1,
+/// 16x4096x4096 18.7 against 16.0; bench/results/longk-h200-a43a8dee8d05/run4-small-m/). Not
+/// measured on an H100 (none was lent): there the Hopper tile streamed 64x11008x4096 at
+/// 2.25 TB/s (irregular/run12-*), so the two should tie.
+pub const HOPPER_WEIGHT_ABOVE_8_ROWS: usize = 1 << 25;

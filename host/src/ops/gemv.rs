@@ -79,7 +79,7 @@ pub const IN_PLACE_MIN_WEIGHT: usize = 1 << 19;
 /// whatever the weight's size: on the H100, 24x8191x4099 ran 0.057 ms in place against 0.098
 /// packed for the Hopper tiles (bench/results/rows17-32-1e4e30fa25e0/), although aligned
 /// calls of 17 to 32 rows against weights that large take the Hopper path
-/// (`gemm_plan::hopper_rows`). From 33 rows large weights run in blocks of two slabs
+/// (`gemm_plan_small_m::hopper_rows`). From 33 rows large weights run in blocks of two slabs
 /// (`gemv::heuristic_width`): 33x8191x4099 0.069-0.074 ms in place against 0.100 packed
 /// (bench/results/smallm-width-ba3e29311e30/), hence the limit of 40 rows; above, the packed
 /// copies go to the Hopper tiles (x costs the small-M kernel more with every row group).
