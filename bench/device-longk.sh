@@ -28,12 +28,12 @@ if [[ "$PART" == *ab* ]]; then
     if [ $col = sm0 ]; then export FERROTUNE_SMALL_M=0  # the plan with the small-M family off
     elif [ $col != plan ]; then export FERROTUNE_SM90_TILE=${col%%:*}; fi
     if [[ $col == *:* ]]; then export FERROTUNE_SM90_SPLIT=${col#*:}; fi
-    timeout $(cap 90) $X bench --ops gemm --shape-suite irregular --shapes $SHAPES --dtypes bf16 \
+    timeout $(cap 90) $X bench --ops gemm --shape-suite irregular --shapes $SHAPES --dtypes ${DTYPES:-bf16} \
       --warmup 5 --iters 30 --json $R/suite-$col.json > $R/suite-$col.txt 2>&1
     stamp "column $col exit $?"
   done
   unset FERROTUNE_SM90_TILE FERROTUNE_SM90_SPLIT FERROTUNE_SMALL_M
-  timeout $(cap 120) python3 benches/torch_gemm.py --shapes $SHAPES --dtypes bf16 --rotate --warmup 5 --iters 30 \
+  timeout $(cap 120) python3 benches/torch_gemm.py --shapes $SHAPES --dtypes ${DTYPES:-bf16} --rotate --warmup 5 --iters 30 \
     --json $R/torch.json > $R/torch.txt 2>&1
   stamp "torch exit $?"
   COLS="$COLS" python3 bench/longk_table.py $R > $R/longk-table.md; cat $R/longk-table.md

@@ -26,7 +26,7 @@ def main():
             continue
         dev = dev or j.get("device", "")
         for r in j["rows"]:
-            k = (r["m"], r["n"], r["k"])
+            k = (r["dtype"], r["m"], r["n"], r["k"])
             ours = best(r["ours"]["median_ms"], r.get("ours_queued_ms"))
             cub = best((r.get("cublas") or {}).get("median_ms"), r.get("cublas_queued_ms"))
             e = rows.setdefault(k, {"cublas": []})
@@ -36,7 +36,7 @@ def main():
     torch = {}
     try:
         for t in json.load(open(f"{d}/torch.json"))["best"]:
-            torch[(t["m"], t["n"], t["k"])] = (t["median_ms"] * 1e3, t["impl"])
+            torch[(t["dtype"], t["m"], t["n"], t["k"])] = (t["median_ms"] * 1e3, t["impl"])
     except (OSError, ValueError, KeyError) as e:
         print(f"torch: none ({e})")
     print(f"{dev}; µs per call; ratio = best peer / ours (above 1: ours faster)\n")
@@ -49,7 +49,7 @@ def main():
         peer = best(cub, t[0] if t else None)
         cells = [f"{e[c][0]:.1f}{'' if e[c][1] else ' WRONG'}" if c in e else "-" for c in cols]
         ratios = [f"{peer / e[c][0]:.3f}" if c in e and peer else "-" for c in cols]
-        print(f"| {k[0]}x{k[1]}x{k[2]} | " + " | ".join(cells) + f" | {cub:.1f} | " +
+        print(f"| {k[0]} {k[1]}x{k[2]}x{k[3]} | " + " | ".join(cells) + f" | {cub:.1f} | " +
               (f"{t[0]:.1f} ({t[1]})" if t else "-") + " | " + " | ".join(ratios) + " |")
     for c in cols:
         rs = [best(min(e["cublas"]) if e["cublas"] else None, torch.get(k, (None,))[0]) / e[c][0]
@@ -61,7 +61,7 @@ def main():
             print(f"\ntile {c}: geomean {g ** (1 / len(rs)):.3f}x the best peer over {len(rs)} shapes, worst {min(rs):.3f}x")
         for k, e in rows.items():
             if c in e:
-                print(f"  {c} {k[0]}x{k[1]}x{k[2]}: {e[c][2]}")
+                print(f"  {c} {k[0]} {k[1]}x{k[2]}x{k[3]}: {e[c][2]}")
 
 
 main()
