@@ -43,6 +43,11 @@ pub struct GemmRow {
     /// why (see `ops::gemm_plan`); null in files from before the plan.
     #[serde(default)]
     pub path: Option<String>,
+    /// Plain GEMM rows on a GPU: our call captured once in a CUDA graph and replayed
+    /// (`graph_time`), its output checked again after the replays; the peer files carry
+    /// torch's `matmul_graph` likewise. `ratio` stays the single call's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ours_graph: Option<Stats>,
 }
 
 /// The path and reason `ops::gemm` takes for `g` here (fresh, aligned operands).
@@ -200,6 +205,7 @@ fn compare_typed<T: Scalar>(backend: &Backend, math: GemmMath, shape: GemmShape,
     let d = o.d.to_vec(&s)?;
     let mismatch = check_samples(&g, &o.ha, &o.hb, &d, None, 256);
     let ours = time_on_stream(&s, repeat, |_| run_ours(&s, &g, &mut o))?;
+    let (ours_graph, mismatch) = graphed(backend, repeat, &g, &mut o, mismatch)?;
     drop(o);
     let peer = CublasGemm::new(&s, math, shape).and_then(|mut p| {
         time_on_stream(&s, repeat, |_| {
@@ -233,7 +239,30 @@ fn compare_typed<T: Scalar>(backend: &Backend, math: GemmMath, shape: GemmShape,
         split_k: Some(slices_run(backend, &g, T::DTYPE)),
         split_k_sweep: Vec::new(),
         path: path_of(backend, &g, T::DTYPE, T::DTYPE),
+        ours_graph,
     })
+}
+
+/// Our call on `o` graphed and replayed ([`graph_time::replay_stats`]); then D is poisoned
+/// with NaN, the graph replayed once more and D sampled against the reference, so a graph that
+/// wrote nothing or the wrong thing makes the row's mismatch (the eager call's, if any, wins).
+fn graphed<T: Scalar>(
+    backend: &Backend,
+    repeat: Repeat,
+    g: &Gemm,
+    o: &mut Operands<T, T>,
+    mismatch: Option<String>,
+) -> Result<(Option<Stats>, Option<String>)> {
+    let Some(r) = crate::graph_time::replay_stats(backend, repeat, 1, |_, c| run_ours(c, g, o))? else {
+        return Ok((None, mismatch));
+    };
+    let s = backend.stream();
+    o.d.copy_from(&s, &vec![T::from_f32(f32::NAN); o.d.len()])?;
+    s.synchronize()?;
+    r.replay_once()?;
+    let d = o.d.to_vec(&s)?;
+    let after = check_samples(g, &o.ha, &o.hb, &d, None, 256).map(|m| format!("graph replay: {m}"));
+    Ok((Some(r.stats), mismatch.or(after)))
 }
 
 /// The split-K comparison's shapes (m, n, k): few output tiles, long K.
@@ -335,6 +364,7 @@ fn split_k_typed<T: Scalar>(
             split_k: Some(split_k),
             split_k_sweep: Vec::new(),
             path: Some(format!("splitk:{split_k} (forced)")),
+            ours_graph: None,
         }
     };
     let mut best_row = row("split_k best forced".into(), best.1, best.2, best.0);
@@ -401,6 +431,7 @@ pub fn batched_comparisons(
             split_k,
             split_k_sweep: Vec::new(),
             path: path_of(backend, &g, DType::Bf16, DType::Bf16),
+            ours_graph: None,
         }
     };
     Ok([row(format!("{batch} separate launches (ours)"), Some(looped)), row(cublas, cublas_stats)])
@@ -464,6 +495,7 @@ pub fn fused_linear_bias_gelu(backend: &Backend, m: usize, n: usize, k: usize, r
         split_k,
         split_k_sweep: Vec::new(),
         path: path_of(backend, &fused, DType::Bf16, DType::Bf16),
+        ours_graph: None,
     };
     Ok([
         row("linear_bias_gelu", t_fused, "our GEMM without epilogue".into(), Some(t_plain), &mismatch),

@@ -73,6 +73,11 @@ pub struct SuiteRow {
     pub ours_host_us: Option<f64>,
     #[serde(default)]
     pub cublas_host_us: Option<f64>,
+    /// Rows under 0.2 ms: our call on each operand copy captured in a CUDA graph and replayed
+    /// in turn, the median per replay (`graph_time`; torch's `matmul_graph` is the peer's
+    /// like). A replay after NaN-poisoning D is checked against the reference (`mismatch`).
+    #[serde(default)]
+    pub ours_graph_ms: Option<f64>,
     pub cublas: Option<Stats>,
     pub cublas_tflops: Option<f64>,
     /// ours / cuBLAS throughput (> 1: we are faster).
@@ -232,6 +237,8 @@ fn row<T: Scalar>(
         None
     };
     let ours_host_us = if queued { Some(host_us(&s, |i| run(i, &mut ops_))?) } else { None };
+    let (ours_graph_ms, mismatch) =
+        if queued { graphed(backend, repeat, &g, &mut ops_, (&ha, &hb), mismatch)? } else { (None, mismatch) };
     drop(ops_);
     let secs = ours.median_ms * 1e-3;
     let flops = g.flops();
@@ -298,6 +305,7 @@ fn row<T: Scalar>(
         copy_fraction_queued: ours_queued_ms.filter(|_| small).map(|ms| (k * n * es) as f64 / (ms * 1e-3) / copy_bps),
         ours_host_us,
         cublas_host_us,
+        ours_graph_ms,
         cublas,
         cublas_tflops,
         ratio: cublas_tflops.map(|p| ours_tflops / p),
@@ -317,6 +325,34 @@ pub fn streams_weight(family: &str) -> bool {
 /// Parses `irregular` (the only suite) into its shapes.
 pub fn suite_shapes(name: &str) -> Option<Vec<(usize, usize, usize)>> {
     (name == "irregular").then(|| IRREGULAR.to_vec())
+}
+
+/// Our call on every operand copy graphed and replayed in turn ([`crate::graph_time`]): the
+/// median per replay; then copy 0's D is poisoned with NaN, its graph replayed once more and
+/// D sampled against the reference (the eager call's mismatch, if any, wins).
+fn graphed<T: Scalar>(
+    backend: &Backend,
+    repeat: Repeat,
+    g: &Gemm,
+    ops_: &mut [(Buffer<T>, Buffer<T>, Buffer<T>)],
+    (ha, hb): (&[T], &[T]),
+    mismatch: Option<String>,
+) -> Result<(Option<f64>, Option<String>)> {
+    let replays = crate::graph_time::replay_stats(backend, repeat, ops_.len(), |i, c| {
+        let (a, b, d) = &mut ops_[i];
+        gemm::<T, T>(c, g, &a.all(), &b.all(), None, None, &mut d.all_mut())
+    })?;
+    let Some(r) = replays else { return Ok((None, mismatch)) };
+    let s = backend.stream();
+    let d = &mut ops_[0].2;
+    d.copy_from(&s, &vec![T::from_f32(f32::NAN); d.len()])?;
+    s.synchronize()?;
+    r.replay_once()?;
+    let out = d.to_vec(&s)?;
+    let after = ferrotune_testkit::gemm_check_samples(g, ha, hb, &out, None, 256, 98)
+        .err()
+        .map(|m| format!("graph replay: {m}"));
+    Ok((Some(r.stats.median_ms), mismatch.or(after)))
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod gemm_cpu;
 pub mod gemm_rows;
 pub mod gemm_suite;
 pub mod gemm_tiles;
+pub mod graph_time;
 pub mod multigpu;
 pub mod preflight;
 pub mod repeat;

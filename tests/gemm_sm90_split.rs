@@ -1,7 +1,7 @@
 //! The Hopper split-K (K cut over blocks, slices joined in the kernel by a fixed tree) against
 //! float64 references: shapes whose few output tiles make the plan split (M, N odd or 1, K odd,
 //! uneven last slices, 2 to 64 slices; the plan's streaming tile and, forced, the other split
-//! tiles), every epilogue, both output types, NaN-poisoned
+//! tiles, the 128 x 256 ones included), every epilogue, both output types, NaN-poisoned
 //! outputs; repeated calls give bit-identical results (the counters reset, the order fixed).
 //! Skips without a device, and on a GPU that does not load the sm_90a module.
 
@@ -61,6 +61,11 @@ fn gpu_sm90_split_k_shapes_every_epilogue() {
         (100, 3, 20_000, None),
         (48, 1100, 3000, Some(9)),
         (33, 1030, 5001, Some(9)),
+        // The 128 x 256 tile (two consumers, 128 accumulators each) and its clustered form:
+        // 64 slices of a long K, odd edges and an uneven last slice.
+        (256, 256, 65_536, Some(0)),
+        (129, 300, 50_001, Some(0)),
+        (300, 257, 40_000, Some(13)),
     ];
     let mut seen = vec![];
     for (i, &(m, n, k, tile)) in shapes.iter().enumerate() {

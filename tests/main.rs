@@ -9,6 +9,7 @@ mod elementwise;
 mod elementwise_range;
 mod errors;
 mod gemm;
+mod gemm_graph;
 mod gemm_sm90;
 mod gemm_sm90_split;
 mod gemm_sm90_tf32;

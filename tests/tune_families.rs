@@ -155,7 +155,8 @@ fn forcing_a_family_the_call_cannot_take_is_a_typed_error() {
     // A config given to the call is checked like a profile's.
     let bad = GemmConfig { split_k: 65, ..SMALL_M };
     assert!(matches!(bad.validate(), Err(Error::InvalidConfig { .. })));
-    let hopper0 = GemmConfig { split_k: 4, path: GemmPath::Sm90(0), ..GemmConfig::DEFAULT };
+    // The persistent 128 x 256 (tile 8) walks whole tiles: it never splits K.
+    let hopper0 = GemmConfig { split_k: 4, path: GemmPath::Sm90(8), ..GemmConfig::DEFAULT };
     let e = hopper0.validate().unwrap_err();
     assert!(e.to_string().contains("does not split K"), "{e}");
 }
@@ -171,7 +172,7 @@ fn a_call_with_a_bad_config_is_a_typed_error() {
         GemmConfig { split_k: 0, ..SMALL_M },
         GemmConfig { split_k: 65, ..SMALL_M },
         GemmConfig { tile: 99, ..GemmConfig::DEFAULT },
-        GemmConfig { split_k: 2, path: GemmPath::Sm90(0), ..GemmConfig::DEFAULT },
+        GemmConfig { split_k: 2, path: GemmPath::Sm90(8), ..GemmConfig::DEFAULT },
     ] {
         let e = crate::gemm::dispatch(&b, DType::Bf16, false, g.with_config(bad), 1).unwrap_err();
         assert!(e.contains("invalid config"), "{bad:?}: {e}");
@@ -195,9 +196,9 @@ fn foreign_family_values_in_a_profile_make_the_entry_invalid_not_a_panic() {
     assert_eq!(with("pack", Param::Text("yes".into())), None);
     assert_eq!(with("pack", Param::Int(1)), None);
     assert_eq!(with("split_k", Param::Int(65)), None, "small-M splits at most 64 ways");
-    let mut h = gemm_to_params(&GemmConfig { path: GemmPath::Sm90(0), ..GemmConfig::DEFAULT });
+    let mut h = gemm_to_params(&GemmConfig { path: GemmPath::Sm90(8), ..GemmConfig::DEFAULT });
     h.insert("split_k".into(), Param::Int(4));
-    assert_eq!(gemm_from_params(&h), None, "Hopper tile 0 does not split K");
+    assert_eq!(gemm_from_params(&h), None, "Hopper tile 8 (persistent) does not split K");
     // Written before these keys existed: no `pack` reads as the plan's own rule.
     let mut old = gemm_to_params(&GemmConfig::DEFAULT);
     old.remove("pack");

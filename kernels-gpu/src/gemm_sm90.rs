@@ -102,10 +102,9 @@ impl Sm90Tile {
         if fits && (self.consumers == 1 || self.bn == 128) { 2 } else { 1 }
     }
     /// Whether K may be split over blocks on this tile: one block per tile (not persistent,
-    /// in clusters or not) and `bn` 128 or one consumer (the tiles the in-kernel join is
-    /// compiled for; the two-consumer 128 x 256 keeps its registers for the main loop).
+    /// in clusters or not), the forms the in-kernel join is compiled for.
     pub const fn splits_k(&self) -> bool {
-        !self.persistent && (self.bn == 128 || self.consumers == 1)
+        !self.persistent
     }
     /// Whether the form keeps TMA-store box buffers per consumer warpgroup: the persistent
     /// forms, whose ring is busy with the next tile while a tile is stored — the ping-pong
@@ -268,6 +267,11 @@ pub const TMAP_PARAMS: (&str, usize) = ("ft_gemm90_", 3);
 /// sets it only without a C read, on a tile that is not ping-pong, when TMA can describe D
 /// (16-byte aligned base, leading dimension and batch stride).
 pub const TMA_STORE: u32 = 32;
+
+/// Epilogue flag bit: thread 0 prefetches the tensor maps (`prefetch.tensormap`: A's and B's,
+/// and D's with [`TMA_STORE`]) as the block starts, so its first TMA copies do not wait for
+/// the descriptor fetch. The host sets it unless `FERROTUNE_SM90_PREFETCH=0` (an A/B switch).
+pub const MAP_PREFETCH: u32 = 64;
 
 /// Rows of a D box the TMA-store epilogue writes (one consumer warpgroup's rows).
 pub const STORE_BOX_ROWS: usize = 64;

@@ -48,6 +48,9 @@ fn print(r: &GemmRow) {
         r.ratio.map_or("-".into(), |x| format!("{x:.3}")),
         if r.correct { "ok" } else { "MISMATCH" }
     );
+    if let Some(gr) = &r.ours_graph {
+        println!("    ours in a CUDA graph: {:.4} ms per replay", gr.median_ms);
+    }
     if let Some(p) = &r.path {
         println!("    path: {p}");
     }

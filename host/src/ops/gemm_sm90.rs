@@ -255,6 +255,13 @@ pub unsafe fn launch(
     unsafe { launch_on(cs, gpu, g, v, split, ptrs, 0) }
 }
 
+/// [`k90::MAP_PREFETCH`] unless `FERROTUNE_SM90_PREFETCH=0` (read once per process).
+fn map_prefetch() -> u32 {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("FERROTUNE_SM90_PREFETCH").map_or(true, |v| v != "0"));
+    if on { k90::MAP_PREFETCH } else { 0 }
+}
+
 /// [`launch`] with the split's workspace at `ws` (counters at zero; 0 without a split).
 ///
 /// # Safety
@@ -325,7 +332,7 @@ unsafe fn launch_on(
     let dims = [g.m, g.n, g.k, g.ldc, g.batch].map(|x| x as u32);
     let stride_c = g.stride_c as u64;
     let e = g.epilogue;
-    let flags = e.flags() | if map_d.is_some() { k90::TMA_STORE } else { 0 };
+    let flags = e.flags() | if map_d.is_some() { k90::TMA_STORE } else { 0 } | map_prefetch();
     // Without the TMA store the kernel never reads the third map.
     let map_d = map_d.unwrap_or(TensorMap { opaque: [0; 16] });
     let what = || format!("launching {} ({}x{}x{}, batch {})", name.as_str(), g.m, g.n, g.k, g.batch);
@@ -491,7 +498,9 @@ mod tests {
         let why = split_reason(&rc(256, 256, 65_536), STREAM_TILE, s(rc(256, 256, 65_536)), 132);
         assert!(why.contains("16 K slices") && why.contains("64x128") && why.contains("1/4"), "{why}");
         // A forced tile splits only where it can, by the rule it was measured with.
-        assert_eq!(split_tile(&rc(64, 4096, 4096), 132, Some(0)), None);
+        assert_eq!(split_tile(&rc(64, 4096, 4096), 132, Some(2)), None);
+        assert_eq!(split_tile(&rc(256, 256, 65_536), 132, Some(0)), Some(0));
+        assert_eq!(split_for(&rc(256, 256, 65_536), 132, 0, DType::Bf16).slices, 64);
         assert_eq!(split_tile(&rc(640, 4096, 4096), 132, Some(1)), Some(1));
         assert_eq!(
             split_for(&rc(256, 256, 65_536), 132, SPLIT_TILE, DType::Bf16),

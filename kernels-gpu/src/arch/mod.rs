@@ -7,6 +7,8 @@
 pub mod nvptx;
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
 pub mod sm90;
+#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
+pub mod wgmma;
 
 /// Fused multiply-add `a * b + c`.
 ///

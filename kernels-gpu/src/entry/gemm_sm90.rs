@@ -10,14 +10,14 @@ use core::arch::asm;
 use super::gemm_sm90_split::{SplitCtx, split_reduce};
 use crate::arch::nvptx::{block_idx_x, block_idx_y, block_idx_z, grid_dim_x, st_shared_v2_f32, thread_idx_x};
 use crate::arch::sm90::{
-    bulk_wait_read, cluster_sync, named_barrier, param_to_generic, setmaxnreg_dec, setmaxnreg_inc,
+    bulk_wait_read, cluster_sync, named_barrier, param_to_generic, prefetch_tensormap, setmaxnreg_dec, setmaxnreg_inc,
     wgmma_m64n128k8_tf32, wgmma_m64n128k16_bf16, wgmma_m64n128k16_f16, wgmma_m64n192k16_bf16, wgmma_m64n192k16_f16,
     wgmma_m64n256k8_tf32, wgmma_m64n256k16_bf16, wgmma_m64n256k16_f16, wgmma_wait,
 };
 use crate::element::Element;
 use crate::gemm_sm90::{
-    BK_BYTES, CONSUMER_REGS, EPI_PAD, PRODUCER_REGS, STORE_BOX_BYTES, STORE_BOX_ROWS, TMA_STORE, WARP_BOX_BYTES,
-    WARP_BOX_ROWS, WG_THREADS, paired, raster_cluster,
+    BK_BYTES, CONSUMER_REGS, EPI_PAD, MAP_PREFETCH, PRODUCER_REGS, STORE_BOX_BYTES, STORE_BOX_ROWS, TMA_STORE,
+    WARP_BOX_BYTES, WARP_BOX_ROWS, WG_THREADS, paired, raster_cluster,
 };
 use crate::gemm_sm90_split::Sm90Split;
 use half::{bf16, f16};
@@ -174,9 +174,7 @@ unsafe fn sm90_gemm<
     if tm >= tiles_m {
         return;
     }
-    // Only the split tiles (N 128: `NACC` 64, or one consumer) have this code; the two-consumer
-    // 128 x 256 keeps its registers.
-    if (NACC == 64 || CONS == 1) && split.is_split() {
+    if split.is_split() {
         // The workspace slot of the tile: its block's index, or in clusters (whose grid holds
         // a block past the edge where the row tiles are not a multiple of the cluster) its
         // place in the output.
@@ -400,6 +398,16 @@ macro_rules! sm90_entry {
                 }
                 let out = Out { m: m as usize, n: n as usize, ldc: ldc as usize, alpha, beta, flags };
                 let (ma, mb, md) = (param_to_generic(pa), param_to_generic(pb), param_to_generic(pd));
+                if flags & MAP_PREFETCH != 0 && thread_idx_x() == 0 {
+                    // SAFETY: the maps the host encoded (D's only with the TMA store).
+                    unsafe {
+                        prefetch_tensormap(ma);
+                        prefetch_tensormap(mb);
+                        if flags & TMA_STORE != 0 {
+                            prefetch_tensormap(md);
+                        }
+                    }
+                }
                 // SAFETY: the host encoded the maps for this variant's boxes and checked the
                 // outputs, the block size and the shared memory (and, persistent, launched at
                 // most one block per tile).
