@@ -1,5 +1,5 @@
 """The table of `bench/device-longk.sh`: per shape, our time (µs per call, each side's
-better of single-call and queued) with each forced tile column, cuBLAS from the same process,
+best of single-call, queued and, ours, CUDA graph replay) with each forced tile column, cuBLAS from the same process,
 torch's best correct impl from the same call, and each column / best peer.
 
 Usage: COLS="plan 17 18" python3 bench/longk_table.py DIR (DIR holds suite-<col>.json, torch.json)
@@ -27,7 +27,7 @@ def main():
         dev = dev or j.get("device", "")
         for r in j["rows"]:
             k = (r["dtype"], r["m"], r["n"], r["k"])
-            ours = best(r["ours"]["median_ms"], r.get("ours_queued_ms"))
+            ours = best(r["ours"]["median_ms"], r.get("ours_queued_ms"), r.get("ours_graph_ms"))
             cub = best((r.get("cublas") or {}).get("median_ms"), r.get("cublas_queued_ms"))
             e = rows.setdefault(k, {"cublas": []})
             e[c] = (ours * 1e3, r.get("correct", True), r.get("family", ""))
