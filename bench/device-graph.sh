@@ -8,7 +8,8 @@
 # (bf16, f16; fused GELU against cuBLASLt), the irregular suite (bf16, f16), each joined.
 # PART=ab: the prefetch off on issue 11's rows and the suite (bf16), joined against the same
 # torch files (run PART=bench first in the same call).
-# PART=ncu: Nsight Compute (full set) of ours and cuBLAS on 512x3072x768 and 256x256x65536.
+# PART=ncu: Nsight Compute (full set) of ours and cuBLAS on 512x3072x768 and 256x256x65536
+# (bench/device-ncu-stream.sh, into $OUT).
 # Usage on the device: PART=check,bench,ab bash bench/device-graph.sh
 set -uo pipefail
 source bench/device-lib.sh
@@ -48,11 +49,9 @@ if [[ "$PART" == *ab* ]]; then
   unset FERROTUNE_SM90_PREFETCH
 fi
 if [[ "$PART" == *ncu* ]]; then
-  for s in 512x3072x768 256x256x65536; do
-    timeout $(cap 120) ncu --set full --import-source yes -k regex:'ft_gemm90|nvjet|sm90_xmma|cutlass' -c 4 -o $R/ncu-$s \
-      $X bench --ops gemm --dtypes bf16 --shapes $s --warmup 1 --iters 1 > $R/ncu-$s.txt 2>&1
-    stamp "ncu $s exit $?"
-  done
+  # Ours and cuBLAS under Nsight Compute (full set, SASS of ours): bench/device-ncu-stream.sh.
+  SHAPES="512x3072x768 256x256x65536" timeout $(cap 300) bash bench/device-ncu-stream.sh > $R/ncu.txt 2>&1
+  stamp "ncu exit $?"; cp $R/ncu.txt $OUT/
 fi
 cp $R/device.txt $R/*.md $OUT/ 2>/dev/null
 tar -czf $OUT/graph-$(echo $PART | tr ',' '-').tgz -C $R .

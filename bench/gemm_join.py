@@ -3,7 +3,8 @@ JSON (torch, same device call) into one table: ours / best peer per row.
 
 Usage: python3 bench/gemm_join.py OURS.json TORCH.json [--json OUT.json] [--markdown OUT.md]
 
-A row's best peer is the fastest of cuBLAS (from our file) and every correct torch impl of the
+A row's best peer is the fastest of cuBLAS (from our file: single call, queued, CUDA graph) and
+every correct torch impl of the
 same (case, dtype, m, n, k, batch); ours is the best of our single call, queued call and
 CUDA graph replay (the column `ours how` says which), as torch's best of eager and graph. Only plain GEMM rows are joined (the fused and batched
 rows have their own peers in our file). The summary gives the geomean of ours / best peer and the
@@ -53,6 +54,9 @@ def main():
             peers.append(("cuBLAS", r["cublas"]["median_ms"]))
         if r.get("cublas_queued_ms"):
             peers.append(("cuBLAS queued", r["cublas_queued_ms"]))
+        cublas_graph = (r.get("peer_graph") or {}).get("median_ms") or r.get("cublas_graph_ms")
+        if cublas_graph:
+            peers.append(("cuBLAS graph", cublas_graph))
         t = best_torch.get(key(r))
         if t:
             peers.append(("torch " + t["impl"], t["median_ms"]))

@@ -28,7 +28,7 @@ def main():
         for r in j["rows"]:
             k = (r["dtype"], r["m"], r["n"], r["k"])
             ours = best(r["ours"]["median_ms"], r.get("ours_queued_ms"), r.get("ours_graph_ms"))
-            cub = best((r.get("cublas") or {}).get("median_ms"), r.get("cublas_queued_ms"))
+            cub = best((r.get("cublas") or {}).get("median_ms"), r.get("cublas_queued_ms"), r.get("cublas_graph_ms"))
             e = rows.setdefault(k, {"cublas": []})
             e[c] = (ours * 1e3, r.get("correct", True), r.get("family", ""))
             if cub:

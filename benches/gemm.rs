@@ -48,6 +48,13 @@ pub struct GemmRow {
     /// torch's `matmul_graph` likewise. `ratio` stays the single call's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ours_graph: Option<Stats>,
+    /// Plain GEMM rows on a GPU: the cuBLAS peer captured in a CUDA graph and replayed
+    /// (`graph_time::cublas_replays`), its output checked before; absent where it could not
+    /// run (the reason in `peer_graph_note`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_graph: Option<Stats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_graph_note: Option<String>,
 }
 
 /// The path and reason `ops::gemm` takes for `g` here (fresh, aligned operands).
@@ -217,6 +224,10 @@ fn compare_typed<T: Scalar>(backend: &Backend, math: GemmMath, shape: GemmShape,
         Ok(st) => (Some(*st), Some(tflops(g.flops(), st.median_ms))),
         Err(_) => (None, None),
     };
+    let (peer_graph, peer_graph_note) = match crate::graph_time::cublas_replays(backend, repeat, math, shape, 1) {
+        Ok(st) => (st, None),
+        Err(e) => (None, Some(format!("cuBLAS in a graph not run: {e}"))),
+    };
     let ours_tflops = tflops(g.flops(), ours.median_ms);
     Ok(GemmRow {
         case: "gemm".into(),
@@ -240,6 +251,8 @@ fn compare_typed<T: Scalar>(backend: &Backend, math: GemmMath, shape: GemmShape,
         split_k_sweep: Vec::new(),
         path: path_of(backend, &g, T::DTYPE, T::DTYPE),
         ours_graph,
+        peer_graph,
+        peer_graph_note,
     })
 }
 
@@ -365,6 +378,8 @@ fn split_k_typed<T: Scalar>(
             split_k_sweep: Vec::new(),
             path: Some(format!("splitk:{split_k} (forced)")),
             ours_graph: None,
+            peer_graph: None,
+            peer_graph_note: None,
         }
     };
     let mut best_row = row("split_k best forced".into(), best.1, best.2, best.0);
@@ -432,6 +447,8 @@ pub fn batched_comparisons(
             split_k_sweep: Vec::new(),
             path: path_of(backend, &g, DType::Bf16, DType::Bf16),
             ours_graph: None,
+            peer_graph: None,
+            peer_graph_note: None,
         }
     };
     Ok([row(format!("{batch} separate launches (ours)"), Some(looped)), row(cublas, cublas_stats)])
@@ -496,6 +513,8 @@ pub fn fused_linear_bias_gelu(backend: &Backend, m: usize, n: usize, k: usize, r
         split_k_sweep: Vec::new(),
         path: path_of(backend, &fused, DType::Bf16, DType::Bf16),
         ours_graph: None,
+        peer_graph: None,
+        peer_graph_note: None,
     };
     Ok([
         row("linear_bias_gelu", t_fused, "our GEMM without epilogue".into(), Some(t_plain), &mismatch),

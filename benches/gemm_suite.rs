@@ -78,6 +78,10 @@ pub struct SuiteRow {
     /// like). A replay after NaN-poisoning D is checked against the reference (`mismatch`).
     #[serde(default)]
     pub ours_graph_ms: Option<f64>,
+    /// Rows under 0.2 ms: cuBLAS on each operand copy captured in a CUDA graph and replayed in
+    /// turn, the median per replay (`graph_time::cublas_replays`; why not, in `peer_note`).
+    #[serde(default)]
+    pub cublas_graph_ms: Option<f64>,
     pub cublas: Option<Stats>,
     pub cublas_tflops: Option<f64>,
     /// ours / cuBLAS throughput (> 1: we are faster).
@@ -287,6 +291,14 @@ fn row<T: Scalar>(
             }
         }
     }
+    drop(peers);
+    let mut cublas_graph_ms = None;
+    if queued && cublas.is_some() {
+        match crate::graph_time::cublas_replays(backend, repeat, math, shape, copies) {
+            Ok(st) => cublas_graph_ms = st.map(|st| st.median_ms),
+            Err(e) => note = Some(format!("cuBLAS in a graph not run: {e}")),
+        }
+    }
     let tf = |st: &Stats| flops / (st.median_ms * 1e-3) / 1e12;
     let ours_tflops = flops / secs / 1e12;
     let cublas_tflops = cublas.as_ref().map(tf);
@@ -306,6 +318,7 @@ fn row<T: Scalar>(
         ours_host_us,
         cublas_host_us,
         ours_graph_ms,
+        cublas_graph_ms,
         cublas,
         cublas_tflops,
         ratio: cublas_tflops.map(|p| ours_tflops / p),

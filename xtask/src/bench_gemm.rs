@@ -49,7 +49,12 @@ fn print(r: &GemmRow) {
         if r.correct { "ok" } else { "MISMATCH" }
     );
     if let Some(gr) = &r.ours_graph {
-        println!("    ours in a CUDA graph: {:.4} ms per replay", gr.median_ms);
+        let peer = match (&r.peer_graph, &r.peer_graph_note) {
+            (Some(p), _) => format!("{:.4} ms", p.median_ms),
+            (None, Some(why)) => why.clone(),
+            (None, None) => "-".into(),
+        };
+        println!("    in a CUDA graph, per replay: ours {:.4} ms, cuBLAS {peer}", gr.median_ms);
     }
     if let Some(p) = &r.path {
         println!("    path: {p}");

@@ -21,7 +21,7 @@ pub struct SuiteArgs {
 
 fn print(r: &SuiteRow) {
     println!(
-        "{:<5} {:>5}x{:>6}x{:>6} ours {:>8.4} ms {:>7.1} TF/s {:>7.0} GB/s{} | cuBLAS {:>7} TF/s | ratio {:>6} {} | queued {}/{} ms{} | graph {} ms | host {}/{} us | {}",
+        "{:<5} {:>5}x{:>6}x{:>6} ours {:>8.4} ms {:>7.1} TF/s {:>7.0} GB/s{} | cuBLAS {:>7} TF/s | ratio {:>6} {} | queued {}/{} ms{} | graph {}/{} ms | host {}/{} us | {}",
         r.dtype,
         r.m,
         r.n,
@@ -37,6 +37,7 @@ fn print(r: &SuiteRow) {
         r.cublas_queued_ms.map_or("-".into(), |t| format!("{t:.4}")),
         r.copy_fraction_queued.map_or(String::new(), |f| format!(" ({:.0}% of copy)", 100.0 * f)),
         r.ours_graph_ms.map_or("-".into(), |t| format!("{t:.4}")),
+        r.cublas_graph_ms.map_or("-".into(), |t| format!("{t:.4}")),
         r.ours_host_us.map_or("-".into(), |t| format!("{t:.1}")),
         r.cublas_host_us.map_or("-".into(), |t| format!("{t:.1}")),
         r.family
