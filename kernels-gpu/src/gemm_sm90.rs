@@ -130,9 +130,9 @@ impl Sm90Tile {
     }
     /// Dynamic shared memory a launch asks for: the ring, then the barriers and the persistent
     /// form's per-warp epilogue staging (16 rows each) or the one-tile form's split-K flag
-    /// word and join mbarrier (16 bytes) — or, where larger, the persistent cooperative form's
-    /// TMA-store buffers, which share that space (a launch uses one or the other) — and 1024
-    /// bytes of slack to align the base.
+    /// word — or, where larger, the persistent cooperative form's TMA-store buffers, which
+    /// share that space (a launch uses one or the other) — and 1024 bytes of slack to align
+    /// the base.
     pub const fn smem_bytes(&self) -> usize {
         let staging = if self.persistent { 4 * self.consumers * 16 * STAGE_PITCH_BYTES } else { 16 };
         let mut tail = 16 * self.stages + staging;

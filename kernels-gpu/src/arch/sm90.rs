@@ -44,15 +44,6 @@ pub fn fence_proxy_async() {
     unsafe { asm!("fence.proxy.async.shared::cta;") };
 }
 
-/// `fence.proxy.async.global`: orders the global memory this thread sees through ordinary
-/// accesses (other blocks' writes it has acquired included) before its later async-proxy
-/// accesses (a bulk copy reading global memory).
-#[inline(always)]
-pub fn fence_proxy_async_global() {
-    // SAFETY: a fence has no operands.
-    unsafe { asm!("fence.proxy.async.global;") };
-}
-
 /// `stmatrix.sync.aligned.m8n8.x4.shared.b16`: the warp stores four 8 x 8 matrices of 16-bit
 /// elements; lane `l` gives the shared address of row `l % 8` of matrix `l / 8` (16 bytes,
 /// 16-byte aligned) and holds, in `r[i]`, row `l / 4`, columns `2 (l % 4)` and `+ 1` of matrix

@@ -179,19 +179,7 @@ unsafe fn sm90_gemm<
         // a block past the edge where the row tiles are not a multiple of the cluster) its
         // place in the output.
         let tile = if CL > 1 { tm * tiles_n + tn } else { block_idx_x() as usize };
-        // The partials land in the ring: its stages are all consumed (the wait above), and in
-        // a cluster no partner multicasts into it any more (each stage was multicast once).
-        let land_bytes = ST * Ring::<NACC, CONS, ST, CL>::STAGE;
-        let cx = SplitCtx {
-            ws,
-            split,
-            tiles: tiles_m * tiles_n,
-            tile,
-            slice,
-            flag: ring.flag(),
-            land: ring.base,
-            land_bytes,
-        };
+        let cx = SplitCtx { ws, split, tiles: tiles_m * tiles_n, tile, slice, flag: ring.flag() };
         // SAFETY: every consumer thread calls it (caller: the workspace and the grid).
         if !unsafe { split_reduce::<NACC>(&mut acc, cx, ct, WG_THREADS * CONS as u32) } {
             return;

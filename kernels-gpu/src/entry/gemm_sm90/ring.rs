@@ -67,8 +67,7 @@ impl<const NACC: usize, const CONS: usize, const ST: usize, const CL: usize> Rin
         self.base + (ST * Self::STAGE + 8 * (ST + s)) as u32
     }
 
-    /// The split reduction's shared flag word (one-tile form): just past the barriers, 16-byte
-    /// aligned, with the join's landing mbarrier 8 bytes after it (16 bytes in all).
+    /// The split reduction's shared flag word (one-tile form): just past the barriers.
     #[inline(always)]
     pub(super) fn flag(&self) -> u32 {
         self.base + (ST * Self::STAGE + 16 * ST) as u32
