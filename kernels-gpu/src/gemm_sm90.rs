@@ -452,7 +452,9 @@ mod tests {
         let small = Sm90Variant { tile: 9, ..v };
         assert_eq!(small.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_64x128x64s4");
         assert_eq!(launch_bounds(small.entry_name().as_str()), Some((256, 2)));
-        assert!(small.tile().splits_k() && TILES[1].splits_k() && !TILES[0].splits_k() && !TILES[3].splits_k());
+        // Every one-tile form splits K (the 128 x 256 ones too); the persistent forms never.
+        assert!(small.tile().splits_k() && TILES[1].splits_k() && TILES[0].splits_k() && TILES[13].splits_k());
+        assert!(TILES.iter().all(|t| t.splits_k() != t.persistent) && !TILES[3].splits_k());
         // The streaming tiles: one consumer, one block per SM, both split K.
         let deep = Sm90Variant { tile: 10, ..v };
         assert_eq!(deep.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_64x128x64s8");
@@ -468,12 +470,12 @@ mod tests {
         assert_eq!(launch_bounds(pair.entry_name().as_str()), Some((288, 2)));
         assert!(pair.tile().paired() && pair.tile().splits_k() && paired(64, 2, 3) && !paired(64, 2, 6));
         assert!(TILES.iter().filter(|t| t.paired()).all(|t| t.epilogue_bytes() <= t.barrier_offset()));
-        // The cluster tiles: 8 and 0 in pairs of blocks, half a B tile each, never split.
+        // The cluster tiles: 8 and 0 in pairs of blocks, half a B tile each; the one-tile form splits.
         let cp = Sm90Variant { tile: 12, ..v };
         assert_eq!(cp.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s4pc2");
         assert_eq!(Sm90Variant { tile: 13, ..v }.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x256x64s4c2");
         assert_eq!(launch_bounds(cp.entry_name().as_str()), Some((384, 1)));
-        assert!(TILES[12].b_box_rows() == 128 && !TILES[12].splits_k() && !TILES[13].splits_k());
+        assert!(TILES[12].b_box_rows() == 128 && !TILES[12].splits_k() && TILES[13].splits_k());
         assert_eq!((TILES[12].smem_bytes(), TILES[13].smem_bytes()), (TILES[8].smem_bytes(), TILES[0].smem_bytes()));
         // The persistent 128 x 192: wgmma N 192, 40 KiB stages, the TMA-store buffers fit.
         let n192 = Sm90Variant { tile: 14, ..v };
