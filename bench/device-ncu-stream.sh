@@ -2,7 +2,8 @@
 # Nsight Compute on the GEMM shapes whose time is the operands' streaming (long K with few output
 # tiles, small M against a large weight), ours and cuBLAS's kernel for each: duration, DRAM
 # throughput, L2 hit rate, warp stalls, and SASS-level stall samples of our kernel.
-# SHAPES: space-separated bf16 shapes (default: 256x256x65536 64x4096x4096 512x512x32768).
+# SHAPES: space-separated bf16 shapes (default: 256x256x65536 64x4096x4096 512x512x32768);
+# OURS_RE: the filter of our first kernel (default regex:^ft_gemm; regex:^ft_gemv for small M).
 # Results: $OUT/ncu-stream.tgz (details, SASS csv) and $OUT/ncu-stream-summary.txt.
 set -uo pipefail
 bash bench/unpack-carry.sh || exit 1
@@ -12,7 +13,7 @@ S=$OUT/ncu-stream-summary.txt
 KEYS="Duration|DRAM Throughput|Memory Throughput|L2 Hit Rate|L1/TEX Hit Rate|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|No Eligible|Eligible Warps|Block Size|Grid Size|Dynamic Shared"
 for s in ${SHAPES:-256x256x65536 64x4096x4096 512x512x32768}; do
   for who in ours cublas; do
-    if [ $who = ours ]; then k='regex:^ft_gemm'; else k='regex:^(?!ft_)'; fi
+    if [ $who = ours ]; then k="${OURS_RE:-regex:^ft_gemm}"; else k='regex:^(?!ft_)'; fi
     f=$R/$who-$s
     # Our kernel runs first (its check, then the timed runs); cuBLAS's after: skip nothing,
     # take the first launch the filter matches.

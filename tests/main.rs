@@ -14,6 +14,7 @@ mod gemm_sm90;
 mod gemm_sm90_split;
 mod gemm_sm90_tf32;
 mod gemv;
+mod gemv_rows;
 mod gemv_stream;
 mod multigpu;
 mod pack;

@@ -39,6 +39,7 @@ fn every_entry_the_host_launches_is_in_the_ptx() {
         }
         // The small-M family and the pack of unaligned operands (every module).
         wanted.extend(ferrotune_kernels::gemv::NAMES.iter().map(|n| n.to_string()));
+        wanted.extend(ferrotune_kernels::gemv_rows::NAMES.iter().map(|n| n.to_string()));
         wanted.extend(
             ["ft_pack_k_bf16", "ft_pack_k_f16", "ft_pack_k_f32", "ft_pack_shift_bf16", "ft_pack_shift_f16"]
                 .map(String::from),

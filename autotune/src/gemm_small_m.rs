@@ -1,7 +1,8 @@
 //! The small-M points of the GEMM space (`ops::gemv`, M <= 64 against a large weight):
 //! `Param::Path` [`PATH_VALUE`] with `Param::SplitK` as the family's K split over blocks and
 //! `Param::Tile` as the index of its block width (`gemv::WIDTHS`: slabs per block), or one past
-//! them ([`STREAM_TILE`]) for the streaming kernel (`ops::gemv_stream`, no K split). Why
+//! them ([`STREAM_TILE`]) for the streaming kernel (`ops::gemv_stream`, no K split), two past
+//! them ([`ROWS_TILE`]) for the row-per-warp kernel (`ops::gemv_rows`, no K split). Why
 //! a point cannot run or cannot pay (pruned with the reason: the host's own eligibility, K too
 //! short for that many slices, slabs that already fill the device, an entry missing from the
 //! loaded PTX), its launch resources, and its cost model (the weight streamed once from DRAM).
@@ -9,6 +10,7 @@
 use ferrotune::config::{GemmConfig, GemmPath};
 use ferrotune::ops::gemm::Gemm;
 use ferrotune::ops::gemv::{interleaved, small_m_applies, vector_loads};
+use ferrotune::ops::gemv_rows::{self, ROWS_TILE};
 use ferrotune::ops::gemv_stream::{self, STREAM_TILE};
 use ferrotune_kernels::gemv::{self as kv, SmallMPlan};
 
@@ -25,6 +27,9 @@ pub fn pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConf
     debug_assert_eq!(cfg.path, GemmPath::SmallM);
     if cfg.tile == STREAM_TILE {
         return stream_pruned(d, g, dtype, cfg);
+    }
+    if cfg.tile == ROWS_TILE {
+        return rows_pruned(d, g, dtype, cfg);
     }
     if cfg.tile >= kv::WIDTHS.len() {
         return Some(format!(
@@ -111,6 +116,29 @@ fn stream_pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmC
     None
 }
 
+/// Why the row kernel's point (`tile` [`ROWS_TILE`]) cannot run `g`, if it cannot: the host's
+/// own conditions (`gemv_rows::applies` as a config naming it sees them, with the worker's
+/// 256-byte aligned weight), its entry in the loaded PTX, and no K split (a warp walks its whole
+/// row).
+fn rows_pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConfig) -> Option<String> {
+    if small_m_applies(g, dtype).is_none() {
+        return Some(family_reason(g, dtype));
+    }
+    if cfg.split_k > 1 {
+        return Some(format!("split_k {}: the row kernel walks each weight row whole (split_k 1 only)", cfg.split_k));
+    }
+    if let Err(why) = gemv_rows::applies(g, dtype, 256, Some((1, gemv_rows::ROWS_WIDTH))) {
+        return Some(format!("the row kernel: {why}"));
+    }
+    let Some((name, _)) = gemv_rows::describe(g, dtype, dtype) else {
+        return Some(format!("no row-kernel entry for {} rows of {}", g.m, dtype.name()));
+    };
+    if d.gemm_resources_of(name).is_none() {
+        return Some(format!("{name} is not in the PTX the device loaded"));
+    }
+    None
+}
+
 /// Why the small-M family does not take `g` at all.
 fn family_reason(g: &Gemm, dtype: ferrotune::DType) -> String {
     format!(
@@ -139,6 +167,14 @@ pub fn resources(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmC
         r.dynamic_shared = ring.smem_bytes(gemv_stream::groups_for(g.m)) as u32;
         return Some(r);
     }
+    if cfg.tile == ROWS_TILE {
+        let (name, _) = gemv_rows::describe(g, dtype, dtype)?;
+        let mut r = d.gemm_resources_of(name)?;
+        r.block_threads = ferrotune_kernels::gemv_rows::THREADS;
+        let rows = ferrotune_kernels::gemv_rows::rows_for(g.m)?;
+        r.dynamic_shared = ferrotune_kernels::gemv_rows::smem_bytes(rows, g.k)? as u32;
+        return Some(r);
+    }
     let groups = kv::m_groups_for(g.m)?;
     let width = *kv::WIDTHS.get(cfg.tile)?;
     let mut r = d.gemm_resources_of(entry(g, dtype, width)?)?;
@@ -156,6 +192,8 @@ const STREAM_SHARE: f64 = 0.92;
 /// Launch and the split's fix-up by the last block of a slab.
 const LAUNCH_US: f64 = 4.0;
 const FIXUP_US: f64 = 1.5;
+/// The row kernel's staging of x in shared memory (a load round trip and a block barrier).
+const STAGE_US: f64 = 1.0;
 
 /// Predicted time (ms) of the small-M point `cfg` (K split `cfg.split_k`, width
 /// `WIDTHS[cfg.tile]`): the weight, x and D through DRAM at the bandwidth the grid's blocks can
@@ -170,6 +208,19 @@ pub fn predict_ms(d: &Description, l: &Limits, shape: &GemmShape, cfg: &GemmConf
         let peak = d.peak_gbps.max(1.0) * 1e9;
         let dram = (n * k + m * k + m * n) * elem;
         return dram / (STREAM_SHARE * peak) * 1e3 + (LAUNCH_US + FIXUP_US) * 1e-3;
+    }
+    if cfg.tile == ROWS_TILE {
+        // The row kernel: the weight, x and D through DRAM at the rate of its warps (a warp per
+        // row, one or two batches of 16-byte loads in flight), x re-read from L2 per block, the
+        // launch and the staging of x before the first product.
+        let (m, n, k) = (shape.m as f64, shape.n as f64, shape.k as f64);
+        let sms = f64::from(l.sm_count.max(1));
+        let blocks = ferrotune_kernels::gemv_rows::blocks(shape.n) as f64;
+        let peak = d.peak_gbps.max(1.0) * 1e9;
+        let bw = (0.9 * peak).min(blocks.min(sms) * SM_SHARE_FACTOR * peak / sms);
+        let dram = (n * k + m * k + m * n) * elem;
+        let l2 = blocks * m * k * elem;
+        return (dram / bw).max(l2 / (2.5 * peak)) * 1e3 + (LAUNCH_US + STAGE_US) * 1e-3;
     }
     let width = kv::WIDTHS[cfg.tile.min(kv::WIDTHS.len() - 1)];
     let plan = SmallMPlan::with_rows(shape.n, shape.k, cfg.split_k, interleaved(&shape.gemm(), [256, 256]), width);
@@ -204,6 +255,10 @@ pub(crate) mod tests {
         }
         for name in ferrotune_kernels::gemv_stream::NAMES {
             let r = KernelResources { registers: 94, max_threads: 288, ..KernelResources::default() };
+            d.gemm_resources.push(GemmResourceJson { kernel: name.into(), resources: r });
+        }
+        for name in ferrotune_kernels::gemv_rows::NAMES {
+            let r = KernelResources { registers: 40, max_threads: 256, ..KernelResources::default() };
             d.gemm_resources.push(GemmResourceJson { kernel: name.into(), resources: r });
         }
         d
@@ -292,6 +347,31 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_row_kernel_is_a_point_where_the_host_can_run_it() {
+        let d = small_m_description();
+        let own = |p: &&crate::space::Pruned| {
+            p.point.get(Param::Path) == Some(PATH_VALUE) && p.point.get(Param::Tile) == Some(ROWS_TILE as u64)
+        };
+        let s = shape(GemmDtype::Bf16, 1, 4097, 777);
+        let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+        assert_eq!(small_m_points_of_width(&cands, ROWS_TILE), vec![1]);
+        assert!(pruned.iter().filter(own).any(|p| p.reason.contains("walks each weight row whole")), "{pruned:?}");
+        let r =
+            resources(&d, &s.gemm(), ferrotune::DType::Bf16, &GemmConfig { tile: ROWS_TILE, ..GemmConfig::DEFAULT });
+        let r = r.unwrap();
+        assert_eq!((r.block_threads, r.dynamic_shared), (256, (777 + 16) * 4));
+        // 8 rows of a 4096-long x do not fit its shared memory; 9 rows are past it.
+        for s in [shape(GemmDtype::F16, 8, 4096, 4096), shape(GemmDtype::F16, 9, 4096, 777)] {
+            let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
+            assert!(small_m_points_of_width(&cands, ROWS_TILE).is_empty(), "{s:?}");
+            assert!(pruned.iter().filter(own).any(|p| p.reason.contains("the row kernel")), "{pruned:?}");
+        }
+        let t = predict(&d, &s, &GemmConfig { path: GemmPath::SmallM, tile: ROWS_TILE, ..GemmConfig::DEFAULT });
+        let floor = 4097.0 * 777.0 * 2.0 / (d.peak_gbps * 1e9) * 1e3;
+        assert!(t.is_finite() && t > floor, "{t} vs {floor}");
+    }
+
+    #[test]
     fn the_model_prefers_a_k_split_when_the_slabs_leave_sms_idle() {
         let d = small_m_description();
         let t = |s: &GemmShape, ks| {
@@ -329,6 +409,13 @@ pub(crate) mod tests {
                 let packed = p.family == ferrotune::ops::gemm_plan::Family::Pack;
                 prop_assert!(p.family == ferrotune::ops::gemm_plan::Family::SmallM || packed, "{:?}", p);
                 prop_assert_eq!(packed, c.pack == ferrotune::config::PackChoice::On);
+                if c.tile == ROWS_TILE {
+                    prop_assert!(packed || p.path() == "small-m:rows", "{}", p.path());
+                    prop_assert!(p.reason.contains("ft_gemvr_"), "{}", p.reason);
+                    prop_assert!(m <= 8 && c.split_k == 1);
+                    prop_assert!(predict(&d, &s, c).is_finite());
+                    continue;
+                }
                 if c.tile == STREAM_TILE {
                     prop_assert!(packed || p.path() == "small-m:stream", "{}", p.path());
                     prop_assert!(p.reason.contains("ft_gemvs_"), "{}", p.reason);

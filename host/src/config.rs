@@ -267,15 +267,16 @@ impl GemmConfig {
                 op: "gemm",
                 why: format!("small-M K split {s} is above {}", ferrotune_kernels::gemv::MAX_KSPLIT),
             }),
-            GemmPath::SmallM if self.tile > crate::ops::gemv_stream::STREAM_TILE => Err(Error::InvalidConfig {
+            GemmPath::SmallM if self.tile > crate::ops::gemv_rows::ROWS_TILE => Err(Error::InvalidConfig {
                 op: "gemm",
                 why: format!(
-                    "small-M tile {}: the family's tile is its width index, 0..{} (widths {:?} slabs), or {} for \
-                     the streaming kernel",
+                    "small-M tile {}: the family's tile is its width index, 0..{} (widths {:?} slabs), {} for \
+                     the streaming kernel or {} for the row kernel",
                     self.tile,
                     ferrotune_kernels::gemv::WIDTHS.len(),
                     ferrotune_kernels::gemv::WIDTHS,
-                    crate::ops::gemv_stream::STREAM_TILE
+                    crate::ops::gemv_stream::STREAM_TILE,
+                    crate::ops::gemv_rows::ROWS_TILE
                 ),
             }),
             GemmPath::Sm90(t) if s > 1 && !ferrotune_kernels::gemm_sm90::TILES[t as usize].splits_k() => {

@@ -12,6 +12,7 @@ pub mod gemm;
 pub mod gemm_sm90;
 pub mod gemm_sm90_split;
 pub mod gemv;
+pub mod gemv_rows;
 pub mod gemv_stream;
 pub mod math;
 pub mod pack;

@@ -168,6 +168,7 @@ pub fn build(opts: &BuildOptions) -> Result<Vec<PtxArtifact>, PtxBuildError> {
         let text = add_launch_bounds(&text, |e| {
             ferrotune_kernels::gemm::launch_bounds(e)
                 .or_else(|| ferrotune_kernels::gemv::launch_bounds(e))
+                .or_else(|| ferrotune_kernels::gemv_rows::launch_bounds(e))
                 .or_else(|| ferrotune_kernels::gemv_stream::launch_bounds(e))
                 .or_else(|| ferrotune_kernels::gemm_sm90::launch_bounds(e))
                 .or_else(|| ferrotune_kernels::clifford::launch_bounds(e))

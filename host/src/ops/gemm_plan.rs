@@ -121,6 +121,7 @@ impl GemmPlan {
         match &self.family {
             Family::SmallM => match self.small_m_tuned() {
                 Some((_, crate::ops::gemv_stream::STREAM_WIDTH)) => "small-m:stream".into(),
+                Some((_, crate::ops::gemv_rows::ROWS_WIDTH)) => "small-m:rows".into(),
                 Some((s, w)) => format!("small-m:w{w}:splitk{s}"),
                 None => "small-m".into(),
             },

@@ -32,12 +32,23 @@ pub(super) fn small_m_reason(
             .unwrap_or_default();
         return format!("{why}{detail}");
     }
+    let rows = crate::ops::gemv_rows::applies(g, dtype, ptrs[1], tuned);
+    if let Ok(how) = rows {
+        let detail = crate::ops::gemv_rows::describe(g, dtype, out)
+            .map(|(name, blocks)| format!("; {name}: {how}: {blocks} blocks of 8 rows"))
+            .unwrap_or_default();
+        return format!("{why}{detail}");
+    }
     let detail = crate::ops::gemv::describe(g, dtype, out, ptrs, sm_count.max(1) as usize, tuned)
         .map(|(name, p)| {
             let frame = match crate::ops::gemv::interleaved(g, ptrs) {
                 true if crate::ops::gemv::x_in_place(g) => {
                     " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame; \
                      x too, with funnel shifts)"
+                }
+                true if crate::ops::gemv::x_staged(g, &p) => {
+                    " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame; \
+                     x staged by each block in shared memory, in its frame)"
                 }
                 true => {
                     " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame; \
@@ -57,6 +68,9 @@ pub(super) fn small_m_reason(
         Some((_, crate::ops::gemv_stream::STREAM_WIDTH)) => {
             " (the tuned config asks for the streaming kernel, path = \"small-m\", tile 3)".to_string()
         }
+        Some((_, crate::ops::gemv_rows::ROWS_WIDTH)) => {
+            " (the tuned config asks for the row kernel, path = \"small-m\", tile 4)".to_string()
+        }
         Some((s, w)) => format!(" (K split {s}, width {w} from the tuned config, path = \"small-m\")"),
         None => String::new(),
     };
@@ -64,7 +78,11 @@ pub(super) fn small_m_reason(
         Err(w) if ferrotune_kernels::gemv_stream::MAX_M >= g.m => format!(" (not the streaming kernel: {w})"),
         _ => String::new(),
     };
-    format!("{why}{from}{detail}{not_stream}")
+    let not_rows = match rows {
+        Err(w) if ferrotune_kernels::gemv_rows::MAX_M >= g.m => format!(" (not the row kernel: {w})"),
+        _ => String::new(),
+    };
+    format!("{why}{from}{detail}{not_stream}{not_rows}")
 }
 
 /// (K split, width) of a config naming the small-M family: `split_k`, and the width
@@ -73,6 +91,9 @@ pub(super) fn small_m_of(cfg: &GemmConfig) -> (usize, usize) {
     let widths = ferrotune_kernels::gemv::WIDTHS;
     if cfg.tile == crate::ops::gemv_stream::STREAM_TILE {
         return (cfg.split_k, crate::ops::gemv_stream::STREAM_WIDTH);
+    }
+    if cfg.tile == crate::ops::gemv_rows::ROWS_TILE {
+        return (cfg.split_k, crate::ops::gemv_rows::ROWS_WIDTH);
     }
     (cfg.split_k, widths[cfg.tile.min(widths.len() - 1)])
 }

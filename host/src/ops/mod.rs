@@ -21,6 +21,7 @@ pub mod gemm_sm90_rows;
 pub mod gemm_sm90_store;
 mod gemm_splitk;
 pub mod gemv;
+pub mod gemv_rows;
 pub mod gemv_stream;
 pub mod pack;
 pub mod reduce;

@@ -14,6 +14,7 @@ mod gemm_sm90;
 #[cfg(target_feature = "sm_90a")]
 mod gemm_sm90_split;
 mod gemv;
+mod gemv_rows;
 #[cfg(target_feature = "sm_90a")]
 mod gemv_stream;
 mod pack;

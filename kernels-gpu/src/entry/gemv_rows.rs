@@ -1,0 +1,265 @@
+//! Row-per-warp small-M entry points (`ft_gemvr_<in>_<out>_m<rows>`, see `gemv_rows.rs`): warp
+//! `w` of block `b` computes output column `8b + w` (weight row) for every row of x, reading
+//! the weight row in its aligned frame with 16-byte loads (a batch of [`UNROLL`] per lane in
+//! flight; the first one while x is staged) against x staged in shared memory as zero-padded f32
+//! rows; the lanes' sums
+//! meet by shuffles, and lane `r` applies the epilogue to row `r` of x.
+
+use super::gemv::MmaElem;
+use crate::arch::nvptx::{
+    block_idx_x, block_idx_z, dyn_smem_addr, ld_global_nc_v4, ld_shared_f32, shfl_xor_f32, st_shared_f32, sync_threads,
+    thread_idx_x,
+};
+use crate::element::Element;
+use crate::gemm::Epilogue;
+use crate::gemv::{A_COL, row_shift};
+use crate::gemv_rows::{PAD, THREADS, UNROLL, WARPS, half_bits, in_row, vectors, x_stride};
+use half::{bf16, f16};
+
+/// What every entry receives (passed field by field in the ABI).
+#[derive(Clone, Copy)]
+struct Args {
+    m: usize,
+    n: usize,
+    k: usize,
+    lda: usize,
+    ldb: usize,
+    ldc: usize,
+    stride_a: usize,
+    stride_b: usize,
+    stride_c: usize,
+    alpha: f32,
+    beta: f32,
+    flags: u32,
+    layout: u32,
+}
+
+/// Vector `j` of the frame that starts at element `first` of the weight (its `span` elements
+/// from `b`): one aligned 16-byte load where the vector lies inside the operand, else element
+/// loads of the part that does (only the operand's first and last vectors, when its base or
+/// end is not 16-byte aligned).
+///
+/// # Safety
+/// `b` covers `span` elements; `first` is a 16-byte boundary relative to 16-byte aligned memory
+/// (`b`'s address minus `row_shift` elements).
+#[inline(always)]
+unsafe fn load_vector<E: MmaElem>(b: *const E, first: isize, j: usize, span: usize) -> [u32; 4] {
+    let e0 = first + 8 * j as isize;
+    if e0 >= 0 && e0 as usize + 8 <= span {
+        // SAFETY: the 8 elements lie inside the operand, 16-byte aligned (the frame's start is);
+        // operands are never written by this kernel.
+        return unsafe { ld_global_nc_v4(b.wrapping_offset(e0) as *const u32) };
+    }
+    let mut w = [0u32; 4];
+    for i in 0..8 {
+        let e = e0 + i as isize;
+        if e >= 0 && (e as usize) < span {
+            // SAFETY: element e lies inside the operand.
+            let v = unsafe { *b.offset(e) }.bits() as u32;
+            w[i / 2] |= v << (16 * (i % 2));
+        }
+    }
+    w
+}
+
+/// `w` (vector `j` of a frame shifted by `s`) with the elements outside the row of `k` zeroed:
+/// they belong to a neighbouring row, whose values (an infinity, a NaN) must not reach this
+/// row's sum.
+#[inline(always)]
+fn in_row_only(mut w: [u32; 4], j: usize, s: usize, k: usize) -> [u32; 4] {
+    if j == 0 || 8 * j + 8 > s + k {
+        for i in 0..8 {
+            if !in_row(j, i, s, k) {
+                w[i / 2] &= !(0xffffu32 << (16 * (i % 2)));
+            }
+        }
+    }
+    w
+}
+
+/// One block: weight rows `8 * blockIdx.x ..` (one per warp), matrix `blockIdx.z`.
+///
+/// # Safety
+/// Host-validated: the operands cover their matrices as `q` describes (the weight B
+/// K-contiguous, `ldb >= k`; m <= R); the block has `gemv_rows::smem_bytes(R, k)` bytes of
+/// dynamic shared memory and `gemv_rows::THREADS` threads; the grid is `gemv_rows::blocks(n)`
+/// by 1 by the batch.
+#[inline(always)]
+unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
+    a: *const E,
+    b: *const E,
+    c: *const O,
+    d: *mut O,
+    bias: *const O,
+    q: Args,
+) {
+    let tid = thread_idx_x() as usize;
+    let (warp, lane) = (tid / 32, tid % 32);
+    let z = block_idx_z() as usize;
+    let row = block_idx_x() as usize * WARPS + warp;
+    let live = row < q.n;
+    // SAFETY (pointer offsets): matrix z of A and B, inside them (host-checked strides).
+    let (a, b) = unsafe { (a.add(z * q.stride_a), b.add(z * q.stride_b)) };
+    // The row's frame: `s` elements before its start, on a 16-byte boundary.
+    let s = if live { row_shift(b as usize, row, q.ldb) } else { 0 };
+    let nv = if live { vectors(q.k, s) } else { 0 };
+    let first = (row * q.ldb) as isize - s as isize;
+    let span = if q.n == 0 { 0 } else { (q.n - 1) * q.ldb + q.k };
+    let load_batch = |base: usize| {
+        let mut v = [[0u32; 4]; UNROLL];
+        for (u, w) in v.iter_mut().enumerate() {
+            let j = base + lane + 32 * u;
+            if j < nv {
+                // SAFETY: the frame lies on 16-byte boundaries; load_vector keeps to the operand.
+                *w = unsafe { load_vector::<E>(b, first, j, span) };
+            }
+        }
+        v
+    };
+    // The first batch of the weight is on its way while x is staged.
+    let mut cur = load_batch(0);
+
+    // x as f32 rows of `x_stride(k)`: PAD zeros, K values, PAD zeros; rows m..R zero.
+    let smem = dyn_smem_addr();
+    let xs = x_stride(q.k);
+    let total = R * xs;
+    let a_col = q.layout & A_COL != 0;
+    let mut i0 = tid;
+    while i0 < total {
+        const U: usize = 4;
+        let mut v = [0.0f32; U];
+        for (u, x) in v.iter_mut().enumerate() {
+            let e = i0 + u * THREADS as usize;
+            let (r, col) = (e / xs, e % xs);
+            if e < total && r < q.m && col >= PAD && col - PAD < q.k {
+                let kk = col - PAD;
+                let at = if a_col { kk * q.lda + r } else { r * q.lda + kk };
+                // SAFETY: (r, kk) is an element of x (host-checked).
+                *x = unsafe { *a.add(at) }.to_f32();
+            }
+        }
+        for (u, &x) in v.iter().enumerate() {
+            let e = i0 + u * THREADS as usize;
+            if e < total {
+                // SAFETY: inside the block's `smem_bytes(R, k)`.
+                unsafe { st_shared_f32(smem + (4 * e) as u32, x) };
+            }
+        }
+        i0 += U * THREADS as usize;
+    }
+    // SAFETY: every thread of the block reaches the barrier.
+    unsafe { sync_threads() };
+
+    let mut acc = [0.0f32; R];
+    let mut base = 0;
+    while base < nv {
+        if base > 0 {
+            cur = load_batch(base);
+        }
+        for (u, &wv) in cur.iter().enumerate() {
+            let j = base + lane + 32 * u;
+            if j < nv {
+                let w = in_row_only(wv, j, s, q.k);
+                // Element i of the vector is k = 8j + i - s, staged at PAD + k.
+                let x0 = PAD + 8 * j - s;
+                for i in 0..8 {
+                    let wf = E::widen(half_bits(w, i));
+                    for (r, ar) in acc.iter_mut().enumerate() {
+                        let at = smem + (4 * (r * xs + x0 + i)) as u32;
+                        // SAFETY: x0 + i < PAD + K + 8 <= xs (the frame ends before K + 8).
+                        *ar += wf * unsafe { ld_shared_f32(at) };
+                    }
+                }
+            }
+        }
+        base += 32 * UNROLL;
+    }
+
+    // The warp's sum of each row of x, on every lane; lane r keeps row r's.
+    let mut mine = 0.0f32;
+    for (r, &ar) in acc.iter().enumerate() {
+        let mut v = ar;
+        let mut o = 16u32;
+        while o > 0 {
+            // SAFETY: every lane of the warp runs the same loop (no early exits above).
+            v += unsafe { shfl_xor_f32(v, o) };
+            o /= 2;
+        }
+        if lane == r {
+            mine = v;
+        }
+    }
+    if live && lane < R && lane < q.m {
+        let idx = z * q.stride_c + lane * q.ldc + row;
+        // SAFETY: (lane, row) is an output of matrix z; C and bias are read only when enabled.
+        let cv = if q.flags & 8 != 0 { unsafe { (*c.add(idx)).to_f32() } } else { 0.0 };
+        let bv = if q.flags & 1 != 0 { unsafe { (*bias.add(row)).to_f32() } } else { 0.0 };
+        let o = Epilogue::apply_flags(q.flags, q.alpha, q.beta, mine, cv, bv, O::DTYPE);
+        // SAFETY: as above.
+        unsafe { *d.add(idx) = O::from_f32(o) };
+    }
+}
+
+// ABI: (a, b, c, d, bias, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, alpha, beta,
+// flags, layout); dims u32, strides u64, flags as `Epilogue::flags`, layout bit `gemv::A_COL`.
+macro_rules! gemvr_entry {
+    ($name:expr, $E:ty, $O:ty, $R:literal) => {
+        const _: () = {
+            #[unsafe(export_name = $name)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe extern "ptx-kernel" fn entry(
+                a: *const $E,
+                b: *const $E,
+                c: *const $O,
+                d: *mut $O,
+                bias: *const $O,
+                m: u32,
+                n: u32,
+                k: u32,
+                lda: u32,
+                ldb: u32,
+                ldc: u32,
+                stride_a: u64,
+                stride_b: u64,
+                stride_c: u64,
+                alpha: f32,
+                beta: f32,
+                flags: u32,
+                layout: u32,
+            ) {
+                let q = Args {
+                    m: m as usize,
+                    n: n as usize,
+                    k: k as usize,
+                    lda: lda as usize,
+                    ldb: ldb as usize,
+                    ldc: ldc as usize,
+                    stride_a: stride_a as usize,
+                    stride_b: stride_b as usize,
+                    stride_c: stride_c as usize,
+                    alpha,
+                    beta,
+                    flags,
+                    layout,
+                };
+                // SAFETY: the host validated the operands, rows, shared memory and launch shape
+                // for this variant (see `rows`).
+                unsafe { rows::<$E, $O, $R>(a, b, c, d, bias, q) }
+            }
+        };
+    };
+}
+
+macro_rules! gemvr_rows {
+    ($p:literal, $E:ty, $O:ty) => {
+        gemvr_entry!(concat!($p, "_m1"), $E, $O, 1);
+        gemvr_entry!(concat!($p, "_m2"), $E, $O, 2);
+        gemvr_entry!(concat!($p, "_m4"), $E, $O, 4);
+        gemvr_entry!(concat!($p, "_m8"), $E, $O, 8);
+    };
+}
+
+gemvr_rows!("ft_gemvr_bf16_bf16", bf16, bf16);
+gemvr_rows!("ft_gemvr_bf16_f32", bf16, f32);
+gemvr_rows!("ft_gemvr_f16_f16", f16, f16);
+gemvr_rows!("ft_gemvr_f16_f32", f16, f32);

@@ -1,0 +1,185 @@
+//! The row-per-warp small-M kernel (`ops::gemv_rows`): on the GPU, forced by a config naming it
+//! (`path = "small-m"`, tile 4) so that aligned and long rows take it too, against the float64
+//! reference with poisoned outputs: M in 1..=8, N around the 8-row block, K around the 16-byte
+//! vector and the lanes' batches, padded and odd leading dimensions, both layouts of x, every
+//! epilogue, f16/bf16 with f32 and same-type outputs; weights at odd view offsets whose
+//! neighbouring elements are NaN and infinity (they share the edge vectors and must not reach
+//! the sums); seeded random shapes. On the CPU: which calls take it and what `explain` says.
+
+use ferrotune::config::{GemmConfig, GemmPath};
+use ferrotune::ops::gemm::{Gemm, Layout, gemm};
+use ferrotune::ops::gemm_plan::{Family, plan};
+use ferrotune::ops::gemv_rows::ROWS_TILE;
+use ferrotune::{Buffer, DType, bf16};
+use ferrotune_testkit::{Rng, cuda_backend, poison};
+
+use crate::gemm::{Case, check, dispatch, epilogue, make_case};
+
+const ROWS: GemmConfig = GemmConfig { path: GemmPath::SmallM, tile: ROWS_TILE, ..GemmConfig::DEFAULT };
+
+/// Whether this process would run the row kernel for `g` (weight at `pb`) on an H100-like device.
+fn takes_rows(g: &Gemm, cfg: GemmConfig, pb: u64) -> bool {
+    let p = plan(&g.resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, cfg, [256, pb]).unwrap();
+    p.family == Family::SmallM && p.reason.contains("ft_gemvr_")
+}
+
+fn disabled(test: &str) -> bool {
+    let off = std::env::var("FERROTUNE_SMALL_M_ROWS").is_ok_and(|v| v == "0")
+        || std::env::var("FERROTUNE_SMALL_M").is_ok_and(|v| v == "0");
+    if off {
+        println!("{test}: skipped: the row kernel is switched off in this environment");
+    }
+    off
+}
+
+#[test]
+fn gpu_small_m_rows_edge_shapes_match_f64_reference() {
+    let test = "gpu_small_m_rows_edge_shapes_match_f64_reference";
+    let Some(gpu) = cuda_backend(test) else { return };
+    if disabled(test) {
+        return;
+    }
+    let (mut cases, mut taken) = (0u64, 0u64);
+    for (mi, m) in [1usize, 2, 3, 5, 8].into_iter().enumerate() {
+        for (ni, n) in [1usize, 7, 8, 9, 100, 1023].into_iter().enumerate() {
+            for (ki, k) in [0usize, 1, 7, 8, 9, 63, 255, 257, 777, 1025, 2500].into_iter().enumerate() {
+                let i = mi + ni + ki;
+                let la = if i % 4 == 3 { Layout::Col } else { Layout::Row };
+                let mut g = Gemm::new(m, n, k).layouts(la, Layout::Col).epilogue(epilogue(i)).with_config(ROWS);
+                let r = g.resolved();
+                match i % 3 {
+                    1 => {
+                        g.lda = r.lda + 3;
+                        g.ldb = r.ldb + 1; // every row at a different misalignment
+                        g.ldc = r.ldc + 2;
+                    }
+                    2 => g.ldb = r.ldb + 8, // aligned rows when K is a multiple of 8
+                    _ => {}
+                }
+                // x staged as f32 must fit the kernel's shared memory; else the slab kernel runs.
+                let rows = ferrotune_kernels::gemv_rows::rows_for(m).unwrap();
+                let fits = ferrotune_kernels::gemv_rows::smem_bytes(rows, k).unwrap()
+                    <= ferrotune_kernels::gemv_rows::MAX_X_BYTES;
+                assert_eq!(takes_rows(&g, ROWS, 256), fits, "{g:?}: the row kernel?");
+                taken += fits as u64;
+                let dt = [DType::Bf16, DType::F16][i % 2];
+                let out_f32 = (i / 2) % 2 == 1;
+                if let Err(e) = dispatch(&gpu, dt, out_f32, g, cases) {
+                    panic!("{dt:?} out_f32 {out_f32}: {e}");
+                }
+                cases += 1;
+            }
+        }
+    }
+    println!("{test}: {cases} cases, {taken} on the row kernel");
+}
+
+/// Weights as views 1, 3 and 7 elements into their buffers, with NaN before the view and in
+/// the padding of every row, and an infinity as the element after the last row: the edge
+/// vectors of each row's frame hold them, and the kernel must leave them out.
+#[test]
+fn gpu_small_m_rows_ignore_neighbouring_nan_and_inf() {
+    let test = "gpu_small_m_rows_ignore_neighbouring_nan_and_inf";
+    let Some(gpu) = cuda_backend(test) else { return };
+    if disabled(test) {
+        return;
+    }
+    let s = gpu.stream();
+    let shapes = [(1usize, 4097usize, 777usize, 1usize, 0usize), (3, 100, 63, 3, 5), (8, 33, 9, 7, 1), (2, 9, 1, 1, 2)];
+    for (i, (m, n, k, offset, pad)) in shapes.into_iter().enumerate() {
+        let mut g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i));
+        g.ldb = k + pad;
+        let g = g.with_config(if i % 2 == 0 { GemmConfig::DEFAULT } else { ROWS });
+        assert!(takes_rows(&g, g.config.unwrap_or(GemmConfig::DEFAULT), 256 + 2 * offset as u64), "{g:?}");
+        let mut rng = Rng::new(77 + i as u64);
+        let case: Case<bf16, bf16> = make_case(&mut rng, g);
+        let mut b = vec![bf16::NAN; offset];
+        for row in 0..n {
+            for c in 0..g.ldb {
+                b.push(if c < k { case.b[row * g.ldb + c] } else { bf16::NAN });
+            }
+        }
+        b.truncate(offset + (n - 1) * g.ldb + k);
+        b.push(bf16::INFINITY);
+        b.extend([bf16::NAN; 8]);
+        let a = Buffer::from_slice(&s, &case.a).unwrap();
+        let bb = Buffer::from_slice(&s, &b).unwrap();
+        let c = Buffer::from_slice(&s, &case.c).unwrap();
+        let bias = Buffer::from_slice(&s, &case.bias).unwrap();
+        let mut d = Buffer::from_slice(&s, &vec![poison::<bf16>(); case.c.len()]).unwrap();
+        let r = g.resolved();
+        let bv = bb.view(offset..offset + (n - 1) * g.ldb + k).unwrap();
+        let (cv, biasv) = (c.all(), bias.all());
+        gemm::<bf16, bf16>(
+            &s,
+            &g,
+            &a.all(),
+            &bv,
+            (r.epilogue.beta != 0.0).then_some(&cv),
+            r.epilogue.bias.then_some(&biasv),
+            &mut d.all_mut(),
+        )
+        .unwrap_or_else(|e| panic!("{m}x{n}x{k} offset {offset}: {e}"));
+        if let Err(e) = check(&case, &d.to_vec(&s).unwrap()) {
+            panic!("{m}x{n}x{k} offset {offset} ldb {}: {e}", g.ldb);
+        }
+    }
+}
+
+/// Seeded random shapes the kernel can take, forced, with paddings, layouts of x and epilogues.
+#[test]
+fn gpu_small_m_rows_random_shapes() {
+    let test = "gpu_small_m_rows_random_shapes";
+    let Some(gpu) = cuda_backend(test) else { return };
+    if disabled(test) {
+        return;
+    }
+    let mut rng = Rng::new(0x60e5);
+    let mut pick = |n: usize| (rng.next_u64() % n as u64) as usize;
+    for case in 0..80u64 {
+        let (m, n, k) = (1 + pick(8), 1 + pick(3000), pick(1400));
+        let la = if pick(4) == 0 { Layout::Col } else { Layout::Row };
+        let mut g = Gemm::new(m, n, k).layouts(la, Layout::Col).epilogue(epilogue(pick(4))).with_config(ROWS);
+        if pick(2) == 1 {
+            let r = g.resolved();
+            g.lda = r.lda + pick(9);
+            g.ldb = r.ldb + pick(9);
+            g.ldc = r.ldc + pick(5);
+        }
+        let dt = [DType::Bf16, DType::F16][pick(2)];
+        let out_f32 = pick(2) == 1;
+        if let Err(e) = dispatch(&gpu, dt, out_f32, g, case) {
+            panic!("case {case}: {dt:?} out_f32 {out_f32}: {e}");
+        }
+    }
+}
+
+#[test]
+fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
+    if std::env::var("FERROTUNE_SMALL_M_ROWS").is_ok() || std::env::var("FERROTUNE_SMALL_M").is_ok() {
+        return;
+    }
+    let rc = |m, n, k| Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col);
+    let auto = GemmConfig::DEFAULT;
+    // Built in: up to 8 rows of x, weight rows not 16-byte aligned, K up to 1024.
+    assert!(takes_rows(&rc(1, 4097, 777), auto, 256));
+    assert!(takes_rows(&rc(8, 3000, 65), auto, 256));
+    assert!(takes_rows(&rc(3, 5, 7), auto, 256));
+    assert!(takes_rows(&rc(1, 4096, 1024), auto, 258), "a weight view at an odd offset");
+    assert!(!takes_rows(&rc(1, 4096, 1024), auto, 256), "aligned rows");
+    assert!(!takes_rows(&rc(9, 4097, 777), auto, 256), "9 rows");
+    assert!(!takes_rows(&rc(1, 8193, 4099), auto, 256), "long K");
+    // Asked for by a config: aligned and long rows too, while x fits the shared memory.
+    assert!(takes_rows(&rc(1, 4096, 4096), ROWS, 256));
+    let big = plan(&rc(8, 4096, 4096).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, ROWS, [256, 256]).unwrap();
+    assert!(big.reason.contains("not the row kernel: x staged as f32"), "{}", big.reason);
+    let p = plan(&rc(1, 4097, 777).resolved(), DType::Bf16, DType::Bf16, "sm_80", 108, ROWS, [256, 256]).unwrap();
+    assert_eq!(p.path(), "small-m:rows");
+    assert!(p.reason.contains("ft_gemvr_bf16_bf16_m1") && p.reason.contains("513 blocks"), "{}", p.reason);
+    let p = plan(&rc(1, 4097, 777).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
+    assert!(p.reason.contains("weight rows not 16-byte aligned and K short"), "{}", p.reason);
+    let p = plan(&rc(1, 4096, 4096).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
+    assert!(p.reason.contains("not the row kernel: weight rows 16-byte aligned"), "{}", p.reason);
+    assert!(GemmConfig { tile: ROWS_TILE + 1, ..ROWS }.validate().is_err());
+    assert!(ROWS.validate().is_ok());
+}
