@@ -396,7 +396,7 @@ pub const X_STAGED: u32 = 16;
 /// [`CHUNK`]): a row is 64 bytes past a 128-byte multiple, so the 16-byte fragment loads of two
 /// neighbouring rows fall in different banks.
 pub const fn stage_stride(kslice: usize) -> usize {
-    if (kslice * 2) % 128 == 0 { kslice + 32 } else { kslice }
+    if (kslice * 2).is_multiple_of(128) { kslice + 32 } else { kslice }
 }
 
 /// Bytes of x staged by one block ([`X_STAGED`]): `m` rows of [`stage_stride`]; `None` on overflow.
