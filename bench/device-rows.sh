@@ -1,44 +1,32 @@
 #!/usr/bin/env bash
 # The row-per-warp small-M kernel (issue 12; `ops::gemv_rows`): one warp per weight row in its
-# aligned frame, x staged in shared memory, for 1-8 rows of x against unaligned, short-K weights;
-# and x staged per block by the slab kernel's interleaved slabs (`gemv::X_STAGED`) instead of
-# shifted copies launched first.
+# aligned frame (a block's rows 8 apart share it), x staged per block in shared memory in that
+# frame, for 1-8 rows of x against unaligned, short-K weights. Parts run in the order ab, check,
+# ncu, suite.
 # PART=check: the small-M GPU tests (slab, streaming and row kernels; the graph tests), then
 # compute-sanitizer memcheck and racecheck on the row kernel's tests.
 # PART=ab: `bench --ops gemm --shape-suite irregular` on SHAPES with each column of COLS (plan:
-# as built; old: FERROTUNE_SMALL_M_ROWS=0 and FERROTUNE_SMALL_M_X_STAGED=0, the plan before both;
-# r0: the row kernel off; s0: x staging off; r1: the row kernel wherever it can run), torch in
-# the same call, then a table ($OUT/rows-table-<dtype>.md; DTYPES, default bf16).
+# as built; r0: FERROTUNE_SMALL_M_ROWS=0, the plan before the row kernel; r1: =1, the row kernel
+# wherever it can run), torch in the same call, then a table ($OUT/rows-table-<dtype>.md;
+# DTYPES, default bf16 f16).
 # PART=suite: the irregular suite with torch (bench/device-irregular.sh).
 # PART=ncu: Nsight Compute of ours and cuBLAS on NCU_SHAPES (bench/device-ncu-stream.sh).
 # Usage on the device: PART=check,ab bash bench/device-rows.sh
 set -uo pipefail
 source bench/device-lib.sh
 SHAPES=${SHAPES:-1x4097x777,4x4097x777,8x4097x777,1x8000x600,1x5000x801,2x11008x999,7x12001x513,1x3000x1000,3x5x7,8x3000x65,1x1x777,5x777x333,1x50000x255,6x6000x100,33x1023x777,9x4097x777,17x2049x513,40x700x1001,12x5000x150,24x600x2999,16x4097x1023,1x8193x4099,5x3000x1999,8x12288x4099}
-COLS=${COLS:-plan old r0 s0 r1}
-if [[ "$PART" == *check* ]]; then
-  timeout $(cap 200) $T --test-threads=2 gemv graph > $R/gemv-tests.txt 2>&1
-  stamp "gemv + graph tests exit $?: $(grep 'test result' $R/gemv-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/gemv-tests.txt | head
-  for tool in memcheck racecheck; do
-    timeout $(cap 120) compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 \
-      gpu_small_m_rows_ignore gpu_small_m_x_staged $([ $tool = memcheck ] && echo gpu_small_m_rows_edge) > $R/$tool.txt 2>&1
-    stamp "$tool exit $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test result' $R/$tool.txt | tr '\n' ' ')"
-  done
-fi
+COLS=${COLS:-plan r0 r1}
 if [[ "$PART" == *ab* ]]; then
-  for dt in ${DTYPES:-bf16}; do
+  for dt in ${DTYPES:-bf16 f16}; do
     mkdir -p $R/$dt
     for col in $COLS; do
-      unset FERROTUNE_SMALL_M_ROWS FERROTUNE_SMALL_M_X_STAGED
-      case $col in
-        old) export FERROTUNE_SMALL_M_ROWS=0 FERROTUNE_SMALL_M_X_STAGED=0;;
-        r0) export FERROTUNE_SMALL_M_ROWS=0;; r1) export FERROTUNE_SMALL_M_ROWS=1;; s0) export FERROTUNE_SMALL_M_X_STAGED=0;;
-      esac
+      unset FERROTUNE_SMALL_M_ROWS
+      case $col in r0) export FERROTUNE_SMALL_M_ROWS=0;; r1) export FERROTUNE_SMALL_M_ROWS=1;; esac
       timeout $(cap 70) $X bench --ops gemm --shape-suite irregular --shapes $SHAPES --dtypes $dt \
         --warmup 5 --iters 30 --json $R/$dt/suite-$col.json > $R/$dt/suite-$col.txt 2>&1
       stamp "$dt column $col exit $?"
     done
-    unset FERROTUNE_SMALL_M_ROWS FERROTUNE_SMALL_M_X_STAGED
+    unset FERROTUNE_SMALL_M_ROWS
     timeout $(cap 90) python3 benches/torch_gemm.py --shapes $SHAPES --dtypes $dt --rotate --warmup 5 --iters 30 \
       --json $R/$dt/torch.json > $R/$dt/torch.txt 2>&1
     stamp "$dt torch exit $?"
@@ -46,14 +34,23 @@ if [[ "$PART" == *ab* ]]; then
     cp $R/rows-table-$dt.md $OUT/
   done
 fi
-if [[ "$PART" == *suite* ]]; then
-  PARTS=torch,suite BUDGET=$(cap 260) OUT=$R/irregular bash bench/device-irregular.sh > $R/irregular.txt 2>&1
-  stamp "irregular suite exit $?"; grep -E "geomean|worst|below" $R/irregular.txt | head -12
-  cp $R/irregular/*.md $OUT/ 2>/dev/null
+if [[ "$PART" == *check* ]]; then
+  timeout $(cap 200) $T --test-threads=2 gemv graph > $R/gemv-tests.txt 2>&1
+  stamp "gemv + graph tests exit $?: $(grep 'test result' $R/gemv-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/gemv-tests.txt | head
+  for tool in memcheck racecheck; do
+    timeout $(cap 120) compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 \
+      gpu_small_m_rows_ignore gpu_small_m_rows_random $([ $tool = memcheck ] && echo gpu_small_m_rows_edge) > $R/$tool.txt 2>&1
+    stamp "$tool exit $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test result' $R/$tool.txt | tr '\n' ' ')"
+  done
 fi
 if [[ "$PART" == *ncu* ]]; then
   OURS_RE="regex:^ft_gemv" SHAPES="${NCU_SHAPES:-1x4097x777 8x3000x65}" timeout $(cap 200) bash bench/device-ncu-stream.sh > $R/ncu.txt 2>&1
   stamp "ncu exit $?"; cp $R/ncu.txt $OUT/
+fi
+if [[ "$PART" == *suite* ]]; then
+  PARTS=torch,suite BUDGET=$(cap 260) OUT=$R/irregular bash bench/device-irregular.sh > $R/irregular.txt 2>&1
+  stamp "irregular suite exit $?"; grep -E "geomean|worst|below" $R/irregular.txt | head -12
+  cp $R/irregular/*.md $OUT/ 2>/dev/null
 fi
 cp $R/device.txt $OUT/
 tar -czf $OUT/rows-$(echo $PART | tr ',' '-').tgz -C $R .

@@ -56,7 +56,7 @@ fn gpu_small_m_rows_edge_shapes_match_f64_reference() {
                     2 => g.ldb = r.ldb + 8, // aligned rows when K is a multiple of 8
                     _ => {}
                 }
-                // x staged as f32 must fit the kernel's shared memory; else the slab kernel runs.
+                // x staged in shared memory must fit the kernel's shared memory; else the slab kernel runs.
                 let rows = ferrotune_kernels::gemv_rows::rows_for(m).unwrap();
                 let fits = ferrotune_kernels::gemv_rows::smem_bytes(rows, k).unwrap()
                     <= ferrotune_kernels::gemv_rows::MAX_X_BYTES;
@@ -172,10 +172,10 @@ fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
     // Asked for by a config: aligned and long rows too, while x fits the shared memory.
     assert!(takes_rows(&rc(1, 4096, 4096), ROWS, 256));
     let big = plan(&rc(8, 4096, 4096).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, ROWS, [256, 256]).unwrap();
-    assert!(big.reason.contains("not the row kernel: x staged as f32"), "{}", big.reason);
+    assert!(big.reason.contains("not the row kernel: x staged in shared memory"), "{}", big.reason);
     let p = plan(&rc(1, 4097, 777).resolved(), DType::Bf16, DType::Bf16, "sm_80", 108, ROWS, [256, 256]).unwrap();
     assert_eq!(p.path(), "small-m:rows");
-    assert!(p.reason.contains("ft_gemvr_bf16_bf16_m1") && p.reason.contains("513 blocks"), "{}", p.reason);
+    assert!(p.reason.contains("ft_gemvr_bf16_bf16_m1") && p.reason.contains("520 blocks of 8 rows"), "{}", p.reason);
     let p = plan(&rc(1, 4097, 777).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
     assert!(p.reason.contains("weight rows not 16-byte aligned and K short"), "{}", p.reason);
     let p = plan(&rc(1, 4096, 4096).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();

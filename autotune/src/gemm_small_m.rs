@@ -359,7 +359,7 @@ pub(crate) mod tests {
         let r =
             resources(&d, &s.gemm(), ferrotune::DType::Bf16, &GemmConfig { tile: ROWS_TILE, ..GemmConfig::DEFAULT });
         let r = r.unwrap();
-        assert_eq!((r.block_threads, r.dynamic_shared), (256, (777 + 16) * 4));
+        assert_eq!((r.block_threads, r.dynamic_shared), (256, 98 * 16));
         // 8 rows of a 4096-long x do not fit its shared memory; 9 rows are past it.
         for s in [shape(GemmDtype::F16, 8, 4096, 4096), shape(GemmDtype::F16, 9, 4096, 777)] {
             let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);

@@ -385,25 +385,6 @@ pub const ROWS_INTERLEAVED: u32 = 4;
 /// `lda`), read in the slab's frame with two aligned loads and a funnel shift per vector, so no
 /// shifted copies are made first (one launch less; more ALU per x vector).
 pub const X_IN_PLACE: u32 = 8;
-/// Bit of the kernel's `layout` argument, with [`ROWS_INTERLEAVED`]: A is x itself (row-major at
-/// `lda`), and each block first copies its K slice of every row of x into shared memory in the
-/// slab's frame ([`stage_stride`], after [`smem_bytes`]), with the funnel shifts done once per
-/// vector there; the warps then read x fragments from shared memory. No copies launch first,
-/// and the main loop holds no funnel temporaries.
-pub const X_STAGED: u32 = 16;
-
-/// 16-bit elements between rows of x staged by a block whose K slice is `kslice` (a multiple of
-/// [`CHUNK`]): a row is 64 bytes past a 128-byte multiple, so the 16-byte fragment loads of two
-/// neighbouring rows fall in different banks.
-pub const fn stage_stride(kslice: usize) -> usize {
-    if (kslice * 2).is_multiple_of(128) { kslice + 32 } else { kslice }
-}
-
-/// Bytes of x staged by one block ([`X_STAGED`]): `m` rows of [`stage_stride`]; `None` on overflow.
-pub const fn stage_bytes(m: usize, kslice: usize) -> Option<usize> {
-    let Some(e) = m.checked_mul(stage_stride(kslice)) else { return None };
-    e.checked_mul(2)
-}
 
 #[cfg(test)]
 #[path = "gemv_tests.rs"]

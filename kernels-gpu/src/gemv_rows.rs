@@ -2,12 +2,13 @@
 //! [`MAX_M`]) against a weight whose rows are not 16-byte aligned and whose K is short (the
 //! 1x4097x777 class). Each warp owns one weight row and walks it in the row's aligned frame
 //! (`gemv::row_shift` elements before K = 0), so every load of the weight is one aligned
-//! 16-byte vector whatever the misalignment, no funnel shift and no copies of x first; x is
-//! staged once per block in shared memory as f32 with [`PAD`] zeros either side of each row,
-//! where a warp reads the element that meets each weight element at its own shift. The
-//! products are f32 FMAs (a handful of rows of x do not pay an `mma`'s 8 columns), the warp
-//! adds its lanes with shuffles (no block barrier after the loads, no shared-memory reduction)
-//! and applies the epilogue.
+//! 16-byte vector whatever the misalignment, no funnel shift and no copies of x first. A
+//! block's 8 rows lie 8 apart ([`row_of`]), so they share one misalignment; x is staged once
+//! per block in shared memory in that frame (16-bit, zeros outside K), and a lane reads the x
+//! that meets its weight vector as one 16-byte shared load per row of x, lanes on consecutive
+//! vectors (no bank conflicts). The products are f32 FMAs (a handful of rows of x do not pay an
+//! `mma`'s 8 columns), the warp adds its lanes with shuffles (no block barrier after the loads,
+//! no shared-memory reduction) and applies the epilogue.
 //!
 //! Shared by the kernel, the host's plan (`host/src/ops/gemv_rows.rs`) and the tests.
 
@@ -20,9 +21,6 @@ pub const THREADS: u32 = (WARPS * 32) as u32;
 /// 16-byte vectors a lane loads before it multiplies them: a row of up to 1024 elements is one
 /// batch per lane (with a fifth vector for the first lanes at most), all in flight at once.
 pub const UNROLL: usize = 4;
-/// Zero f32 either side of each staged row of x: a frame starts up to 7 elements before K = 0
-/// and its last vector may end up to 7 past K.
-pub const PAD: usize = 8;
 /// Most rows of x the kernel serves.
 pub const MAX_M: usize = 8;
 /// Compiled x-row counts (each lane keeps one accumulator per row).
@@ -41,23 +39,32 @@ pub const fn rows_for(m: usize) -> Option<usize> {
     }
 }
 
-/// f32 elements of one staged row of x (K and the zeros either side).
-pub const fn x_stride(k: usize) -> usize {
-    k + 2 * PAD
+/// 16-byte vectors of one staged row of x: the longest frame of K (a shift of 7).
+pub const fn x_vectors(k: usize) -> usize {
+    vectors(k, 7)
 }
 
-/// Dynamic shared memory of a block for `rows` compiled rows of x and K = `k`; `None` on overflow.
+/// Dynamic shared memory of a block for `rows` compiled rows of x and K = `k` (16-bit
+/// elements); `None` on overflow.
 pub const fn smem_bytes(rows: usize, k: usize) -> Option<usize> {
-    let Some(s) = k.checked_add(2 * PAD) else { return None };
-    let Some(e) = s.checked_mul(rows) else { return None };
-    e.checked_mul(4)
+    let Some(e) = x_vectors(k).checked_mul(rows) else { return None };
+    e.checked_mul(16)
 }
 
-/// Blocks of a launch for a weight of `n` rows.
+/// Rows of the weight one group of blocks covers: [`WARPS`] blocks, each of the rows of one
+/// residue modulo 8.
+pub const GROUP_ROWS: usize = WARPS * 8;
+
+/// Blocks of a launch for a weight of `n` rows (whole groups of [`GROUP_ROWS`]).
 pub const fn blocks(n: usize) -> usize {
-    n.div_ceil(WARPS)
+    n.div_ceil(GROUP_ROWS) * WARPS
 }
 
+/// The weight row of warp `warp` of block `block`: rows 8 apart, which share one
+/// misalignment (8 rows of 2-byte elements are `16 * ld` bytes apart).
+pub const fn row_of(block: usize, warp: usize) -> usize {
+    (block / WARPS) * GROUP_ROWS + block % WARPS + 8 * warp
+}
 /// 16-byte vectors of a row of `k` elements walked in a frame that starts `s` elements before
 /// it.
 pub const fn vectors(k: usize, s: usize) -> usize {
@@ -115,10 +122,12 @@ pub const NAMES: [&str; 16] = [
     "ft_gemvr_f16_f32_m8",
 ];
 
-/// Launch bounds of an entry (threads, blocks per SM: 4, so up to 64 registers), `None` for
-/// other names.
+/// Launch bounds of an entry (threads, blocks per SM): 4 blocks (up to 64 registers) for 1 and
+/// 2 rows of x, 2 (up to 128) for 4 and 8, whose accumulators and widened x spilled under 64
+/// (f16 most: 512 and 1252 bytes); `None` for other names.
 pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
-    NAMES.contains(&entry).then_some((THREADS, 4))
+    let i = NAMES.iter().position(|&n| n == entry)?;
+    Some((THREADS, if ROWS[i % ROWS.len()] <= 2 { 4 } else { 2 }))
 }
 
 #[cfg(test)]
@@ -136,7 +145,7 @@ mod tests {
                     let n = entry_name(dt, out, r).unwrap();
                     assert!(n.contains(dt.name()) && n.ends_with(&format!("_m{r}")), "{n}");
                     assert!(seen.insert(n));
-                    assert_eq!(launch_bounds(n), Some((THREADS, 4)));
+                    assert_eq!(launch_bounds(n), Some((THREADS, if r <= 2 { 4 } else { 2 })));
                 }
             }
         }
@@ -182,11 +191,30 @@ mod tests {
 
     #[test]
     fn shared_memory_grows_with_rows_and_k_and_overflow_is_none() {
-        assert_eq!(smem_bytes(1, 777), Some((777 + 16) * 4));
-        assert_eq!(smem_bytes(8, 0), Some(8 * 16 * 4));
-        assert_eq!(smem_bytes(8, usize::MAX), None);
-        assert_eq!(blocks(4097), 513);
-        assert_eq!(blocks(1), 1);
+        assert_eq!(smem_bytes(1, 777), Some(98 * 16));
+        assert_eq!(smem_bytes(8, 0), Some(0));
+        assert_eq!(smem_bytes(8, usize::MAX - 8), None);
+        assert_eq!(blocks(4097), 65 * 8);
+        assert_eq!(blocks(1), 8);
+    }
+
+    #[test]
+    fn blocks_cover_every_row_once_with_one_misalignment_each() {
+        for n in [1usize, 5, 63, 64, 65, 4097] {
+            let mut seen = std::vec![0u8; n];
+            for b in 0..blocks(n) {
+                let rows: std::vec::Vec<usize> = (0..WARPS).map(|w| row_of(b, w)).collect();
+                // Rows 8 apart: the same offset modulo 16 bytes at any leading dimension.
+                for ld in [1usize, 7, 777, 4099] {
+                    let shift = |r: usize| (r * ld * 2) % 16;
+                    assert!(rows.iter().all(|&r| shift(r) == shift(rows[0])), "n {n} block {b} ld {ld}");
+                }
+                for r in rows.into_iter().filter(|&r| r < n) {
+                    seen[r] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "n {n}");
+        }
     }
 
     #[test]

@@ -239,15 +239,3 @@ fn workspace_counts_counters_and_partials() {
     assert_eq!(SmallMPlan::new(1000, 4096, 1).workspace_bytes(3, 1000, 1), Some(0));
     assert_eq!(p.workspace_bytes(usize::MAX, 2, 1), None);
 }
-
-#[test]
-fn staged_rows_of_x_sit_64_bytes_past_a_128_byte_multiple() {
-    for chunks in 1..40 {
-        let kslice = chunks * CHUNK;
-        let s = stage_stride(kslice);
-        assert!(s >= kslice && s.is_multiple_of(8), "{kslice} -> {s}");
-        assert_eq!((2 * s) % 128, 64, "{kslice} -> {s}");
-        assert_eq!(stage_bytes(3, kslice), Some(3 * s * 2));
-    }
-    assert_eq!(stage_bytes(usize::MAX, 64), None);
-}

@@ -46,10 +46,6 @@ pub(super) fn small_m_reason(
                     " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame; \
                      x too, with funnel shifts)"
                 }
-                true if crate::ops::gemv::x_staged(g, &p) => {
-                    " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame; \
-                     x staged by each block in shared memory, in its frame)"
-                }
                 true => {
                     " of rows 8 apart (weight rows not 16-byte aligned: read in place, in their aligned frame; \
                      x from its 8 shifted copies)"

@@ -107,28 +107,6 @@ pub fn x_in_place(g: &Gemm) -> bool {
     }
 }
 
-/// Whether interleaved slabs whose plan is `plan` stage x per block (`gemv::X_STAGED`: each
-/// block copies its K slice of every row of x into shared memory in its frame, funnel shifts
-/// done there once) rather than reading shifted copies made by a launch first: wherever the
-/// staged rows and the reduction buffer fit [`STAGE_MAX_SMEM`] (short K, or K split finely
-/// enough). `FERROTUNE_SMALL_M_X_STAGED=0` (never) or `=1` (wherever it fits) overrides it, for
-/// A/B runs.
-pub fn x_staged(g: &Gemm, plan: &SmallMPlan) -> bool {
-    let Some(groups) = kv::m_groups_for(g.m) else { return false };
-    let fits = kv::stage_bytes(g.m, plan.kslice)
-        .and_then(|b| b.checked_add(kv::smem_bytes(groups, plan.width)))
-        .is_some_and(|b| b <= STAGE_MAX_SMEM);
-    match std::env::var("FERROTUNE_SMALL_M_X_STAGED").ok().as_deref() {
-        Some("0") => false,
-        _ => fits,
-    }
-}
-
-/// Shared memory (bytes, the reduction buffer included) up to which a small-M block stages x
-/// ([`x_staged`]): two such blocks still fit an SM's 228 KiB (the kernel's launch bounds ask
-/// for two).
-pub const STAGE_MAX_SMEM: usize = 96 * 1024;
-
 /// K up to which one row of x is read in place by interleaved slabs ([`x_in_place`]).
 pub const X_IN_PLACE_MAX_K: usize = 1024;
 
@@ -215,14 +193,10 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
         drop(op);
         return Ok(());
     }
-    let sms = gpu.info.sm_count.max(1) as usize;
-    let staged = interleaved(g, [pa, pb])
-        && !x_in_place(g)
-        && describe(g, T::DTYPE, O::DTYPE, [pa, pb], sms, tuned).is_some_and(|(_, p)| x_staged(g, &p));
-    if !interleaved(g, [pa, pb]) || x_in_place(g) || staged {
+    if !interleaved(g, [pa, pb]) || x_in_place(g) {
         // SAFETY: `check` (ops/gemm.rs) proved every operand covers its batch of matrices at
         // the call's strides and leading dimensions; the guards keep them alive for the launch.
-        unsafe { launch(cs, gpu, g, T::DTYPE, O::DTYPE, op.ptrs, tuned, staged) }?;
+        unsafe { launch(cs, gpu, g, T::DTYPE, O::DTYPE, op.ptrs, tuned) }?;
         drop(op);
         return Ok(());
     }
@@ -246,19 +220,17 @@ pub(crate) fn run<T: Scalar, O: Scalar>(
         let g2 = Gemm { lda: ldx, stride_a: g.m * ldx, ..*g };
         // SAFETY: as above for B, C, D and bias; A is now the copies, `SHIFTS` matrices of
         // m x ldx at stride_a, which the interleaved kernel reads at copy `row_shift` < SHIFTS.
-        unsafe { launch(cs, gpu, &g2, T::DTYPE, O::DTYPE, [px, pb, pc, pd, pbias], tuned, false) }
+        unsafe { launch(cs, gpu, &g2, T::DTYPE, O::DTYPE, [px, pb, pc, pd, pbias], tuned) }
     });
     drop(op);
     r
 }
 
-/// Launches the small-M kernel on `ptrs` = (a, b, c, d, bias); `staged`: each block stages x
-/// in shared memory (`gemv::X_STAGED`; only for interleaved slabs with x itself as A).
+/// Launches the small-M kernel on `ptrs` = (a, b, c, d, bias).
 ///
 /// # Safety
 /// The pointers cover their matrices as `g` (resolved, 1 <= m <= 64, 16-bit `dtype`) describes
 /// them, and stay alive until the launch completes.
-#[allow(clippy::too_many_arguments)]
 unsafe fn launch(
     cs: &Arc<CudaStream>,
     gpu: &Gpu,
@@ -267,7 +239,6 @@ unsafe fn launch(
     out: DType,
     ptrs: [u64; 5],
     tuned: Option<(usize, usize)>,
-    staged: bool,
 ) -> Result<()> {
     let [pa, pb, pc, pd, pbias] = ptrs;
     if dtype == DType::F32 || (out != dtype && out != DType::F32) {
@@ -291,15 +262,7 @@ unsafe fn launch(
         available: 0,
         what: format!("the small-M split workspace of {}x{}x{} (overflows)", g.m, g.n, plan.ksplit),
     })?;
-    let stage = if staged { kv::stage_bytes(g.m, plan.kslice).unwrap_or(usize::MAX) } else { 0 };
-    let smem = kv::smem_bytes(groups, plan.width).saturating_add(stage);
-    if staged && (!interleaved(g, [pa, pb]) || smem > STAGE_MAX_SMEM) {
-        return Err(Error::InvalidConfig {
-            op: OP,
-            why: format!("{name}: x staged per block needs interleaved slabs and {smem} <= {STAGE_MAX_SMEM} bytes"),
-        });
-    }
-    let smem = smem as u32;
+    let smem = kv::smem_bytes(groups, plan.width) as u32;
     let go = |ws: u64| -> Result<()> {
         let kernel = gpu.kernels()?.function_with_smem(name, smem)?;
         if kv::THREADS > kernel.max_threads {
@@ -317,8 +280,7 @@ unsafe fn launch(
         let layout = (if g.a_layout == Layout::Col { kv::A_COL } else { 0 })
             | (if g.b_layout == Layout::Row { kv::B_ROW } else { 0 })
             | (if interleaved(g, [pa, pb]) { kv::ROWS_INTERLEAVED } else { 0 })
-            | (if x_in_place(g) && !staged { kv::X_IN_PLACE } else { 0 })
-            | (if staged { kv::X_STAGED } else { 0 });
+            | (if x_in_place(g) { kv::X_IN_PLACE } else { 0 });
         let split = [plan.ksplit as u32, plan.kslice as u32];
         let mut lb = cs.launch_builder(&kernel.func);
         for p in [&pa, &pb, &pc, &pd, &pbias, &ws] {

@@ -52,7 +52,7 @@ pub fn applies(
     }
     let rows = kr::rows_for(g.m).unwrap_or(kr::MAX_M);
     if kr::smem_bytes(rows, g.k).is_none_or(|b| b > kr::MAX_X_BYTES) {
-        return Err("x staged as f32 would take more than 24 KiB of shared memory");
+        return Err("x staged in shared memory would take more than 24 KiB");
     }
     if asked || env.as_deref() == Some("1") {
         return Ok("a warp per weight row in its aligned frame, x staged in shared memory");
@@ -93,7 +93,7 @@ pub(crate) unsafe fn launch(
     let rows = kr::rows_for(g.m).unwrap_or(kr::MAX_M);
     let smem = kr::smem_bytes(rows, g.k).filter(|&b| b <= kr::MAX_X_BYTES).ok_or_else(|| Error::InvalidConfig {
         op: OP,
-        why: format!("{name}: x of {}x{} staged as f32 exceeds {} bytes", g.m, g.k, kr::MAX_X_BYTES),
+        why: format!("{name}: x of {}x{} staged in shared memory exceeds {} bytes", g.m, g.k, kr::MAX_X_BYTES),
     })? as u32;
     if g.n == 0 || blocks > u32::MAX as usize {
         return Err(Error::InvalidConfig { op: OP, why: format!("{name}: {} weight rows", g.n) });
@@ -165,8 +165,8 @@ mod tests {
 
     #[test]
     fn describes_the_entry_for_the_rows_of_x() {
-        assert_eq!(describe(&rc(1, 4097, 777), DType::Bf16, DType::Bf16), Some(("ft_gemvr_bf16_bf16_m1", 513)));
-        assert_eq!(describe(&rc(3, 5, 7), DType::F16, DType::F32), Some(("ft_gemvr_f16_f32_m4", 1)));
+        assert_eq!(describe(&rc(1, 4097, 777), DType::Bf16, DType::Bf16), Some(("ft_gemvr_bf16_bf16_m1", 520)));
+        assert_eq!(describe(&rc(3, 5, 7), DType::F16, DType::F32), Some(("ft_gemvr_f16_f32_m4", 8)));
         assert_eq!(describe(&rc(9, 5, 7), DType::F16, DType::F16), None);
     }
 }

@@ -549,17 +549,6 @@ pub unsafe fn ld_global_cg_v4_f32(p: *const f32) -> [f32; 4] {
     [a, b, c, d]
 }
 
-/// Brings the line holding `p` into L1 (`prefetch.global.L1`): no register is written, the
-/// thread does not wait.
-///
-/// # Safety
-/// `p` must be an address inside a global allocation.
-#[inline(always)]
-pub unsafe fn prefetch_global_l1(p: *const u8) {
-    // SAFETY: the caller guarantees the address lies in global memory.
-    unsafe { asm!("prefetch.global.L1 [{p}];", p = in(reg64) p, options(nostack, readonly)) };
-}
-
 /// 16-byte global load through the read-only (non-coherent) path (`ld.global.nc.v4.b32`).
 ///
 /// # Safety

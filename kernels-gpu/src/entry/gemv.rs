@@ -8,14 +8,13 @@
 
 use crate::arch::nvptx::{
     atom_add_global_u32, block_idx_x, block_idx_y, block_idx_z, dyn_smem_addr, fence_gpu, ld_global_cg_f32,
-    ld_global_nc_v4, ld_shared_f32, ld_shared_v4_f32, mma_m16n8k16_bf16, mma_m16n8k16_f16, prefetch_global_l1,
-    st_shared_f32, st_shared_v4, sync_threads, thread_idx_x,
+    ld_global_nc_v4, ld_shared_f32, mma_m16n8k16_bf16, mma_m16n8k16_f16, st_shared_f32, sync_threads, thread_idx_x,
 };
 use crate::element::Element;
 use crate::gemm::Epilogue;
 use crate::gemv::{
-    A_COL, B_ROW, CHUNK, ROWS_INTERLEAVED, SLAB, SmallMPlan, THREADS, WARPS, X_IN_PLACE, X_STAGED, a_fragment,
-    b_fragment, block_slab, funnel, row_shift, slab_row, smem_bytes, stage_stride, unroll,
+    A_COL, B_ROW, CHUNK, ROWS_INTERLEAVED, SLAB, SmallMPlan, WARPS, X_IN_PLACE, a_fragment, b_fragment, block_slab,
+    funnel, row_shift, slab_row, unroll,
 };
 use half::{bf16, f16};
 
@@ -94,7 +93,7 @@ struct Args {
 /// `kend <= klen`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn load8<E: MmaElem, const VEC: bool>(
+pub(super) unsafe fn load8<E: MmaElem, const VEC: bool>(
     p: *const E,
     row: usize,
     rows: usize,
@@ -178,8 +177,7 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const W: usize, const 
     // Interleaved: A is x's `pack::SHIFTS` shifted copies (`stride_a` apart, one matrix), read
     // at copy `s` in the same frame: aligned too; or with `X_IN_PLACE` x itself, read in the
     // frame like the weight (funnel shifts). Else matrix z of A.
-    let staged = inter && q.layout & X_STAGED != 0;
-    let copies = inter && q.layout & (X_IN_PLACE | X_STAGED) == 0;
+    let copies = inter && q.layout & X_IN_PLACE == 0;
     // SAFETY (pointer offset): inside A (host-sized copies, or host-checked strides).
     let a = unsafe { a.add(if copies { s } else { z } * q.stride_a) };
     // x's frame shift, row length and the slice's end in its row coordinates: the copies' (frame
@@ -199,55 +197,6 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const W: usize, const 
     const U: usize = 4;
     let un = unroll(G, W);
     let step = WARPS * un;
-    // Staged x: the block's K slice of each row of x, in the slab's frame, after the reduction
-    // buffer; the warp's first weight vectors are prefetched into L1 meanwhile.
-    let stage = dyn_smem_addr() + smem_bytes(G, W) as u32;
-    let sst = stage_stride(q.kslice);
-    if staged {
-        for u in 0..un {
-            let cc = warp + u * WARPS;
-            let f = kb0 + cc * CHUNK + 8 * t;
-            if cc < chunks && f >= s && f - s < kend {
-                for r in 0..W {
-                    for h in 0..2 {
-                        let row = row_of(r, gid + 8 * h);
-                        if row < q.n {
-                            // SAFETY: element (row, f - s) of the weight exists (a prefetch
-                            // reads nothing into registers).
-                            unsafe { prefetch_global_l1(b.wrapping_add(row * q.ldb + f - s) as *const u8) };
-                        }
-                    }
-                }
-            }
-        }
-        let per_row = q.kslice / 8;
-        let total = q.m * per_row;
-        let mut i0 = tid;
-        while i0 < total {
-            const SU: usize = 4;
-            let mut v = [[0u32; 4]; SU];
-            for (u, vu) in v.iter_mut().enumerate() {
-                let e = i0 + u * THREADS as usize;
-                if e < total {
-                    let (r, c) = (e / per_row, e % per_row);
-                    // SAFETY: row r of x (r < m), predicated inside it (load8).
-                    *vu = unsafe { load8::<E, true>(a, r, q.m, kb0 + 8 * c, s, kend, q.k, q.lda, false) };
-                }
-            }
-            for (u, &vu) in v.iter().enumerate() {
-                let e = i0 + u * THREADS as usize;
-                if e < total {
-                    let (r, c) = (e / per_row, e % per_row);
-                    // SAFETY: inside the block's staged rows (host-sized: `stage_bytes(m, kslice)`
-                    // after `smem_bytes(G, W)`), 16-byte aligned (strides are multiples of 8).
-                    unsafe { st_shared_v4(stage + (2 * (r * sst + 8 * c)) as u32, vu) };
-                }
-            }
-            i0 += SU * THREADS as usize;
-        }
-        // SAFETY: `staged` is the same for the whole block; every thread reaches the barrier.
-        unsafe { sync_threads() };
-    }
     let mut c0 = warp;
     while c0 < chunks {
         let mut wv = [[[[0u32; 4]; 2]; W]; U];
@@ -256,22 +205,14 @@ unsafe fn small_m<E: MmaElem, O: Element, const G: usize, const W: usize, const 
             let cc = c0 + u * WARPS;
             if cc < chunks {
                 let f = kb0 + cc * CHUNK + 8 * t;
-                // SAFETY: rows and k are predicated inside the operands (load8); staged x was
-                // written above for every row < m and every f of the slice, 16-byte aligned.
+                // SAFETY: rows and k are predicated inside the operands (load8).
                 unsafe {
                     for (r, wr) in wv[u].iter_mut().enumerate() {
                         wr[0] = load8::<E, VEC>(b, row_of(r, gid), q.n, f, s, kend, q.k, q.ldb, b_row);
                         wr[1] = load8::<E, VEC>(b, row_of(r, gid + 8), q.n, f, s, kend, q.k, q.ldb, b_row);
                     }
                     for (g, x) in xv[u].iter_mut().enumerate() {
-                        let row = 8 * g + gid;
-                        *x = if !staged {
-                            load8::<E, VEC>(a, row, q.m, f, xs, xend, xlen, q.lda, a_col)
-                        } else if row < q.m {
-                            ld_shared_v4_f32(stage + (2 * (row * sst + f - kb0)) as u32).map(f32::to_bits)
-                        } else {
-                            [0; 4]
-                        };
+                        *x = load8::<E, VEC>(a, 8 * g + gid, q.m, f, xs, xend, xlen, q.lda, a_col);
                     }
                 }
             }

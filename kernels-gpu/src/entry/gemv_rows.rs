@@ -5,15 +5,15 @@
 //! rows; the lanes' sums
 //! meet by shuffles, and lane `r` applies the epilogue to row `r` of x.
 
-use super::gemv::MmaElem;
+use super::gemv::{MmaElem, load8};
 use crate::arch::nvptx::{
-    block_idx_x, block_idx_z, dyn_smem_addr, ld_global_nc_v4, ld_shared_f32, shfl_xor_f32, st_shared_f32, sync_threads,
-    thread_idx_x,
+    block_idx_x, block_idx_z, dyn_smem_addr, ld_global_nc_v4, ld_shared_v4_f32, shfl_xor_f32, st_shared_v4,
+    sync_threads, thread_idx_x,
 };
 use crate::element::Element;
 use crate::gemm::Epilogue;
 use crate::gemv::{A_COL, row_shift};
-use crate::gemv_rows::{PAD, THREADS, UNROLL, WARPS, half_bits, in_row, vectors, x_stride};
+use crate::gemv_rows::{THREADS, UNROLL, half_bits, in_row, row_of, vectors};
 use half::{bf16, f16};
 
 /// What every entry receives (passed field by field in the ABI).
@@ -96,13 +96,16 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
     let tid = thread_idx_x() as usize;
     let (warp, lane) = (tid / 32, tid % 32);
     let z = block_idx_z() as usize;
-    let row = block_idx_x() as usize * WARPS + warp;
+    let block = block_idx_x() as usize;
+    let row = row_of(block, warp);
     let live = row < q.n;
     // SAFETY (pointer offsets): matrix z of A and B, inside them (host-checked strides).
     let (a, b) = unsafe { (a.add(z * q.stride_a), b.add(z * q.stride_b)) };
-    // The row's frame: `s` elements before its start, on a 16-byte boundary.
-    let s = if live { row_shift(b as usize, row, q.ldb) } else { 0 };
-    let nv = if live { vectors(q.k, s) } else { 0 };
+    // The block's frame: its rows start `s` elements past a 16-byte boundary (the same for
+    // all of them; computed from the address arithmetic alone, also past the last row).
+    let s = row_shift(b as usize, row_of(block, 0), q.ldb);
+    let nx = vectors(q.k, s);
+    let nv = if live { nx } else { 0 };
     let first = (row * q.ldb) as isize - s as isize;
     let span = if q.n == 0 { 0 } else { (q.n - 1) * q.ldb + q.k };
     let load_batch = |base: usize| {
@@ -119,33 +122,38 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
     // The first batch of the weight is on its way while x is staged.
     let mut cur = load_batch(0);
 
-    // x as f32 rows of `x_stride(k)`: PAD zeros, K values, PAD zeros; rows m..R zero.
+    // x in the block's frame: row r, vector c holds x[r][8c - s ..][..8] (zeros outside K and
+    // for rows m..R), 16 bytes per vector, rows `nx` vectors apart.
     let smem = dyn_smem_addr();
-    let xs = x_stride(q.k);
-    let total = R * xs;
     let a_col = q.layout & A_COL != 0;
+    let total = R * nx;
     let mut i0 = tid;
     while i0 < total {
-        const U: usize = 4;
-        let mut v = [0.0f32; U];
-        for (u, x) in v.iter_mut().enumerate() {
+        const SU: usize = 2;
+        let mut v = [[0u32; 4]; SU];
+        for (u, vu) in v.iter_mut().enumerate() {
             let e = i0 + u * THREADS as usize;
-            let (r, col) = (e / xs, e % xs);
-            if e < total && r < q.m && col >= PAD && col - PAD < q.k {
-                let kk = col - PAD;
-                let at = if a_col { kk * q.lda + r } else { r * q.lda + kk };
-                // SAFETY: (r, kk) is an element of x (host-checked).
-                *x = unsafe { *a.add(at) }.to_f32();
+            let (r, c) = (e / nx.max(1), e % nx.max(1));
+            if e < total && r < q.m {
+                // SAFETY: row r of x (r < m), predicated inside it (load8).
+                *vu = unsafe {
+                    if a_col {
+                        load8::<E, false>(a, r, q.m, 8 * c, s, q.k, q.k, q.lda, true)
+                    } else {
+                        load8::<E, true>(a, r, q.m, 8 * c, s, q.k, q.k, q.lda, false)
+                    }
+                };
             }
         }
-        for (u, &x) in v.iter().enumerate() {
+        for (u, &vu) in v.iter().enumerate() {
             let e = i0 + u * THREADS as usize;
             if e < total {
-                // SAFETY: inside the block's `smem_bytes(R, k)`.
-                unsafe { st_shared_f32(smem + (4 * e) as u32, x) };
+                // SAFETY: inside the block's `smem_bytes(R, k)` (nx <= x_vectors(k)), 16-byte
+                // aligned.
+                unsafe { st_shared_v4(smem + (16 * e) as u32, vu) };
             }
         }
-        i0 += U * THREADS as usize;
+        i0 += SU * THREADS as usize;
     }
     // SAFETY: every thread of the block reaches the barrier.
     unsafe { sync_threads() };
@@ -160,14 +168,12 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
             let j = base + lane + 32 * u;
             if j < nv {
                 let w = in_row_only(wv, j, s, q.k);
-                // Element i of the vector is k = 8j + i - s, staged at PAD + k.
-                let x0 = PAD + 8 * j - s;
-                for i in 0..8 {
-                    let wf = E::widen(half_bits(w, i));
-                    for (r, ar) in acc.iter_mut().enumerate() {
-                        let at = smem + (4 * (r * xs + x0 + i)) as u32;
-                        // SAFETY: x0 + i < PAD + K + 8 <= xs (the frame ends before K + 8).
-                        *ar += wf * unsafe { ld_shared_f32(at) };
+                let wf: [f32; 8] = core::array::from_fn(|i| E::widen(half_bits(w, i)));
+                for (r, ar) in acc.iter_mut().enumerate() {
+                    // SAFETY: vector j < nx of staged row r (written before the barrier).
+                    let x = unsafe { ld_shared_v4_f32(smem + (16 * (r * nx + j)) as u32) }.map(f32::to_bits);
+                    for (i, &f) in wf.iter().enumerate() {
+                        *ar += f * E::widen(half_bits(x, i));
                     }
                 }
             }
