@@ -7,7 +7,7 @@
 # compute-sanitizer memcheck and racecheck on the row kernel's tests.
 # PART=ab: `bench --ops gemm --shape-suite irregular` on SHAPES with each column of COLS (plan:
 # as built; r0: FERROTUNE_SMALL_M_ROWS=0, the plan before the row kernel; r1: =1, the row kernel
-# wherever it can run), torch in the same call, then a table ($OUT/rows-table-<dtype>.md;
+# wherever it can run; a trailing b repeats a column later in the call), torch in the same call, then a table ($OUT/rows-table-<dtype>.md;
 # DTYPES, default bf16 f16).
 # PART=suite: the irregular suite with torch (bench/device-irregular.sh).
 # PART=ncu: Nsight Compute of ours and cuBLAS on NCU_SHAPES (bench/device-ncu-stream.sh).
@@ -15,13 +15,13 @@
 set -uo pipefail
 source bench/device-lib.sh
 SHAPES=${SHAPES:-1x4097x777,4x4097x777,8x4097x777,1x8000x600,1x5000x801,2x11008x999,7x12001x513,1x3000x1000,3x5x7,8x3000x65,1x1x777,5x777x333,1x50000x255,6x6000x100,33x1023x777,9x4097x777,17x2049x513,40x700x1001,12x5000x150,24x600x2999,16x4097x1023,1x8193x4099,5x3000x1999,8x12288x4099}
-COLS=${COLS:-plan r0 r1}
+COLS=${COLS:-plan r0 r1 planb r0b}
 if [[ "$PART" == *ab* ]]; then
   for dt in ${DTYPES:-bf16 f16}; do
     mkdir -p $R/$dt
     for col in $COLS; do
       unset FERROTUNE_SMALL_M_ROWS
-      case $col in r0) export FERROTUNE_SMALL_M_ROWS=0;; r1) export FERROTUNE_SMALL_M_ROWS=1;; esac
+      case ${col%b} in r0) export FERROTUNE_SMALL_M_ROWS=0;; r1) export FERROTUNE_SMALL_M_ROWS=1;; esac
       timeout $(cap 70) $X bench --ops gemm --shape-suite irregular --shapes $SHAPES --dtypes $dt \
         --warmup 5 --iters 30 --json $R/$dt/suite-$col.json > $R/$dt/suite-$col.txt 2>&1
       stamp "$dt column $col exit $?"
