@@ -89,7 +89,7 @@ fn gpu_small_m_rows_ignore_neighbouring_nan_and_inf() {
     for (i, (m, n, k, offset, pad)) in shapes.into_iter().enumerate() {
         let mut g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i));
         g.ldb = k + pad;
-        let g = g.with_config(if i % 2 == 0 { GemmConfig::DEFAULT } else { ROWS });
+        let g = g.with_config(if m == 1 { GemmConfig::DEFAULT } else { ROWS });
         assert!(takes_rows(&g, g.config.unwrap_or(GemmConfig::DEFAULT), 256 + 2 * offset as u64), "{g:?}");
         let mut rng = Rng::new(77 + i as u64);
         let case: Case<bf16, bf16> = make_case(&mut rng, g);
@@ -161,10 +161,11 @@ fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
     }
     let rc = |m, n, k| Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col);
     let auto = GemmConfig::DEFAULT;
-    // Built in: up to 8 rows of x, weight rows not 16-byte aligned, K up to 1024.
+    // Built in: one row of bf16, weight rows not 16-byte aligned, K up to 1024.
     assert!(takes_rows(&rc(1, 4097, 777), auto, 256));
-    assert!(takes_rows(&rc(8, 3000, 65), auto, 256));
-    assert!(takes_rows(&rc(3, 5, 7), auto, 256));
+    assert!(takes_rows(&rc(1, 5, 7), auto, 256));
+    assert!(!takes_rows(&rc(8, 3000, 65), auto, 256), "8 rows");
+    assert!(!takes_rows(&rc(3, 5, 7), auto, 256), "3 rows");
     assert!(takes_rows(&rc(1, 4096, 1024), auto, 258), "a weight view at an odd offset");
     assert!(!takes_rows(&rc(1, 4096, 1024), auto, 256), "aligned rows");
     assert!(!takes_rows(&rc(9, 4097, 777), auto, 256), "9 rows");
@@ -177,7 +178,13 @@ fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
     assert_eq!(p.path(), "small-m:rows");
     assert!(p.reason.contains("ft_gemvr_bf16_bf16_m1") && p.reason.contains("520 blocks of 8 rows"), "{}", p.reason);
     let p = plan(&rc(1, 4097, 777).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
-    assert!(p.reason.contains("weight rows not 16-byte aligned and K short"), "{}", p.reason);
+    assert!(p.reason.contains("one row of bf16 against weight rows not 16-byte aligned"), "{}", p.reason);
+    let f16 = plan(&rc(1, 4097, 777).resolved(), DType::F16, DType::F16, "sm_90a", 132, auto, [256, 256]).unwrap();
+    assert!(
+        f16.reason.contains("not the row kernel: the built-in plan takes it for one row of bf16"),
+        "{}",
+        f16.reason
+    );
     let p = plan(&rc(1, 4096, 4096).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
     assert!(p.reason.contains("not the row kernel: weight rows 16-byte aligned"), "{}", p.reason);
     assert!(GemmConfig { tile: ROWS_TILE + 1, ..ROWS }.validate().is_err());

@@ -26,6 +26,16 @@ pub const ROWS_WIDTH: usize = usize::MAX;
 /// then one or two batches of a warp's loads, all in flight at once.
 pub const MAX_K: usize = 1024;
 
+/// Whether the built-in plan gives the row kernel a call of `m` rows of `dtype`: one row of
+/// bf16. On the H200 (bench/results/rows-6ff05c69824b/run2-*, two repeats each) it took
+/// 1x4097x777 in 8.5 µs against the slab kernel's 11.2-11.5, 1x5000x801 11.8 against 14.1,
+/// 1x50000x255 46 against 51; but from 2 rows of x it lost (4x4097x777 15.2 against 11.8,
+/// 7x12001x513 47 against 19), and every f16 row lost (1x4097x777 14.0 against 11.4-12.1:
+/// each element's `cvt.f32.f16` costs where bf16 widens with a shift).
+pub const fn built_in_rows(dtype: DType, m: usize) -> bool {
+    matches!(dtype, DType::Bf16) && m == 1
+}
+
 /// Why the row kernel serves the small-M call `g` (resolved) with `dtype` inputs with the
 /// weight at `pb`, or why not (`Err`). `tuned`: the (K split, width) a tuned config names;
 /// [`ROWS_WIDTH`] asks for this kernel wherever it can run, another width keeps the slab
@@ -63,8 +73,11 @@ pub fn applies(
     if g.k > MAX_K {
         return Err("K above 1024 (long rows: the slab kernel splits them over warps)");
     }
-    Ok("weight rows not 16-byte aligned and K short: a warp per weight row in its aligned frame, x staged in \
-        shared memory")
+    if !built_in_rows(dtype, g.m) {
+        return Err("the built-in plan takes it for one row of bf16 only (it lost on more rows and on f16)");
+    }
+    Ok("one row of bf16 against weight rows not 16-byte aligned, K short: a warp per weight row in its aligned \
+        frame, x staged in shared memory")
 }
 
 /// The entry and blocks of a call `applies` accepted.
@@ -146,11 +159,13 @@ mod tests {
         }
         let ok = |g: &Gemm, pb: u64| applies(g, DType::Bf16, pb, None).is_ok();
         assert!(ok(&rc(1, 4097, 777), 256), "odd K");
-        assert!(ok(&rc(8, 3000, 65), 256));
-        assert!(ok(&rc(3, 5, 7), 256));
+        assert!(ok(&rc(1, 5, 7), 256));
+        assert!(!ok(&rc(8, 3000, 65), 256), "8 rows: the slab kernel");
+        assert!(applies(&rc(1, 4097, 777), DType::F16, 256, None).is_err(), "f16: the slab kernel");
         assert!(!ok(&rc(1, 4096, 768), 256), "aligned rows");
         assert!(ok(&rc(1, 4096, 768), 258), "a view at an odd offset");
         assert!(!ok(&rc(9, 4097, 777), 256), "9 rows");
+        assert!(applies(&rc(4, 4097, 777), DType::Bf16, 256, Some((1, ROWS_WIDTH))).is_ok(), "asked for");
         assert!(!ok(&rc(1, 4097, 1025), 256), "K above 1024");
         assert!(!ok(&Gemm::new(1, 4097, 777).resolved(), 256), "row-major weight");
         assert!(!ok(&Gemm { batch: 2, ..rc(1, 4097, 777) }, 256), "batched");
