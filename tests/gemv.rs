@@ -236,6 +236,12 @@ fn small_m_widths_are_chosen_and_reported() {
     let col = Gemm::new(32, 8192, 4096).resolved();
     let (name, plan) = describe(&col, DType::Bf16, DType::Bf16, [0, 0], 132, Some((1, 4))).unwrap();
     assert_eq!((name, plan.width), ("ft_gemv_bf16_bf16_g4_s", 1));
+    // A config naming the row or the streaming kernel carries a marker, not a width: where the
+    // slab kernel runs instead, it takes the built-in width (1 here, not the widest).
+    for marker in [ferrotune::ops::gemv_rows::ROWS_WIDTH, ferrotune::ops::gemv_stream::STREAM_WIDTH] {
+        let (_, plan) = describe(&rc(1, 4096, 4096), DType::Bf16, DType::Bf16, [0, 0], 132, Some((1, marker))).unwrap();
+        assert_eq!(plan.width, 1, "marker {marker}");
+    }
     // A width index past the compiled ones is a config error, not a fallback.
     let bad = GemmConfig { path: GemmPath::SmallM, tile: 5, ..GemmConfig::DEFAULT };
     let e = bad.validate().unwrap_err().to_string();

@@ -317,11 +317,13 @@ proptest! {
                 let small_m_ok = ferrotune::ops::gemv::small_m_applies(&g, dtype).is_some();
                 if path == GemmPath::SmallM && small_m_ok && p.family != Family::Pack {
                     prop_assert_eq!(p.family, Family::SmallM);
-                    // One past the widths names the streaming kernel (its width is STREAM_WIDTH).
-                    let width = ferrotune_kernels::gemv::WIDTHS
-                        .get(tile)
-                        .copied()
-                        .unwrap_or(ferrotune::ops::gemv_stream::STREAM_WIDTH);
+                    // One past the widths names the streaming kernel, two past the row kernel
+                    // (their widths are the STREAM_WIDTH and ROWS_WIDTH markers).
+                    let width = match tile {
+                        t if t == ferrotune::ops::gemv_stream::STREAM_TILE => ferrotune::ops::gemv_stream::STREAM_WIDTH,
+                        t if t == ferrotune::ops::gemv_rows::ROWS_TILE => ferrotune::ops::gemv_rows::ROWS_WIDTH,
+                        t => ferrotune_kernels::gemv::WIDTHS[t],
+                    };
                     prop_assert_eq!(p.small_m_tuned(), Some((split_k, width)));
                 }
                 prop_assert!(!p.reason.is_empty());

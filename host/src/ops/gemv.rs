@@ -130,7 +130,10 @@ pub fn describe(
     let groups = kv::m_groups_for(g.m)?;
     let vec = vector_loads(g, ptrs);
     let forced = std::env::var("FERROTUNE_SMALL_M_WIDTH").ok().and_then(|v| v.parse::<usize>().ok());
-    let width = match forced.filter(|w| kv::WIDTHS.contains(w)).or(tuned.map(|t| t.1)) {
+    // A tuned config naming the streaming or the row kernel carries a marker, not a width: where
+    // that kernel cannot run, the slab kernel takes its built-in width.
+    let tuned_width = tuned.map(|t| t.1).filter(|w| kv::WIDTHS.contains(w));
+    let width = match forced.filter(|w| kv::WIDTHS.contains(w)).or(tuned_width) {
         _ if !vec => 1,
         // The widest compiled for these rows, up to the one asked for.
         Some(w) => kv::WIDTHS.into_iter().filter(|&c| c <= w && kv::width_compiled(groups, c)).max().unwrap_or(1),

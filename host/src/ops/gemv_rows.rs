@@ -1,8 +1,9 @@
 //! The row-per-warp small-M kernel on the host (`kernels-gpu/src/gemv_rows.rs`): whether a
-//! small-M call takes it and why, and its launch. It serves 1 to 8 rows of x against a weight
-//! whose rows are not 16-byte aligned and whose K is short, where the slab kernel
-//! (`ops::gemv`) spends its time on funnel shifts, the copies of x and a block barrier: each
-//! warp reads one weight row in its aligned frame, x staged once per block in shared memory.
+//! small-M call takes it and why, and its launch. It can serve 1 to 8 rows of x (f16 or bf16)
+//! when a config asks for it; the built-in plan gives it one row of bf16 against a weight whose
+//! rows are not 16-byte aligned and whose K is short ([`built_in_rows`]), where the slab kernel
+//! (`ops::gemv`) spends its time on funnel shifts and a block barrier: each warp reads one
+//! weight row in its aligned frame, x staged once per block in shared memory.
 
 use std::sync::Arc;
 
@@ -138,7 +139,8 @@ pub(crate) unsafe fn launch(
     // SAFETY: the arguments match `gemvr_entry!` in kernels-gpu/src/entry/gemv_rows.rs (5
     // pointers, 6 u32, 3 u64, 2 f32, 2 u32); the caller vouches for the operands; `applies`
     // checked the rows of x (at most the entry's), the weight's K-contiguous layout and the
-    // staged x's size, which is the shared memory given here; one block per 8 weight rows.
+    // staged x's size, which is the shared memory given here; the grid is `blocks(n)` (8 rows
+    // per block, 8 apart).
     unsafe { lb.launch(cfg) }.ctx(|| format!("launching {name} ({}x{}x{}, {blocks} blocks)", g.m, g.n, g.k))?;
     Ok(())
 }
@@ -152,7 +154,7 @@ mod tests {
     }
 
     #[test]
-    fn takes_short_unaligned_rows_of_few_x_rows() {
+    fn takes_one_row_of_bf16_against_short_unaligned_rows() {
         if std::env::var("FERROTUNE_SMALL_M_ROWS").is_ok() {
             eprintln!("skipped: FERROTUNE_SMALL_M_ROWS is set");
             return;

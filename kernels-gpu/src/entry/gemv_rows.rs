@@ -1,9 +1,9 @@
 //! Row-per-warp small-M entry points (`ft_gemvr_<in>_<out>_m<rows>`, see `gemv_rows.rs`): warp
-//! `w` of block `b` computes output column `8b + w` (weight row) for every row of x, reading
-//! the weight row in its aligned frame with 16-byte loads (a batch of [`UNROLL`] per lane in
-//! flight; the first one while x is staged) against x staged in shared memory as zero-padded f32
-//! rows; the lanes' sums
-//! meet by shuffles, and lane `r` applies the epilogue to row `r` of x.
+//! `w` of block `b` computes output column `gemv_rows::row_of(b, w)` (a weight row; a block's
+//! rows lie 8 apart and share one misalignment) for every row of x, reading the weight row in
+//! its aligned frame with 16-byte loads (a batch of [`UNROLL`] per lane in flight; the first one
+//! while x is staged) against x staged in shared memory as 16-bit vectors in the block's frame;
+//! the lanes' sums meet by shuffles, and lane `r` applies the epilogue to row `r` of x.
 
 use super::gemv::{MmaElem, load8};
 use crate::arch::nvptx::{
@@ -77,7 +77,8 @@ fn in_row_only(mut w: [u32; 4], j: usize, s: usize, k: usize) -> [u32; 4] {
     w
 }
 
-/// One block: weight rows `8 * blockIdx.x ..` (one per warp), matrix `blockIdx.z`.
+/// One block: weight rows `gemv_rows::row_of(blockIdx.x, warp)` (one per warp), matrix
+/// `blockIdx.z`.
 ///
 /// # Safety
 /// Host-validated: the operands cover their matrices as `q` describes (the weight B
