@@ -1,6 +1,6 @@
 //! The row-per-warp small-M kernel (`ops::gemv_rows`): on the GPU, forced by a config naming it
 //! (`path = "small-m"`, tile 4) so that aligned and long rows take it too, against the float64
-//! reference with poisoned outputs: M in 1..=8, N around the 8-row block, K around the 16-byte
+//! reference with poisoned outputs: M in 1..=16, N around the 8-row block, K around the 16-byte
 //! vector and the lanes' batches, padded and odd leading dimensions, both layouts of x, every
 //! epilogue, f16/bf16 with f32 and same-type outputs; weights at odd view offsets whose
 //! neighbouring elements are NaN and infinity (they share the edge vectors and must not reach
@@ -40,7 +40,7 @@ fn gpu_small_m_rows_edge_shapes_match_f64_reference() {
         return;
     }
     let (mut cases, mut taken) = (0u64, 0u64);
-    for (mi, m) in [1usize, 2, 3, 5, 8].into_iter().enumerate() {
+    for (mi, m) in [1usize, 2, 3, 5, 8, 9, 16].into_iter().enumerate() {
         for (ni, n) in [1usize, 7, 8, 9, 100, 1023].into_iter().enumerate() {
             for (ki, k) in [0usize, 1, 7, 8, 9, 63, 255, 257, 777, 1025, 2500].into_iter().enumerate() {
                 let i = mi + ni + ki;
@@ -58,7 +58,7 @@ fn gpu_small_m_rows_edge_shapes_match_f64_reference() {
                 }
                 // x staged in shared memory must fit the kernel's shared memory; else the slab kernel runs.
                 let rows = ferrotune_kernels::gemv_rows::rows_for(m).unwrap();
-                let fits = ferrotune_kernels::gemv_rows::smem_bytes(rows, k).unwrap()
+                let fits = ferrotune_kernels::gemv_rows::x_bytes(rows, k).unwrap()
                     <= ferrotune_kernels::gemv_rows::MAX_X_BYTES;
                 assert_eq!(takes_rows(&g, ROWS, 256), fits, "{g:?}: the row kernel?");
                 taken += fits as u64;
@@ -137,7 +137,7 @@ fn gpu_small_m_rows_random_shapes() {
     let mut rng = Rng::new(0x60e5);
     let mut pick = |n: usize| (rng.next_u64() % n as u64) as usize;
     for case in 0..80u64 {
-        let (m, n, k) = (1 + pick(8), 1 + pick(3000), pick(1400));
+        let (m, n, k) = (1 + pick(16), 1 + pick(3000), pick(1400));
         let la = if pick(4) == 0 { Layout::Col } else { Layout::Row };
         let mut g = Gemm::new(m, n, k).layouts(la, Layout::Col).epilogue(epilogue(pick(4))).with_config(ROWS);
         if pick(2) == 1 {

@@ -118,14 +118,14 @@ fn stream_pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmC
 
 /// Why the row kernel's point (`tile` [`ROWS_TILE`]) cannot run `g`, if it cannot: the host's
 /// own conditions (`gemv_rows::applies` as a config naming it sees them, with the worker's
-/// 256-byte aligned weight), its entry in the loaded PTX, and no K split (a warp walks its whole
-/// row).
+/// 256-byte aligned weight), its entry in the loaded PTX, and no K split (a block walks its rows
+/// whole).
 fn rows_pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmConfig) -> Option<String> {
     if small_m_applies(g, dtype).is_none() {
         return Some(family_reason(g, dtype));
     }
     if cfg.split_k > 1 {
-        return Some(format!("split_k {}: the row kernel walks each weight row whole (split_k 1 only)", cfg.split_k));
+        return Some(format!("split_k {}: the row kernel walks its weight rows whole (split_k 1 only)", cfg.split_k));
     }
     if let Err(why) = gemv_rows::applies(g, dtype, 256, Some((1, gemv_rows::ROWS_WIDTH))) {
         return Some(format!("the row kernel: {why}"));
@@ -210,9 +210,9 @@ pub fn predict_ms(d: &Description, l: &Limits, shape: &GemmShape, cfg: &GemmConf
         return dram / (STREAM_SHARE * peak) * 1e3 + (LAUNCH_US + FIXUP_US) * 1e-3;
     }
     if cfg.tile == ROWS_TILE {
-        // The row kernel: the weight, x and D through DRAM at the rate of its warps (a warp per
-        // row, one or two batches of 16-byte loads in flight), x re-read from L2 per block, the
-        // launch and the staging of x before the first product.
+        // The row kernel: the weight, x and D through DRAM at the rate of its blocks (8 rows
+        // each, the warps splitting K, a batch of 16-byte loads in flight), x re-read from L2
+        // per block, the launch and the staging of x before the first product.
         let (m, n, k) = (shape.m as f64, shape.n as f64, shape.k as f64);
         let sms = f64::from(l.sm_count.max(1));
         let blocks = ferrotune_kernels::gemv_rows::blocks(shape.n) as f64;

@@ -1,69 +1,87 @@
-//! The row-per-warp small-M kernel (`entry/gemv_rows.rs`): for a few rows of x (1 to
-//! [`MAX_M`]) against a weight whose rows are not 16-byte aligned and whose K is short (the
-//! 1x4097x777 class). Each warp owns one weight row and walks it in the row's aligned frame
-//! (`gemv::row_shift` elements before K = 0), so every load of the weight is one aligned
-//! 16-byte vector whatever the misalignment, no funnel shift and no copies of x first. A
-//! block's 8 rows lie 8 apart ([`row_of`]), so they share one misalignment; x is staged once
-//! per block in shared memory in that frame (16-bit, zeros outside K), and a lane reads the x
-//! that meets its weight vector as one 16-byte shared load per row of x, lanes on consecutive
-//! vectors (no bank conflicts). The products are f32 FMAs (a handful of rows of x do not pay an
-//! `mma`'s 8 columns), the warp adds its lanes with shuffles (no block barrier after the loads,
-//! no shared-memory reduction) and applies the epilogue.
+//! The row kernel for a few rows of x (1 to [`MAX_M`]) against a weight whose rows are not
+//! 16-byte aligned and whose K is short (the 1x4097x777 class), on tensor cores
+//! (`entry/gemv_rows.rs`). A block owns 8 weight rows 8 apart ([`row_of`]), which share one
+//! misalignment, and walks them in their aligned frame (`gemv::row_shift` elements before
+//! K = 0): every load of the weight is one aligned 16-byte vector whatever the misalignment, no
+//! funnel shift and no copies of x first. x is staged once per block in shared memory in that
+//! frame (16-bit, zeros outside K). The block's warps split K in chunks of 32 elements: in a
+//! chunk, lane `4g + t` loads vector `t` of row `g` and the x vector that meets it, and the
+//! products go to two `mma.m16n8k16` with f32 accumulators: the weight rows are the MMA's 8
+//! columns, the rows of x its 16 rows, and the 32 elements of a chunk its K of the two MMAs in a
+//! fixed order that both operands share (a dot product does not care in which order K is
+//! summed). So an element costs no conversion and no FMA of its own, whatever the number of
+//! rows of x up to 16. The warps' partial sums meet once in shared memory, and the epilogue
+//! runs on one thread per output.
 //!
 //! Shared by the kernel, the host's plan (`host/src/ops/gemv_rows.rs`) and the tests.
 
 use crate::element::DType;
 
-/// Warps per block (one weight row each).
+/// Warps per block (each takes every [`WARPS`]-th chunk of 32 elements of the block's rows).
 pub const WARPS: usize = 8;
+/// Weight rows per block (the MMA's 8 columns).
+pub const SLOTS: usize = 8;
 /// Threads per block.
 pub const THREADS: u32 = (WARPS * 32) as u32;
-/// 16-byte vectors a lane loads before it multiplies them: a row of up to 1024 elements is one
-/// batch per lane (with a fifth vector for the first lanes at most), all in flight at once.
+/// Chunks a warp loads before it multiplies them: a row of up to 1024 elements is one batch of
+/// the block (a lane's 16-byte vectors, all in flight at once).
 pub const UNROLL: usize = 4;
-/// Most rows of x the kernel serves.
-pub const MAX_M: usize = 8;
-/// Compiled x-row counts (each lane keeps one accumulator per row).
-pub const ROWS: [usize; 4] = [1, 2, 4, 8];
-/// Most shared memory the staged x may take (so that 8 blocks of 8 warps fit an SM).
-pub const MAX_X_BYTES: usize = 24 * 1024;
+/// Elements of K a chunk covers (4 lanes of a row, one 16-byte vector each).
+pub const CHUNK: usize = 32;
+/// Most rows of x the kernel serves (the MMA's 16 rows).
+pub const MAX_M: usize = 16;
+/// Compiled x-row counts (rows of x staged; the others of the MMA are zeros).
+pub const ROWS: [usize; 4] = [1, 4, 8, 16];
+/// Most shared memory the staged x may take.
+pub const MAX_X_BYTES: usize = 40 * 1024;
+/// Shared memory of the warps' partial sums (4 floats per lane), after x.
+pub const RED_BYTES: usize = WARPS * 32 * 16;
 
 /// The compiled x-row count for `m` rows, `None` at 0 or above [`MAX_M`].
 pub const fn rows_for(m: usize) -> Option<usize> {
     match m {
         1 => Some(1),
-        2 => Some(2),
-        3..=4 => Some(4),
+        2..=4 => Some(4),
         5..=8 => Some(8),
+        9..=16 => Some(16),
         _ => None,
     }
 }
 
-/// 16-byte vectors of one staged row of x: the longest frame of K (a shift of 7).
-pub const fn x_vectors(k: usize) -> usize {
-    vectors(k, 7)
+/// 16-byte vectors of one staged row of x: the longest frame of K (a shift of 7), rounded up to
+/// 4 modulo 8 (rows `g` and `g + 1`, read by the same 8 lanes of a shared load, then fall on
+/// different banks, and a chunk's 4 vectors never run past the row).
+pub const fn x_stride(k: usize) -> usize {
+    let v = vectors(k, 7);
+    v + (12 - v % 8) % 8
 }
 
-/// Dynamic shared memory of a block for `rows` compiled rows of x and K = `k` (16-bit
-/// elements); `None` on overflow.
-pub const fn smem_bytes(rows: usize, k: usize) -> Option<usize> {
-    let Some(e) = x_vectors(k).checked_mul(rows) else { return None };
+/// Shared memory of the staged x for `rows` compiled rows and K = `k` (16-bit elements);
+/// `None` on overflow.
+pub const fn x_bytes(rows: usize, k: usize) -> Option<usize> {
+    let Some(e) = x_stride(k).checked_mul(rows) else { return None };
     e.checked_mul(16)
 }
 
-/// Rows of the weight one group of blocks covers: [`WARPS`] blocks, each of the rows of one
-/// residue modulo 8.
-pub const GROUP_ROWS: usize = WARPS * 8;
+/// Dynamic shared memory of a block: the staged x, then the warps' partial sums.
+pub const fn smem_bytes(rows: usize, k: usize) -> Option<usize> {
+    let Some(x) = x_bytes(rows, k) else { return None };
+    x.checked_add(RED_BYTES)
+}
+
+/// Rows of the weight one group of blocks covers: 8 blocks, each of the rows of one residue
+/// modulo 8.
+pub const GROUP_ROWS: usize = SLOTS * 8;
 
 /// Blocks of a launch for a weight of `n` rows (whole groups of [`GROUP_ROWS`]).
 pub const fn blocks(n: usize) -> usize {
-    n.div_ceil(GROUP_ROWS) * WARPS
+    n.div_ceil(GROUP_ROWS) * SLOTS
 }
 
-/// The weight row of warp `warp` of block `block`: rows 8 apart, which share one
-/// misalignment (8 rows of 2-byte elements are `16 * ld` bytes apart).
-pub const fn row_of(block: usize, warp: usize) -> usize {
-    (block / WARPS) * GROUP_ROWS + block % WARPS + 8 * warp
+/// Weight row `slot` (0..8) of block `block`: rows 8 apart, which share one misalignment (8
+/// rows of 2-byte elements are `16 * ld` bytes apart).
+pub const fn row_of(block: usize, slot: usize) -> usize {
+    (block / SLOTS) * GROUP_ROWS + block % SLOTS + 8 * slot
 }
 /// 16-byte vectors of a row of `k` elements walked in a frame that starts `s` elements before
 /// it.
@@ -78,10 +96,11 @@ pub const fn in_row(j: usize, i: usize, s: usize, k: usize) -> bool {
     f >= s && f < s + k
 }
 
-/// Element `i` of a frame's 16-byte vector (16-bit pairs, low half first) as its bits.
-#[inline(always)]
-pub const fn half_bits(w: [u32; 4], i: usize) -> u16 {
-    (w[i / 2] >> (16 * (i % 2))) as u16
+/// The (row of x, weight slot) of accumulator `c` (0..4) of lane `lane` of an
+/// `mma.m16n8k16`'s result: rows `lane / 4` and `lane / 4 + 8`, columns `2 (lane % 4)` and
+/// the next.
+pub const fn acc_place(lane: usize, c: usize) -> (usize, usize) {
+    (lane / 4 + 8 * (c / 2), 2 * (lane % 4) + c % 2)
 }
 
 /// Entry name: `ft_gemvr_<in>_<out>_m<rows>`; `None` for a combination that is not compiled.
@@ -105,29 +124,28 @@ pub fn entry_name(dtype: DType, out: DType, rows: usize) -> Option<&'static str>
 /// Every compiled entry, in [`entry_name`]'s order.
 pub const NAMES: [&str; 16] = [
     "ft_gemvr_bf16_bf16_m1",
-    "ft_gemvr_bf16_bf16_m2",
     "ft_gemvr_bf16_bf16_m4",
     "ft_gemvr_bf16_bf16_m8",
+    "ft_gemvr_bf16_bf16_m16",
     "ft_gemvr_bf16_f32_m1",
-    "ft_gemvr_bf16_f32_m2",
     "ft_gemvr_bf16_f32_m4",
     "ft_gemvr_bf16_f32_m8",
+    "ft_gemvr_bf16_f32_m16",
     "ft_gemvr_f16_f16_m1",
-    "ft_gemvr_f16_f16_m2",
     "ft_gemvr_f16_f16_m4",
     "ft_gemvr_f16_f16_m8",
+    "ft_gemvr_f16_f16_m16",
     "ft_gemvr_f16_f32_m1",
-    "ft_gemvr_f16_f32_m2",
     "ft_gemvr_f16_f32_m4",
     "ft_gemvr_f16_f32_m8",
+    "ft_gemvr_f16_f32_m16",
 ];
 
-/// Launch bounds of an entry (threads, blocks per SM): 4 blocks (up to 64 registers) for 1 and
-/// 2 rows of x, 2 (up to 128) for 4 and 8, whose accumulators and widened x spilled under 64
-/// (f16 most: 512 and 1252 bytes); `None` for other names.
+/// Launch bounds of an entry (threads, blocks per SM): 4 blocks (up to 64 registers: a lane
+/// holds [`UNROLL`] weight vectors, the x vectors of one chunk and 4 accumulators); `None` for
+/// other names.
 pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
-    let i = NAMES.iter().position(|&n| n == entry)?;
-    Some((THREADS, if ROWS[i % ROWS.len()] <= 2 { 4 } else { 2 }))
+    NAMES.contains(&entry).then_some((THREADS, 4))
 }
 
 #[cfg(test)]
@@ -145,7 +163,7 @@ mod tests {
                     let n = entry_name(dt, out, r).unwrap();
                     assert!(n.contains(dt.name()) && n.ends_with(&format!("_m{r}")), "{n}");
                     assert!(seen.insert(n));
-                    assert_eq!(launch_bounds(n), Some((THREADS, if r <= 2 { 4 } else { 2 })));
+                    assert_eq!(launch_bounds(n), Some((THREADS, 4)));
                 }
             }
         }
@@ -191,9 +209,12 @@ mod tests {
 
     #[test]
     fn shared_memory_grows_with_rows_and_k_and_overflow_is_none() {
-        assert_eq!(smem_bytes(1, 777), Some(98 * 16));
-        assert_eq!(smem_bytes(8, 0), Some(0));
+        // 777 elements in a frame shifted by up to 7: 98 vectors, stored 100 apart.
+        assert_eq!(x_stride(777), 100);
+        assert_eq!(smem_bytes(1, 777), Some(100 * 16 + RED_BYTES));
+        assert_eq!(x_bytes(8, 0), Some(8 * 4 * 16));
         assert_eq!(smem_bytes(8, usize::MAX - 8), None);
+        assert_eq!(x_bytes(16, usize::MAX / 8), None);
         assert_eq!(blocks(4097), 65 * 8);
         assert_eq!(blocks(1), 8);
     }
@@ -203,7 +224,7 @@ mod tests {
         for n in [1usize, 5, 63, 64, 65, 4097] {
             let mut seen = std::vec![0u8; n];
             for b in 0..blocks(n) {
-                let rows: std::vec::Vec<usize> = (0..WARPS).map(|w| row_of(b, w)).collect();
+                let rows: std::vec::Vec<usize> = (0..SLOTS).map(|w| row_of(b, w)).collect();
                 // Rows 8 apart: the same offset modulo 16 bytes at any leading dimension.
                 for ld in [1usize, 7, 777, 4099] {
                     let shift = |r: usize| (r * ld * 2) % 16;
@@ -218,9 +239,27 @@ mod tests {
     }
 
     #[test]
-    fn half_bits_reads_pairs_low_half_first() {
-        let w = [0x2222_1111, 0x4444_3333, 0x6666_5555, 0x8888_7777];
-        let got: [u16; 8] = core::array::from_fn(|i| half_bits(w, i));
-        assert_eq!(got, [0x1111, 0x2222, 0x3333, 0x4444, 0x5555, 0x6666, 0x7777, 0x8888]);
+    fn x_rows_are_4_mod_8_vectors_apart_and_hold_a_whole_chunk() {
+        for k in 0..2000 {
+            let xs = x_stride(k);
+            assert_eq!(xs % 8, 4, "k {k}");
+            for sh in 0..8 {
+                // The last chunk's 4 vectors lie inside the staged row.
+                assert!(vectors(k, sh).div_ceil(4) * 4 <= xs, "k {k} s {sh}");
+            }
+        }
+    }
+
+    #[test]
+    fn accumulators_cover_16_rows_of_x_by_8_slots_once() {
+        let mut seen = [[0u8; SLOTS]; 16];
+        for lane in 0..32 {
+            for c in 0..4 {
+                let (r, slot) = acc_place(lane, c);
+                seen[r][slot] += 1;
+            }
+        }
+        assert!(seen.iter().flatten().all(|&n| n == 1));
+        assert_eq!(acc_place(5, 3), (9, 3));
     }
 }

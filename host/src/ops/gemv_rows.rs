@@ -1,9 +1,10 @@
-//! The row-per-warp small-M kernel on the host (`kernels-gpu/src/gemv_rows.rs`): whether a
-//! small-M call takes it and why, and its launch. It can serve 1 to 8 rows of x (f16 or bf16)
-//! when a config asks for it; the built-in plan gives it one row of bf16 against a weight whose
-//! rows are not 16-byte aligned and whose K is short ([`built_in_rows`]), where the slab kernel
-//! (`ops::gemv`) spends its time on funnel shifts and a block barrier: each warp reads one
-//! weight row in its aligned frame, x staged once per block in shared memory.
+//! The row small-M kernel on the host (`kernels-gpu/src/gemv_rows.rs`): whether a small-M
+//! call takes it and why, and its launch. It can serve 1 to 16 rows of x (f16 or bf16) when a
+//! config asks for it; the built-in plan gives it the calls of [`built_in_rows`] against a
+//! weight whose rows are not 16-byte aligned and whose K is short, where the slab kernel
+//! (`ops::gemv`) spends its time on funnel shifts or on copies of x: a block reads 8 weight
+//! rows in their shared aligned frame, x staged once in shared memory, and its warps add the
+//! products on tensor cores.
 
 use std::sync::Arc;
 
@@ -56,17 +57,17 @@ pub fn applies(
         return Err("the tuned config names another small-M kernel");
     }
     if !matches!(dtype, DType::Bf16 | DType::F16) || g.m == 0 || g.m > kr::MAX_M || g.batch != 1 {
-        return Err("the row kernel takes 1..=8 rows of 16-bit data, one matrix");
+        return Err("the row kernel takes 1..=16 rows of 16-bit data, one matrix");
     }
     if g.b_layout != Layout::Col {
         return Err("the row kernel reads K-contiguous weight rows (B column-major)");
     }
     let rows = kr::rows_for(g.m).unwrap_or(kr::MAX_M);
-    if kr::smem_bytes(rows, g.k).is_none_or(|b| b > kr::MAX_X_BYTES) {
-        return Err("x staged in shared memory would take more than 24 KiB");
+    if kr::x_bytes(rows, g.k).is_none_or(|b| b > kr::MAX_X_BYTES) {
+        return Err("x staged in shared memory would take more than 40 KiB");
     }
     if asked || env.as_deref() == Some("1") {
-        return Ok("a warp per weight row in its aligned frame, x staged in shared memory");
+        return Ok("8 weight rows per block in their aligned frame, x staged in shared memory, tensor cores");
     }
     if pb.is_multiple_of(16) && g.ldb.is_multiple_of(8) {
         return Err("weight rows 16-byte aligned (the slab kernel reads them whole)");
@@ -105,10 +106,13 @@ pub(crate) unsafe fn launch(
         return Err(Error::UnsupportedDtype { op: OP, dtype: dtype.name() });
     };
     let rows = kr::rows_for(g.m).unwrap_or(kr::MAX_M);
-    let smem = kr::smem_bytes(rows, g.k).filter(|&b| b <= kr::MAX_X_BYTES).ok_or_else(|| Error::InvalidConfig {
-        op: OP,
-        why: format!("{name}: x of {}x{} staged in shared memory exceeds {} bytes", g.m, g.k, kr::MAX_X_BYTES),
-    })? as u32;
+    let smem = kr::x_bytes(rows, g.k)
+        .filter(|&b| b <= kr::MAX_X_BYTES)
+        .and_then(|_| kr::smem_bytes(rows, g.k))
+        .ok_or_else(|| Error::InvalidConfig {
+            op: OP,
+            why: format!("{name}: x of {}x{} staged in shared memory exceeds {} bytes", g.m, g.k, kr::MAX_X_BYTES),
+        })? as u32;
     if g.n == 0 || blocks > u32::MAX as usize {
         return Err(Error::InvalidConfig { op: OP, why: format!("{name}: {} weight rows", g.n) });
     }
@@ -139,8 +143,8 @@ pub(crate) unsafe fn launch(
     // SAFETY: the arguments match `gemvr_entry!` in kernels-gpu/src/entry/gemv_rows.rs (5
     // pointers, 6 u32, 3 u64, 2 f32, 2 u32); the caller vouches for the operands; `applies`
     // checked the rows of x (at most the entry's), the weight's K-contiguous layout and the
-    // staged x's size, which is the shared memory given here; the grid is `blocks(n)` (8 rows
-    // per block, 8 apart).
+    // staged x's size; the shared memory given here is x's and the warps' sums; the grid is
+    // `blocks(n)` (8 rows per block, 8 apart).
     unsafe { lb.launch(cfg) }.ctx(|| format!("launching {name} ({}x{}x{}, {blocks} blocks)", g.m, g.n, g.k))?;
     Ok(())
 }
@@ -177,13 +181,16 @@ mod tests {
         assert!(applies(&rc(1, 4097, 777), DType::F16, 256, Some((1, 1))).is_err());
         assert!(applies(&rc(4, 4096, 1024), DType::F16, 256, Some((1, ROWS_WIDTH))).is_ok());
         let big = applies(&rc(8, 4096, 4096), DType::F16, 256, Some((1, ROWS_WIDTH)));
-        assert!(big.is_err_and(|w| w.contains("24 KiB")));
+        assert!(big.is_err_and(|w| w.contains("40 KiB")));
+        assert!(applies(&rc(16, 4096, 1000), DType::F16, 256, Some((1, ROWS_WIDTH))).is_ok());
+        assert!(applies(&rc(17, 4096, 100), DType::F16, 256, Some((1, ROWS_WIDTH))).is_err());
     }
 
     #[test]
     fn describes_the_entry_for_the_rows_of_x() {
         assert_eq!(describe(&rc(1, 4097, 777), DType::Bf16, DType::Bf16), Some(("ft_gemvr_bf16_bf16_m1", 520)));
         assert_eq!(describe(&rc(3, 5, 7), DType::F16, DType::F32), Some(("ft_gemvr_f16_f32_m4", 8)));
-        assert_eq!(describe(&rc(9, 5, 7), DType::F16, DType::F16), None);
+        assert_eq!(describe(&rc(9, 5, 7), DType::F16, DType::F16), Some(("ft_gemvr_f16_f16_m16", 8)));
+        assert_eq!(describe(&rc(17, 5, 7), DType::F16, DType::F16), None);
     }
 }

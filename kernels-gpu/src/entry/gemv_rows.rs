@@ -1,21 +1,21 @@
-//! Row-per-warp small-M entry points (`ft_gemvr_<in>_<out>_m<rows>`, see `gemv_rows.rs`): warp
-//! `w` of block `b` computes output column `gemv_rows::row_of(b, w)` (a weight row; a block's
-//! rows lie 8 apart and share one misalignment) for every row of x, reading the weight row in
-//! its aligned frame with 16-byte loads (a batch of [`UNROLL`] per lane in flight; the first one
-//! while x is staged) against x staged in shared memory as 16-bit vectors in the block's frame;
-//! the lanes' sums meet by shuffles, and lane `r` applies the epilogue to row `r` of x.
+//! Row small-M entry points (`ft_gemvr_<in>_<out>_m<rows>`, see `gemv_rows.rs`): block `b`
+//! computes output columns `gemv_rows::row_of(b, 0..8)` (8 weight rows 8 apart, one
+//! misalignment) for every row of x. Its warps split K in chunks of 32 elements; lane `4g + t`
+//! reads vector `t` of a chunk of weight row `g` in the rows' aligned frame (a batch of
+//! [`UNROLL`] chunks per lane in flight, the first while x is staged) and the same vector of
+//! rows `g` and `g + 8` of x staged in shared memory, and two `mma.m16n8k16` add the chunk's
+//! products; the warps' sums meet in shared memory, one thread per output applies the epilogue.
 
 use super::gemv::{MmaElem, load8};
 use crate::arch::nvptx::{
-    block_idx_x, block_idx_z, dyn_smem_addr, ld_global_nc_v4, ld_shared_v4_f32, shfl_xor_f32, st_shared_v4,
+    block_idx_x, block_idx_z, dyn_smem_addr, ld_global_nc_v4, ld_shared_f32, ld_shared_v4_f32, st_shared_v4,
     sync_threads, thread_idx_x,
 };
 use crate::element::Element;
 use crate::gemm::Epilogue;
 use crate::gemv::{A_COL, row_shift};
-use crate::gemv_rows::{THREADS, UNROLL, half_bits, in_row, row_of, vectors};
+use crate::gemv_rows::{CHUNK, SLOTS, THREADS, UNROLL, WARPS, acc_place, in_row, row_of, vectors, x_bytes, x_stride};
 use half::{bf16, f16};
-
 /// What every entry receives (passed field by field in the ABI).
 #[derive(Clone, Copy)]
 struct Args {
@@ -77,14 +77,13 @@ fn in_row_only(mut w: [u32; 4], j: usize, s: usize, k: usize) -> [u32; 4] {
     w
 }
 
-/// One block: weight rows `gemv_rows::row_of(blockIdx.x, warp)` (one per warp), matrix
-/// `blockIdx.z`.
+/// One block: weight rows `gemv_rows::row_of(blockIdx.x, 0..8)`, matrix `blockIdx.z`.
 ///
 /// # Safety
 /// Host-validated: the operands cover their matrices as `q` describes (the weight B
-/// K-contiguous, `ldb >= k`; m <= R); the block has `gemv_rows::smem_bytes(R, k)` bytes of
-/// dynamic shared memory and `gemv_rows::THREADS` threads; the grid is `gemv_rows::blocks(n)`
-/// by 1 by the batch.
+/// K-contiguous, `ldb >= k`; m <= R <= 16); the block has `gemv_rows::smem_bytes(R, k)` bytes
+/// of dynamic shared memory and `gemv_rows::THREADS` threads; the grid is
+/// `gemv_rows::blocks(n)` by 1 by the batch.
 #[inline(always)]
 unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
     a: *const E,
@@ -96,23 +95,27 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
 ) {
     let tid = thread_idx_x() as usize;
     let (warp, lane) = (tid / 32, tid % 32);
+    let (g, t) = (lane / 4, lane % 4);
     let z = block_idx_z() as usize;
     let block = block_idx_x() as usize;
-    let row = row_of(block, warp);
-    let live = row < q.n;
     // SAFETY (pointer offsets): matrix z of A and B, inside them (host-checked strides).
     let (a, b) = unsafe { (a.add(z * q.stride_a), b.add(z * q.stride_b)) };
     // The block's frame: its rows start `s` elements past a 16-byte boundary (the same for
     // all of them; computed from the address arithmetic alone, also past the last row).
     let s = row_shift(b as usize, row_of(block, 0), q.ldb);
     let nx = vectors(q.k, s);
-    let nv = if live { nx } else { 0 };
+    let chunks = nx.div_ceil(CHUNK / 8);
+    let xs = x_stride(q.k);
+    // This lane's weight row (the MMA's column g).
+    let row = row_of(block, g);
+    let nv = if row < q.n { nx } else { 0 };
     let first = (row * q.ldb) as isize - s as isize;
     let span = if q.n == 0 { 0 } else { (q.n - 1) * q.ldb + q.k };
+    // Vector t of this warp's chunk `base + WARPS * u`, for u in 0..UNROLL.
     let load_batch = |base: usize| {
         let mut v = [[0u32; 4]; UNROLL];
         for (u, w) in v.iter_mut().enumerate() {
-            let j = base + lane + 32 * u;
+            let j = 4 * (base + WARPS * u) + t;
             if j < nv {
                 // SAFETY: the frame lies on 16-byte boundaries; load_vector keeps to the operand.
                 *w = unsafe { load_vector::<E>(b, first, j, span) };
@@ -121,27 +124,27 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
         v
     };
     // The first batch of the weight is on its way while x is staged.
-    let mut cur = load_batch(0);
+    let mut cur = load_batch(warp);
 
     // x in the block's frame: row r, vector c holds x[r][8c - s ..][..8] (zeros outside K and
-    // for rows m..R), 16 bytes per vector, rows `nx` vectors apart.
+    // for rows m..R), 16 bytes per vector, rows `xs` vectors apart.
     let smem = dyn_smem_addr();
     let a_col = q.layout & A_COL != 0;
-    let total = R * nx;
+    let total = R * xs;
     let mut i0 = tid;
     while i0 < total {
         const SU: usize = 2;
         let mut v = [[0u32; 4]; SU];
         for (u, vu) in v.iter_mut().enumerate() {
             let e = i0 + u * THREADS as usize;
-            let (r, c) = (e / nx.max(1), e % nx.max(1));
+            let (r, cc) = (e / xs, e % xs);
             if e < total && r < q.m {
                 // SAFETY: row r of x (r < m), predicated inside it (load8).
                 *vu = unsafe {
                     if a_col {
-                        load8::<E, false>(a, r, q.m, 8 * c, s, q.k, q.k, q.lda, true)
+                        load8::<E, false>(a, r, q.m, 8 * cc, s, q.k, q.k, q.lda, true)
                     } else {
-                        load8::<E, true>(a, r, q.m, 8 * c, s, q.k, q.k, q.lda, false)
+                        load8::<E, true>(a, r, q.m, 8 * cc, s, q.k, q.k, q.lda, false)
                     }
                 };
             }
@@ -149,8 +152,7 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
         for (u, &vu) in v.iter().enumerate() {
             let e = i0 + u * THREADS as usize;
             if e < total {
-                // SAFETY: inside the block's `smem_bytes(R, k)` (nx <= x_vectors(k)), 16-byte
-                // aligned.
+                // SAFETY: inside the block's `x_bytes(R, k)`, 16-byte aligned.
                 unsafe { st_shared_v4(smem + (16 * e) as u32, vu) };
             }
         }
@@ -159,51 +161,64 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
     // SAFETY: every thread of the block reaches the barrier.
     unsafe { sync_threads() };
 
-    let mut acc = [0.0f32; R];
-    let mut base = 0;
-    while base < nv {
-        if base > 0 {
+    // The x vector of staged row `r` that meets weight vector `j` (zeros for rows past R).
+    let x_at = |r: usize, j: usize| -> [u32; 4] {
+        if r < R {
+            // SAFETY: row r < R, vector j < xs (a chunk's 4 vectors lie inside the staged row).
+            unsafe { ld_shared_v4_f32(smem + (16 * (r * xs + j)) as u32) }.map(f32::to_bits)
+        } else {
+            [0; 4]
+        }
+    };
+    let mut acc = [0.0f32; 4];
+    let mut base = warp;
+    // Warp-uniform: every lane runs the same chunks (the MMAs need the whole warp).
+    while base < chunks {
+        if base > warp {
             cur = load_batch(base);
         }
         for (u, &wv) in cur.iter().enumerate() {
-            let j = base + lane + 32 * u;
-            if j < nv {
+            let ch = base + WARPS * u;
+            if ch < chunks {
+                let j = 4 * ch + t;
                 let w = in_row_only(wv, j, s, q.k);
-                let wf: [f32; 8] = core::array::from_fn(|i| E::widen(half_bits(w, i)));
-                for (r, ar) in acc.iter_mut().enumerate() {
-                    // SAFETY: vector j < nx of staged row r (written before the barrier).
-                    let x = unsafe { ld_shared_v4_f32(smem + (16 * (r * nx + j)) as u32) }.map(f32::to_bits);
-                    for (i, &f) in wf.iter().enumerate() {
-                        *ar += f * E::widen(half_bits(x, i));
-                    }
-                }
+                let (x0, x8) = (x_at(g, j), x_at(g + 8, j));
+                // Chunk element pairs (0,1), (2,3) of each lane's vector are the first MMA's
+                // K pairs (2t, 2t+1), (2t+8, 2t+9); pairs (4,5), (6,7) the second's.
+                // SAFETY: the whole warp runs this (the loop and the test are warp-uniform).
+                acc = unsafe { E::mma([x0[0], x8[0], x0[1], x8[1]], [w[0], w[1]], acc) };
+                acc = unsafe { E::mma([x0[2], x8[2], x0[3], x8[3]], [w[2], w[3]], acc) };
             }
         }
-        base += 32 * UNROLL;
+        base += WARPS * UNROLL;
     }
 
-    // The warp's sum of each row of x, on every lane; lane r keeps row r's.
-    let mut mine = 0.0f32;
-    for (r, &ar) in acc.iter().enumerate() {
-        let mut v = ar;
-        let mut o = 16u32;
-        while o > 0 {
-            // SAFETY: every lane of the warp runs the same loop (no early exits above).
-            v += unsafe { shfl_xor_f32(v, o) };
-            o /= 2;
+    // The warps' sums meet in shared memory after x: lane l of warp w at (32 w + l) * 16.
+    let red = smem + x_bytes(R, q.k).unwrap_or(0) as u32;
+    // SAFETY: inside the block's `smem_bytes(R, k)` (RED_BYTES after x), 16-byte aligned.
+    unsafe { st_shared_v4(red + (16 * tid) as u32, acc.map(f32::to_bits)) };
+    // SAFETY: every thread of the block reaches the barrier.
+    unsafe { sync_threads() };
+    // One thread per (lane, accumulator) of the MMA result: rows past R are zeros, not stored.
+    let cells = if R > 8 { 128 } else { 64 };
+    if tid < cells {
+        let (l, ci) = (tid % 32, tid / 32);
+        let (xr, slot) = acc_place(l, ci);
+        let row = row_of(block, slot);
+        if xr < q.m && row < q.n && slot < SLOTS {
+            let mut v = 0.0f32;
+            for w in 0..WARPS {
+                // SAFETY: warp w's lane l, accumulator ci, inside the sums' area.
+                v += unsafe { ld_shared_f32(red + (16 * (32 * w + l) + 4 * ci) as u32) };
+            }
+            let idx = z * q.stride_c + xr * q.ldc + row;
+            // SAFETY: (xr, row) is an output of matrix z; C and bias are read only when enabled.
+            let cv = if q.flags & 8 != 0 { unsafe { (*c.add(idx)).to_f32() } } else { 0.0 };
+            let bv = if q.flags & 1 != 0 { unsafe { (*bias.add(row)).to_f32() } } else { 0.0 };
+            let o = Epilogue::apply_flags(q.flags, q.alpha, q.beta, v, cv, bv, O::DTYPE);
+            // SAFETY: as above.
+            unsafe { *d.add(idx) = O::from_f32(o) };
         }
-        if lane == r {
-            mine = v;
-        }
-    }
-    if live && lane < R && lane < q.m {
-        let idx = z * q.stride_c + lane * q.ldc + row;
-        // SAFETY: (lane, row) is an output of matrix z; C and bias are read only when enabled.
-        let cv = if q.flags & 8 != 0 { unsafe { (*c.add(idx)).to_f32() } } else { 0.0 };
-        let bv = if q.flags & 1 != 0 { unsafe { (*bias.add(row)).to_f32() } } else { 0.0 };
-        let o = Epilogue::apply_flags(q.flags, q.alpha, q.beta, mine, cv, bv, O::DTYPE);
-        // SAFETY: as above.
-        unsafe { *d.add(idx) = O::from_f32(o) };
     }
 }
 
@@ -260,9 +275,9 @@ macro_rules! gemvr_entry {
 macro_rules! gemvr_rows {
     ($p:literal, $E:ty, $O:ty) => {
         gemvr_entry!(concat!($p, "_m1"), $E, $O, 1);
-        gemvr_entry!(concat!($p, "_m2"), $E, $O, 2);
         gemvr_entry!(concat!($p, "_m4"), $E, $O, 4);
         gemvr_entry!(concat!($p, "_m8"), $E, $O, 8);
+        gemvr_entry!(concat!($p, "_m16"), $E, $O, 16);
     };
 }
 
