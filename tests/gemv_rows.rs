@@ -154,6 +154,41 @@ fn gpu_small_m_rows_random_shapes() {
     }
 }
 
+/// Every team size (warps per 8-row group: 1, 2, 4, 8) on shapes whose K and N choose it, with
+/// odd leading dimensions and partial last blocks, against the float64 reference.
+#[test]
+fn gpu_small_m_rows_every_team() {
+    let test = "gpu_small_m_rows_every_team";
+    let Some(gpu) = cuda_backend(test) else { return };
+    if disabled(test) {
+        return;
+    }
+    let sms = gpu.stream().gpu().map_or(132, |g| g.info().sm_count.max(1) as usize);
+    let mut seen = std::collections::BTreeSet::new();
+    let shapes = [
+        (1usize, 9001usize, 100usize),
+        (9, 20_011, 60),
+        (3, 5003, 129),
+        (2, 9000, 200),
+        (16, 4501, 250),
+        (7, 2000, 777),
+    ];
+    for (i, (m, n, k)) in shapes.into_iter().enumerate() {
+        let mut g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i)).with_config(ROWS);
+        g.ldb = k + 1 + i % 3;
+        seen.insert(ferrotune_kernels::gemv_rows::team_for(n, k, sms));
+        for (dt, out_f32) in [(DType::Bf16, i % 2 == 0), (DType::F16, i % 2 == 1)] {
+            if let Err(e) = dispatch(&gpu, dt, out_f32, g, i as u64) {
+                panic!("{m}x{n}x{k} {dt:?} out_f32 {out_f32}: {e}");
+            }
+        }
+    }
+    println!("{test}: teams {seen:?} on {sms} SMs");
+    if sms <= 132 {
+        assert_eq!(seen.len(), 4, "every team size: {seen:?}");
+    }
+}
+
 #[test]
 fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
     if std::env::var("FERROTUNE_SMALL_M_ROWS").is_ok() || std::env::var("FERROTUNE_SMALL_M").is_ok() {
@@ -161,30 +196,38 @@ fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
     }
     let rc = |m, n, k| Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col);
     let auto = GemmConfig::DEFAULT;
-    // Built in: one row of bf16, weight rows not 16-byte aligned, K up to 1024.
+    // Built in: weight rows not 16-byte aligned, 64 of them or more; 1 row of x at any K that
+    // fits, 2-8 rows up to K 1024, 9-16 rows up to K 800.
     assert!(takes_rows(&rc(1, 4097, 777), auto, 256));
-    assert!(takes_rows(&rc(1, 5, 7), auto, 256));
-    assert!(!takes_rows(&rc(8, 3000, 65), auto, 256), "8 rows");
-    assert!(!takes_rows(&rc(3, 5, 7), auto, 256), "3 rows");
+    assert!(!takes_rows(&rc(1, 5, 7), auto, 256), "5 weight rows");
+    assert!(takes_rows(&rc(8, 3000, 65), auto, 256), "8 rows");
+    assert!(!takes_rows(&rc(3, 5, 7), auto, 256), "5 weight rows");
     assert!(takes_rows(&rc(1, 4096, 1024), auto, 258), "a weight view at an odd offset");
     assert!(!takes_rows(&rc(1, 4096, 1024), auto, 256), "aligned rows");
-    assert!(!takes_rows(&rc(9, 4097, 777), auto, 256), "9 rows");
-    assert!(!takes_rows(&rc(1, 8193, 4099), auto, 256), "long K");
+    assert!(takes_rows(&rc(9, 4097, 777), auto, 256), "9 rows");
+    assert!(!takes_rows(&rc(9, 4097, 801), auto, 256), "9 rows, K above 800");
+    assert!(!takes_rows(&rc(17, 4097, 777), auto, 256), "17 rows");
+    assert!(takes_rows(&rc(1, 8193, 4099), auto, 256), "one row, long K");
+    assert!(!takes_rows(&rc(2, 8193, 4099), auto, 256), "two rows, long K");
     // Asked for by a config: aligned and long rows too, while x fits the shared memory.
     assert!(takes_rows(&rc(1, 4096, 4096), ROWS, 256));
     let big = plan(&rc(8, 4096, 4096).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, ROWS, [256, 256]).unwrap();
     assert!(big.reason.contains("not the row kernel: x staged in shared memory"), "{}", big.reason);
     let p = plan(&rc(1, 4097, 777).resolved(), DType::Bf16, DType::Bf16, "sm_80", 108, ROWS, [256, 256]).unwrap();
     assert_eq!(p.path(), "small-m:rows");
-    assert!(p.reason.contains("ft_gemvr_bf16_bf16_m1") && p.reason.contains("520 blocks of 8 rows"), "{}", p.reason);
-    let p = plan(&rc(1, 4097, 777).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
-    assert!(p.reason.contains("one row of bf16 against weight rows not 16-byte aligned"), "{}", p.reason);
-    let f16 = plan(&rc(1, 4097, 777).resolved(), DType::F16, DType::F16, "sm_90a", 132, auto, [256, 256]).unwrap();
     assert!(
-        f16.reason.contains("not the row kernel: the built-in plan takes it for one row of bf16"),
+        p.reason.contains("ft_gemvr_bf16_bf16_m1") && p.reason.contains("520 blocks of 1 x 8 rows, 8 warps per 8 rows"),
         "{}",
-        f16.reason
+        p.reason
     );
+    let p = plan(&rc(1, 4097, 777).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
+    assert!(p.reason.contains("weight rows not 16-byte aligned: 8 per block"), "{}", p.reason);
+    let f16 = plan(&rc(1, 4097, 777).resolved(), DType::F16, DType::F16, "sm_90a", 132, auto, [256, 256]).unwrap();
+    assert!(f16.reason.contains("ft_gemvr_f16_f16_m1"), "{}", f16.reason);
+    let few = plan(&rc(3, 5, 7).resolved(), DType::F16, DType::F16, "sm_90a", 132, auto, [256, 256]).unwrap();
+    assert!(few.reason.contains("not the row kernel: fewer than 64 weight rows"), "{}", few.reason);
+    let long = plan(&rc(16, 4097, 1023).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
+    assert!(long.reason.contains("not the row kernel: K above 800 with 9 to 16 rows"), "{}", long.reason);
     let p = plan(&rc(1, 4096, 4096).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
     assert!(p.reason.contains("not the row kernel: weight rows 16-byte aligned"), "{}", p.reason);
     assert!(GemmConfig { tile: ROWS_TILE + 1, ..ROWS }.validate().is_err());

@@ -130,7 +130,7 @@ fn rows_pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmCon
     if let Err(why) = gemv_rows::applies(g, dtype, 256, Some((1, gemv_rows::ROWS_WIDTH))) {
         return Some(format!("the row kernel: {why}"));
     }
-    let Some((name, _)) = gemv_rows::describe(g, dtype, dtype) else {
+    let Some((name, ..)) = gemv_rows::describe(g, dtype, dtype, 1) else {
         return Some(format!("no row-kernel entry for {} rows of {}", g.m, dtype.name()));
     };
     if d.gemm_resources_of(name).is_none() {
@@ -168,7 +168,7 @@ pub fn resources(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmC
         return Some(r);
     }
     if cfg.tile == ROWS_TILE {
-        let (name, _) = gemv_rows::describe(g, dtype, dtype)?;
+        let (name, ..) = gemv_rows::describe(g, dtype, dtype, 1)?;
         let mut r = d.gemm_resources_of(name)?;
         r.block_threads = ferrotune_kernels::gemv_rows::THREADS;
         let rows = ferrotune_kernels::gemv_rows::rows_for(g.m)?;
@@ -215,7 +215,8 @@ pub fn predict_ms(d: &Description, l: &Limits, shape: &GemmShape, cfg: &GemmConf
         // per block, the launch and the staging of x before the first product.
         let (m, n, k) = (shape.m as f64, shape.n as f64, shape.k as f64);
         let sms = f64::from(l.sm_count.max(1));
-        let blocks = ferrotune_kernels::gemv_rows::blocks(shape.n) as f64;
+        let team = ferrotune_kernels::gemv_rows::team_for(shape.n, shape.k, l.sm_count.max(1) as usize);
+        let blocks = ferrotune_kernels::gemv_rows::blocks(shape.n, team) as f64;
         let peak = d.peak_gbps.max(1.0) * 1e9;
         let bw = (0.9 * peak).min(blocks.min(sms) * SM_SHARE_FACTOR * peak / sms);
         let dram = (n * k + m * k + m * n) * elem;
@@ -355,13 +356,14 @@ pub(crate) mod tests {
         let s = shape(GemmDtype::Bf16, 1, 4097, 777);
         let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
         assert_eq!(small_m_points_of_width(&cands, ROWS_TILE), vec![1]);
-        assert!(pruned.iter().filter(own).any(|p| p.reason.contains("walks each weight row whole")), "{pruned:?}");
+        assert!(pruned.iter().filter(own).any(|p| p.reason.contains("walks its weight rows whole")), "{pruned:?}");
         let r =
             resources(&d, &s.gemm(), ferrotune::DType::Bf16, &GemmConfig { tile: ROWS_TILE, ..GemmConfig::DEFAULT });
         let r = r.unwrap();
-        assert_eq!((r.block_threads, r.dynamic_shared), (256, 98 * 16));
-        // 8 rows of a 4096-long x do not fit its shared memory; 9 rows are past it.
-        for s in [shape(GemmDtype::F16, 8, 4096, 4096), shape(GemmDtype::F16, 9, 4096, 777)] {
+        // x staged (98 vectors of the longest frame, stored 100 apart), then the warps' sums.
+        assert_eq!((r.block_threads, r.dynamic_shared), (256, 100 * 16 + 4096));
+        // 8 rows of a 4096-long x do not fit its shared memory; 17 rows are past it.
+        for s in [shape(GemmDtype::F16, 8, 4096, 4096), shape(GemmDtype::F16, 17, 4096, 777)] {
             let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
             assert!(small_m_points_of_width(&cands, ROWS_TILE).is_empty(), "{s:?}");
             assert!(pruned.iter().filter(own).any(|p| p.reason.contains("the row kernel")), "{pruned:?}");

@@ -1,11 +1,12 @@
 //! The row kernel for a few rows of x (1 to [`MAX_M`]) against a weight whose rows are not
 //! 16-byte aligned and whose K is short (the 1x4097x777 class), on tensor cores
-//! (`entry/gemv_rows.rs`). A block owns 8 weight rows 8 apart ([`row_of`]), which share one
-//! misalignment, and walks them in their aligned frame (`gemv::row_shift` elements before
+//! (`entry/gemv_rows.rs`). A group of 8 weight rows 8 apart ([`row_of`]) shares one
+//! misalignment and is walked in its aligned frame (`gemv::row_shift` elements before
 //! K = 0): every load of the weight is one aligned 16-byte vector whatever the misalignment, no
 //! funnel shift and no copies of x first. x is staged once per block in shared memory in that
-//! frame (16-bit, zeros outside K). The block's warps split K in chunks of 32 elements: in a
-//! chunk, lane `4g + t` loads vector `t` of row `g` and the x vector that meets it, and the
+//! frame (16-bit, zeros outside K); a block holds 1 to 8 groups of one residue modulo 8, and
+//! a team of its warps per group ([`team_for`]: short rows need fewer) splits K in chunks of 32
+//! elements: in a chunk, lane `4g + t` loads vector `t` of row `g` and the x vector that meets it, and the
 //! products go to two `mma.m16n8k16` with f32 accumulators: the weight rows are the MMA's 8
 //! columns, the rows of x its 16 rows, and the 32 elements of a chunk its K of the two MMAs in a
 //! fixed order that both operands share (a dot product does not care in which order K is
@@ -17,7 +18,8 @@
 
 use crate::element::DType;
 
-/// Warps per block (each takes every [`WARPS`]-th chunk of 32 elements of the block's rows).
+/// Warps per block (a team of them per 8-row group; each takes every team-th chunk of 32
+/// elements of its group's rows).
 pub const WARPS: usize = 8;
 /// Weight rows per block (the MMA's 8 columns).
 pub const SLOTS: usize = 8;
@@ -69,19 +71,44 @@ pub const fn smem_bytes(rows: usize, k: usize) -> Option<usize> {
     x.checked_add(RED_BYTES)
 }
 
-/// Rows of the weight one group of blocks covers: 8 blocks, each of the rows of one residue
-/// modulo 8.
+/// Rows of the weight one group of 8 rows per residue modulo 8 covers.
 pub const GROUP_ROWS: usize = SLOTS * 8;
 
-/// Blocks of a launch for a weight of `n` rows (whole groups of [`GROUP_ROWS`]).
-pub const fn blocks(n: usize) -> usize {
-    n.div_ceil(GROUP_ROWS) * SLOTS
+/// Teams a block's warps may form (warps per 8-row group); a block of `team` warps per group
+/// covers `WARPS / team` groups of the same residue modulo 8.
+pub const TEAMS: [usize; 4] = [1, 2, 4, 8];
+
+/// Chunks of 32 elements of a row of `k` elements in the longest frame.
+pub const fn chunks(k: usize) -> usize {
+    vectors(k, 7).div_ceil(CHUNK / 8)
 }
 
-/// Weight row `slot` (0..8) of block `block`: rows 8 apart, which share one misalignment (8
-/// rows of 2-byte elements are `16 * ld` bytes apart).
-pub const fn row_of(block: usize, slot: usize) -> usize {
-    (block / SLOTS) * GROUP_ROWS + block % SLOTS + 8 * slot
+/// Blocks of a launch for a weight of `n` rows, `team` warps per 8-row group (a block covers
+/// `WARPS / team` groups of one residue modulo 8; 8 residues).
+pub const fn blocks(n: usize, team: usize) -> usize {
+    n.div_ceil(GROUP_ROWS * (WARPS / team)) * 8
+}
+
+/// The team for K = `k` and `n` weight rows on `sms` SMs: the fewest warps per group that hold
+/// a row's chunks in one batch of [`UNROLL`] each (fewer, fuller blocks: x staged once for
+/// several groups, no idle warps on short rows), but enough blocks to cover the SMs.
+pub const fn team_for(n: usize, k: usize, sms: usize) -> usize {
+    let mut i = 0;
+    while i < TEAMS.len() {
+        let t = TEAMS[i];
+        if chunks(k) <= UNROLL * t && blocks(n, t) >= sms {
+            return t;
+        }
+        i += 1;
+    }
+    WARPS
+}
+
+/// Weight row `slot` (0..8) of group `group` (0..WARPS / team) of block `block` with `team`
+/// warps per group: rows 8 apart, which share one misalignment (8 rows of 2-byte elements are
+/// `16 * ld` bytes apart), and the block's groups 64 rows apart (the same residue modulo 8).
+pub const fn row_of(block: usize, team: usize, group: usize, slot: usize) -> usize {
+    ((block / 8) * (WARPS / team) + group) * GROUP_ROWS + block % 8 + 8 * slot
 }
 /// 16-byte vectors of a row of `k` elements walked in a frame that starts `s` elements before
 /// it.
@@ -215,26 +242,51 @@ mod tests {
         assert_eq!(x_bytes(8, 0), Some(8 * 4 * 16));
         assert_eq!(smem_bytes(8, usize::MAX - 8), None);
         assert_eq!(x_bytes(16, usize::MAX / 8), None);
-        assert_eq!(blocks(4097), 65 * 8);
-        assert_eq!(blocks(1), 8);
+        assert_eq!(blocks(4097, 8), 65 * 8);
+        assert_eq!(blocks(4097, 1), 9 * 8);
+        assert_eq!(blocks(1, 4), 8);
     }
 
     #[test]
     fn blocks_cover_every_row_once_with_one_misalignment_each() {
-        for n in [1usize, 5, 63, 64, 65, 4097] {
-            let mut seen = std::vec![0u8; n];
-            for b in 0..blocks(n) {
-                let rows: std::vec::Vec<usize> = (0..SLOTS).map(|w| row_of(b, w)).collect();
-                // Rows 8 apart: the same offset modulo 16 bytes at any leading dimension.
-                for ld in [1usize, 7, 777, 4099] {
-                    let shift = |r: usize| (r * ld * 2) % 16;
-                    assert!(rows.iter().all(|&r| shift(r) == shift(rows[0])), "n {n} block {b} ld {ld}");
+        for n in [1usize, 5, 63, 64, 65, 513, 4097] {
+            for team in TEAMS {
+                let mut seen = std::vec![0u8; n];
+                for b in 0..blocks(n, team) {
+                    let rows: std::vec::Vec<usize> =
+                        (0..WARPS / team).flat_map(|g| (0..SLOTS).map(move |sl| row_of(b, team, g, sl))).collect();
+                    // The same offset modulo 16 bytes at any leading dimension.
+                    for ld in [1usize, 7, 777, 4099] {
+                        let shift = |r: usize| (r * ld * 2) % 16;
+                        assert!(
+                            rows.iter().all(|&r| shift(r) == shift(rows[0])),
+                            "n {n} team {team} block {b} ld {ld}"
+                        );
+                    }
+                    for r in rows.into_iter().filter(|&r| r < n) {
+                        seen[r] += 1;
+                    }
                 }
-                for r in rows.into_iter().filter(|&r| r < n) {
-                    seen[r] += 1;
-                }
+                assert!(seen.iter().all(|&c| c == 1), "n {n} team {team}");
             }
-            assert!(seen.iter().all(|&c| c == 1), "n {n}");
+        }
+    }
+
+    #[test]
+    fn teams_hold_a_row_in_one_batch_and_cover_the_sms() {
+        // Short rows: one warp per group while the blocks still cover the SMs.
+        assert_eq!(team_for(50_000, 100, 132), 1);
+        assert_eq!(team_for(50_000, 255, 132), 4);
+        assert_eq!(team_for(4097, 777, 132), 8);
+        // Few rows: more warps per group, so that more blocks run.
+        assert_eq!(team_for(3000, 65, 132), 4);
+        assert_eq!(team_for(5, 7, 132), 8);
+        for k in [0usize, 1, 100, 129, 255, 256, 511, 777, 1024, 5000] {
+            for n in [1usize, 700, 6000, 50_000] {
+                let t = team_for(n, k, 132);
+                assert!(TEAMS.contains(&t));
+                assert!(t == WARPS || (chunks(k) <= UNROLL * t && blocks(n, t) >= 132), "n {n} k {k}");
+            }
         }
     }
 

@@ -34,8 +34,11 @@ pub(super) fn small_m_reason(
     }
     let rows = crate::ops::gemv_rows::applies(g, dtype, ptrs[1], tuned);
     if let Ok(how) = rows {
-        let detail = crate::ops::gemv_rows::describe(g, dtype, out)
-            .map(|(name, blocks)| format!("; {name}: {how}: {blocks} blocks of 8 rows"))
+        let detail = crate::ops::gemv_rows::describe(g, dtype, out, sm_count.max(1) as usize)
+            .map(|(name, blocks, team)| {
+                let groups = ferrotune_kernels::gemv_rows::WARPS / team;
+                format!("; {name}: {how}: {blocks} blocks of {groups} x 8 rows, {team} warps per 8 rows")
+            })
             .unwrap_or_default();
         return format!("{why}{detail}");
     }

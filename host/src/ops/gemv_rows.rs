@@ -24,18 +24,35 @@ pub const ROWS_TILE: usize = crate::ops::gemv_stream::STREAM_TILE + 1;
 /// The width `gemm_plan` reports for a config naming this kernel (no slab kernel's width).
 pub const ROWS_WIDTH: usize = usize::MAX;
 
-/// K up to which the built-in plan gives unaligned weights to this kernel: a row's vectors are
-/// then one or two batches of a warp's loads, all in flight at once.
+/// K up to which the built-in plan gives unaligned weights of 2 to 8 rows of x to this
+/// kernel (one row of x takes it at any K that fits).
 pub const MAX_K: usize = 1024;
+/// K up to which the built-in plan gives it 9 to 16 rows of x (x's share of the traffic grows
+/// with the rows).
+pub const MAX_K_16: usize = 800;
+/// Fewest weight rows the built-in plan gives it (one block's rows: below, the slab kernel's
+/// single launch is as fast).
+pub const MIN_N: usize = 64;
 
-/// Whether the built-in plan gives the row kernel a call of `m` rows of `dtype`: one row of
-/// bf16. On the H200 (bench/results/rows-6ff05c69824b/run2-*, two repeats each) it took
-/// 1x4097x777 in 8.5 µs against the slab kernel's 11.2-11.5, 1x5000x801 11.8 against 14.1,
-/// 1x50000x255 46 against 51; but from 2 rows of x it lost (4x4097x777 15.2 against 11.8,
-/// 7x12001x513 47 against 19), and every f16 row lost (1x4097x777 14.0 against 11.4-12.1:
-/// each element's `cvt.f32.f16` costs where bf16 widens with a shift).
-pub const fn built_in_rows(dtype: DType, m: usize) -> bool {
-    matches!(dtype, DType::Bf16) && m == 1
+/// Whether the built-in plan gives the row kernel an unaligned call of `m` x `n` x `k`, with
+/// why not. On the H200, both 16-bit types, forced against the slab kernel in the same call
+/// (bench/results/rows-mma-c4ce179b6376/run1-*, µs): 1x4097x777 7.4-8.9 against 11.2-11.3,
+/// 1x50000x255 34.5-34.8 against 50.8-51.3, 5x777x333 6.7-6.8 against 12.4-12.8, 8x3000x65
+/// 7.1-8.2 against 10.8-11.2, 1x8193x4099 27.1-27.4 against 32.4-32.9, 16x2049x513 9.8-10.7
+/// against 12.8-13.1; but 5x3000x1999 14.8-15.1 against 13.9-14.3, 3x7000x2047 23.3-23.6
+/// against 22.3-22.9 and 16x4097x1023 17.9-18.2 against 14.0-14.4 (the longer rows, more rows
+/// of x), and 3x5x7 5.4-6.6 against 4.9-5.4.
+pub const fn built_in_rows(m: usize, n: usize, k: usize) -> std::result::Result<(), &'static str> {
+    if n < MIN_N {
+        return Err("fewer than 64 weight rows (one block: the slab kernel is as fast)");
+    }
+    match m {
+        1 => Ok(()),
+        2..=8 if k <= MAX_K => Ok(()),
+        2..=8 => Err("K above 1024 with 2 to 8 rows of x (the slab kernel splits long rows over warps)"),
+        9..=16 if k <= MAX_K_16 => Ok(()),
+        _ => Err("K above 800 with 9 to 16 rows of x (x staged per block costs more than the slab kernel's copies)"),
+    }
 }
 
 /// Why the row kernel serves the small-M call `g` (resolved) with `dtype` inputs with the
@@ -72,20 +89,17 @@ pub fn applies(
     if pb.is_multiple_of(16) && g.ldb.is_multiple_of(8) {
         return Err("weight rows 16-byte aligned (the slab kernel reads them whole)");
     }
-    if g.k > MAX_K {
-        return Err("K above 1024 (long rows: the slab kernel splits them over warps)");
-    }
-    if !built_in_rows(dtype, g.m) {
-        return Err("the built-in plan takes it for one row of bf16 only (it lost on more rows and on f16)");
-    }
-    Ok("one row of bf16 against weight rows not 16-byte aligned, K short: a warp per weight row in its aligned \
-        frame, x staged in shared memory")
+    built_in_rows(g.m, g.n, g.k)?;
+    Ok("weight rows not 16-byte aligned: 8 per block in their aligned frame, x staged in shared memory, tensor \
+        cores")
 }
 
-/// The entry and blocks of a call `applies` accepted.
-pub fn describe(g: &Gemm, dtype: DType, out: DType) -> Option<(&'static str, usize)> {
+/// The entry, blocks and team (warps per 8-row group, `kr::team_for`) of a call `applies`
+/// accepted, on a device of `sms` SMs.
+pub fn describe(g: &Gemm, dtype: DType, out: DType, sms: usize) -> Option<(&'static str, usize, usize)> {
     let name = kr::entry_name(dtype, out, kr::rows_for(g.m)?)?;
-    Some((name, kr::blocks(g.n)))
+    let team = kr::team_for(g.n, g.k, sms);
+    Some((name, kr::blocks(g.n, team), team))
 }
 
 /// Launches the row kernel on `ptrs` = (a, b, c, d, bias).
@@ -102,7 +116,7 @@ pub(crate) unsafe fn launch(
     ptrs: [u64; 5],
 ) -> Result<()> {
     let [pa, pb, pc, pd, pbias] = ptrs;
-    let Some((name, blocks)) = describe(g, dtype, out) else {
+    let Some((name, blocks, team)) = describe(g, dtype, out, gpu.info.sm_count.max(1) as usize) else {
         return Err(Error::UnsupportedDtype { op: OP, dtype: dtype.name() });
     };
     let rows = kr::rows_for(g.m).unwrap_or(kr::MAX_M);
@@ -139,12 +153,13 @@ pub(crate) unsafe fn launch(
     for x in &strides {
         lb.arg(x);
     }
-    lb.arg(&e.alpha).arg(&e.beta).arg(&flags).arg(&layout);
+    let team = team as u32;
+    lb.arg(&e.alpha).arg(&e.beta).arg(&flags).arg(&layout).arg(&team);
     // SAFETY: the arguments match `gemvr_entry!` in kernels-gpu/src/entry/gemv_rows.rs (5
-    // pointers, 6 u32, 3 u64, 2 f32, 2 u32); the caller vouches for the operands; `applies`
+    // pointers, 6 u32, 3 u64, 2 f32, 3 u32); the caller vouches for the operands; `applies`
     // checked the rows of x (at most the entry's), the weight's K-contiguous layout and the
     // staged x's size; the shared memory given here is x's and the warps' sums; the grid is
-    // `blocks(n)` (8 rows per block, 8 apart).
+    // `blocks(n, team)` for the team `describe` chose (one of `kr::TEAMS`).
     unsafe { lb.launch(cfg) }.ctx(|| format!("launching {name} ({}x{}x{}, {blocks} blocks)", g.m, g.n, g.k))?;
     Ok(())
 }
@@ -165,14 +180,18 @@ mod tests {
         }
         let ok = |g: &Gemm, pb: u64| applies(g, DType::Bf16, pb, None).is_ok();
         assert!(ok(&rc(1, 4097, 777), 256), "odd K");
-        assert!(ok(&rc(1, 5, 7), 256));
-        assert!(!ok(&rc(8, 3000, 65), 256), "8 rows: the slab kernel");
-        assert!(applies(&rc(1, 4097, 777), DType::F16, 256, None).is_err(), "f16: the slab kernel");
+        assert!(!ok(&rc(1, 5, 7), 256), "5 weight rows");
+        assert!(ok(&rc(1, 64, 7), 256));
+        assert!(ok(&rc(8, 3000, 65), 256), "8 rows");
+        assert!(applies(&rc(1, 4097, 777), DType::F16, 256, None).is_ok(), "f16");
         assert!(!ok(&rc(1, 4096, 768), 256), "aligned rows");
         assert!(ok(&rc(1, 4096, 768), 258), "a view at an odd offset");
-        assert!(!ok(&rc(9, 4097, 777), 256), "9 rows");
-        assert!(applies(&rc(4, 4097, 777), DType::Bf16, 256, Some((1, ROWS_WIDTH))).is_ok(), "asked for");
-        assert!(!ok(&rc(1, 4097, 1025), 256), "K above 1024");
+        assert!(ok(&rc(9, 4097, 777), 256), "9 rows");
+        assert!(!ok(&rc(16, 4097, 1023), 256), "16 rows, K above 800");
+        assert!(!ok(&rc(17, 4097, 777), 256), "17 rows");
+        assert!(applies(&rc(4, 4097, 1025), DType::Bf16, 256, Some((1, ROWS_WIDTH))).is_ok(), "asked for");
+        assert!(!ok(&rc(4, 4097, 1025), 256), "K above 1024 from 2 rows");
+        assert!(ok(&rc(1, 8193, 4099), 256), "one row, long K");
         assert!(!ok(&Gemm::new(1, 4097, 777).resolved(), 256), "row-major weight");
         assert!(!ok(&Gemm { batch: 2, ..rc(1, 4097, 777) }, 256), "batched");
         assert!(applies(&rc(1, 4097, 777), DType::F32, 256, None).is_err());
@@ -188,9 +207,10 @@ mod tests {
 
     #[test]
     fn describes_the_entry_for_the_rows_of_x() {
-        assert_eq!(describe(&rc(1, 4097, 777), DType::Bf16, DType::Bf16), Some(("ft_gemvr_bf16_bf16_m1", 520)));
-        assert_eq!(describe(&rc(3, 5, 7), DType::F16, DType::F32), Some(("ft_gemvr_f16_f32_m4", 8)));
-        assert_eq!(describe(&rc(9, 5, 7), DType::F16, DType::F16), Some(("ft_gemvr_f16_f16_m16", 8)));
-        assert_eq!(describe(&rc(17, 5, 7), DType::F16, DType::F16), None);
+        assert_eq!(describe(&rc(1, 4097, 777), DType::Bf16, DType::Bf16, 132), Some(("ft_gemvr_bf16_bf16_m1", 520, 8)));
+        assert_eq!(describe(&rc(3, 5, 7), DType::F16, DType::F32, 132), Some(("ft_gemvr_f16_f32_m4", 8, 8)));
+        assert_eq!(describe(&rc(9, 5, 7), DType::F16, DType::F16, 132), Some(("ft_gemvr_f16_f16_m16", 8, 8)));
+        assert_eq!(describe(&rc(1, 50_000, 100), DType::F16, DType::F16, 132), Some(("ft_gemvr_f16_f16_m1", 784, 1)));
+        assert_eq!(describe(&rc(17, 5, 7), DType::F16, DType::F16, 132), None);
     }
 }

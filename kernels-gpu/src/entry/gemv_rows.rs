@@ -1,10 +1,11 @@
 //! Row small-M entry points (`ft_gemvr_<in>_<out>_m<rows>`, see `gemv_rows.rs`): block `b`
-//! computes output columns `gemv_rows::row_of(b, 0..8)` (8 weight rows 8 apart, one
-//! misalignment) for every row of x. Its warps split K in chunks of 32 elements; lane `4g + t`
-//! reads vector `t` of a chunk of weight row `g` in the rows' aligned frame (a batch of
+//! computes output columns `gemv_rows::row_of(b, team, 0..8 / team, 0..8)` (groups of 8 weight
+//! rows 8 apart, one misalignment) for every row of x. A team of `team` warps per group splits
+//! K in chunks of 32 elements; lane `4g + t` reads vector `t` of a chunk of weight row `g` in
+//! the rows' aligned frame (a batch of
 //! [`UNROLL`] chunks per lane in flight, the first while x is staged) and the same vector of
 //! rows `g` and `g + 8` of x staged in shared memory, and two `mma.m16n8k16` add the chunk's
-//! products; the warps' sums meet in shared memory, one thread per output applies the epilogue.
+//! products; a team's sums meet in shared memory, one thread per output applies the epilogue.
 
 use super::gemv::{MmaElem, load8};
 use crate::arch::nvptx::{
@@ -32,6 +33,7 @@ struct Args {
     beta: f32,
     flags: u32,
     layout: u32,
+    team: usize,
 }
 
 /// Vector `j` of the frame that starts at element `first` of the weight (its `span` elements
@@ -77,13 +79,14 @@ fn in_row_only(mut w: [u32; 4], j: usize, s: usize, k: usize) -> [u32; 4] {
     w
 }
 
-/// One block: weight rows `gemv_rows::row_of(blockIdx.x, 0..8)`, matrix `blockIdx.z`.
+/// One block: weight rows `gemv_rows::row_of(blockIdx.x, team, 0..8 / team, 0..8)`, matrix
+/// `blockIdx.z`.
 ///
 /// # Safety
 /// Host-validated: the operands cover their matrices as `q` describes (the weight B
 /// K-contiguous, `ldb >= k`; m <= R <= 16); the block has `gemv_rows::smem_bytes(R, k)` bytes
 /// of dynamic shared memory and `gemv_rows::THREADS` threads; the grid is
-/// `gemv_rows::blocks(n)` by 1 by the batch.
+/// `gemv_rows::blocks(n, team)` by 1 by the batch, `team` one of `gemv_rows::TEAMS`.
 #[inline(always)]
 unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
     a: *const E,
@@ -98,24 +101,26 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
     let (g, t) = (lane / 4, lane % 4);
     let z = block_idx_z() as usize;
     let block = block_idx_x() as usize;
+    let team = q.team;
+    let (group, wt) = (warp / team, warp % team);
     // SAFETY (pointer offsets): matrix z of A and B, inside them (host-checked strides).
     let (a, b) = unsafe { (a.add(z * q.stride_a), b.add(z * q.stride_b)) };
     // The block's frame: its rows start `s` elements past a 16-byte boundary (the same for
     // all of them; computed from the address arithmetic alone, also past the last row).
-    let s = row_shift(b as usize, row_of(block, 0), q.ldb);
+    let s = row_shift(b as usize, row_of(block, team, 0, 0), q.ldb);
     let nx = vectors(q.k, s);
     let chunks = nx.div_ceil(CHUNK / 8);
     let xs = x_stride(q.k);
-    // This lane's weight row (the MMA's column g).
-    let row = row_of(block, g);
+    // This lane's weight row (the MMA's column g) in the warp's group.
+    let row = row_of(block, team, group, g);
     let nv = if row < q.n { nx } else { 0 };
     let first = (row * q.ldb) as isize - s as isize;
     let span = if q.n == 0 { 0 } else { (q.n - 1) * q.ldb + q.k };
-    // Vector t of this warp's chunk `base + WARPS * u`, for u in 0..UNROLL.
+    // Vector t of this warp's chunk `base + team * u`, for u in 0..UNROLL.
     let load_batch = |base: usize| {
         let mut v = [[0u32; 4]; UNROLL];
         for (u, w) in v.iter_mut().enumerate() {
-            let j = 4 * (base + WARPS * u) + t;
+            let j = 4 * (base + team * u) + t;
             if j < nv {
                 // SAFETY: the frame lies on 16-byte boundaries; load_vector keeps to the operand.
                 *w = unsafe { load_vector::<E>(b, first, j, span) };
@@ -124,7 +129,7 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
         v
     };
     // The first batch of the weight is on its way while x is staged.
-    let mut cur = load_batch(warp);
+    let mut cur = load_batch(wt);
 
     // x in the block's frame: row r, vector c holds x[r][8c - s ..][..8] (zeros outside K and
     // for rows m..R), 16 bytes per vector, rows `xs` vectors apart.
@@ -133,7 +138,7 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
     let total = R * xs;
     let mut i0 = tid;
     while i0 < total {
-        const SU: usize = 2;
+        const SU: usize = 4;
         let mut v = [[0u32; 4]; SU];
         for (u, vu) in v.iter_mut().enumerate() {
             let e = i0 + u * THREADS as usize;
@@ -171,14 +176,14 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
         }
     };
     let mut acc = [0.0f32; 4];
-    let mut base = warp;
+    let mut base = wt;
     // Warp-uniform: every lane runs the same chunks (the MMAs need the whole warp).
     while base < chunks {
-        if base > warp {
+        if base > wt {
             cur = load_batch(base);
         }
         for (u, &wv) in cur.iter().enumerate() {
-            let ch = base + WARPS * u;
+            let ch = base + team * u;
             if ch < chunks {
                 let j = 4 * ch + t;
                 let w = in_row_only(wv, j, s, q.k);
@@ -190,7 +195,7 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
                 acc = unsafe { E::mma([x0[2], x8[2], x0[3], x8[3]], [w[2], w[3]], acc) };
             }
         }
-        base += WARPS * UNROLL;
+        base += team * UNROLL;
     }
 
     // The warps' sums meet in shared memory after x: lane l of warp w at (32 w + l) * 16.
@@ -199,15 +204,17 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
     unsafe { st_shared_v4(red + (16 * tid) as u32, acc.map(f32::to_bits)) };
     // SAFETY: every thread of the block reaches the barrier.
     unsafe { sync_threads() };
-    // One thread per (lane, accumulator) of the MMA result: rows past R are zeros, not stored.
+    // One thread per (group, lane, accumulator) of the MMA results: rows of x past R are
+    // zeros, not stored.
     let cells = if R > 8 { 128 } else { 64 };
-    if tid < cells {
-        let (l, ci) = (tid % 32, tid / 32);
+    let mut o = tid;
+    while o < (WARPS / team) * cells {
+        let (gr, l, ci) = (o / cells, o % 32, (o % cells) / 32);
         let (xr, slot) = acc_place(l, ci);
-        let row = row_of(block, slot);
+        let row = row_of(block, team, gr, slot);
         if xr < q.m && row < q.n && slot < SLOTS {
             let mut v = 0.0f32;
-            for w in 0..WARPS {
+            for w in gr * team..(gr + 1) * team {
                 // SAFETY: warp w's lane l, accumulator ci, inside the sums' area.
                 v += unsafe { ld_shared_f32(red + (16 * (32 * w + l) + 4 * ci) as u32) };
             }
@@ -219,11 +226,13 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
             // SAFETY: as above.
             unsafe { *d.add(idx) = O::from_f32(o) };
         }
+        o += THREADS as usize;
     }
 }
 
 // ABI: (a, b, c, d, bias, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, alpha, beta,
-// flags, layout); dims u32, strides u64, flags as `Epilogue::flags`, layout bit `gemv::A_COL`.
+// flags, layout, team); dims u32, strides u64, flags as `Epilogue::flags`, layout bit
+// `gemv::A_COL`, team one of `gemv_rows::TEAMS`.
 macro_rules! gemvr_entry {
     ($name:expr, $E:ty, $O:ty, $R:literal) => {
         const _: () = {
@@ -248,6 +257,7 @@ macro_rules! gemvr_entry {
                 beta: f32,
                 flags: u32,
                 layout: u32,
+                team: u32,
             ) {
                 let q = Args {
                     m: m as usize,
@@ -263,6 +273,7 @@ macro_rules! gemvr_entry {
                     beta,
                     flags,
                     layout,
+                    team: team as usize,
                 };
                 // SAFETY: the host validated the operands, rows, shared memory and launch shape
                 // for this variant (see `rows`).
