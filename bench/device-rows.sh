@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The row-per-warp small-M kernel (issue 12; `ops::gemv_rows`): one warp per weight row in its
-# aligned frame (a block's rows 8 apart share it), x staged per block in shared memory in that
-# frame, for 1-8 rows of x against unaligned, short-K weights. Parts run in the order ab, check,
+# The row small-M kernel (issue 12; `ops::gemv_rows`): groups of 8 weight rows 8 apart in their
+# shared aligned frame, x staged per block in shared memory in that frame, products on tensor
+# cores, for 1-16 rows of x against unaligned, short-K weights. Parts run in the order ab, check,
 # ncu, suite.
 # PART=check: the small-M GPU tests (slab, streaming and row kernels; the graph tests), then
 # compute-sanitizer memcheck and racecheck on the row kernel's tests.
@@ -39,7 +39,7 @@ if [[ "$PART" == *check* ]]; then
   stamp "gemv + graph tests exit $?: $(grep 'test result' $R/gemv-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/gemv-tests.txt | head
   for tool in memcheck racecheck; do
     timeout $(cap 120) compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 \
-      gpu_small_m_rows_ignore gpu_small_m_rows_random $([ $tool = memcheck ] && echo gpu_small_m_rows_edge) > $R/$tool.txt 2>&1
+      gpu_small_m_rows_ignore gpu_small_m_rows_random gpu_small_m_rows_every_team $([ $tool = memcheck ] && echo gpu_small_m_rows_edge) > $R/$tool.txt 2>&1
     stamp "$tool exit $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test result' $R/$tool.txt | tr '\n' ' ')"
   done
 fi
