@@ -138,7 +138,7 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
     let total = R * xs;
     let mut i0 = tid;
     while i0 < total {
-        const SU: usize = 4;
+        const SU: usize = 2;
         let mut v = [[0u32; 4]; SU];
         for (u, vu) in v.iter_mut().enumerate() {
             let e = i0 + u * THREADS as usize;
