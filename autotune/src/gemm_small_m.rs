@@ -414,7 +414,7 @@ pub(crate) mod tests {
                 if c.tile == ROWS_TILE {
                     prop_assert!(packed || p.path() == "small-m:rows", "{}", p.path());
                     prop_assert!(p.reason.contains("ft_gemvr_"), "{}", p.reason);
-                    prop_assert!(m <= 8 && c.split_k == 1);
+                    prop_assert!(m <= ferrotune_kernels::gemv_rows::MAX_M && c.split_k == 1);
                     prop_assert!(predict(&d, &s, c).is_finite());
                     continue;
                 }
