@@ -169,14 +169,17 @@ fn gpu_small_m_rows_every_team() {
         (1usize, 9001usize, 100usize),
         (9, 20_011, 60),
         (3, 5003, 129),
-        (2, 9000, 200),
+        (4, 9000, 200),
+        (1, 3001, 255),
         (16, 4501, 250),
         (7, 2000, 777),
     ];
     for (i, (m, n, k)) in shapes.into_iter().enumerate() {
         let mut g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i)).with_config(ROWS);
         g.ldb = k + 1 + i % 3;
-        seen.insert(ferrotune_kernels::gemv_rows::team_for(n, k, sms));
+        let rows = ferrotune_kernels::gemv_rows::rows_for(m).unwrap();
+        let batches = ferrotune_kernels::gemv_rows::batches_for(rows);
+        seen.insert(ferrotune_kernels::gemv_rows::team_for(n, k, sms, batches));
         for (dt, out_f32) in [(DType::Bf16, i % 2 == 0), (DType::F16, i % 2 == 1)] {
             if let Err(e) = dispatch(&gpu, dt, out_f32, g, i as u64) {
                 panic!("{m}x{n}x{k} {dt:?} out_f32 {out_f32}: {e}");

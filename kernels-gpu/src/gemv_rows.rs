@@ -89,14 +89,22 @@ pub const fn blocks(n: usize, team: usize) -> usize {
     n.div_ceil(GROUP_ROWS * (WARPS / team)) * 8
 }
 
+/// Batches of [`UNROLL`] chunks a warp may take per row for `rows` compiled rows of x: one for a
+/// single row; two from 4 rows, where x staged per block costs as much as the block's weight
+/// (ncu, 7x12001x513: 53% of issue slots busy with 8 warps per group, most of them staging x),
+/// so that a block holds more groups for one staging.
+pub const fn batches_for(rows: usize) -> usize {
+    if rows >= 4 { 2 } else { 1 }
+}
+
 /// The team for K = `k` and `n` weight rows on `sms` SMs: the fewest warps per group that hold
-/// a row's chunks in one batch of [`UNROLL`] each (fewer, fuller blocks: x staged once for
-/// several groups, no idle warps on short rows), but enough blocks to cover the SMs.
-pub const fn team_for(n: usize, k: usize, sms: usize) -> usize {
+/// a row's chunks in `batches` batches of [`UNROLL`] each (fewer, fuller blocks: x staged once
+/// for several groups, no idle warps on short rows), but enough blocks to cover the SMs.
+pub const fn team_for(n: usize, k: usize, sms: usize, batches: usize) -> usize {
     let mut i = 0;
     while i < TEAMS.len() {
         let t = TEAMS[i];
-        if chunks(k) <= UNROLL * t && blocks(n, t) >= sms {
+        if chunks(k) <= UNROLL * t * batches && blocks(n, t) >= sms {
             return t;
         }
         i += 1;
@@ -275,17 +283,23 @@ mod tests {
     #[test]
     fn teams_hold_a_row_in_one_batch_and_cover_the_sms() {
         // Short rows: one warp per group while the blocks still cover the SMs.
-        assert_eq!(team_for(50_000, 100, 132), 1);
-        assert_eq!(team_for(50_000, 255, 132), 4);
-        assert_eq!(team_for(4097, 777, 132), 8);
+        assert_eq!(team_for(50_000, 100, 132, 1), 1);
+        assert_eq!(team_for(50_000, 255, 132, 1), 4);
+        assert_eq!(team_for(4097, 777, 132, 1), 8);
+        // Two batches per warp: half the warps per group.
+        assert_eq!(team_for(4097, 777, 132, 2), 4);
+        assert_eq!(team_for(12_001, 513, 132, 2), 4);
+        assert_eq!((batches_for(1), batches_for(4), batches_for(16)), (1, 2, 2));
         // Few rows: more warps per group, so that more blocks run.
-        assert_eq!(team_for(3000, 65, 132), 4);
-        assert_eq!(team_for(5, 7, 132), 8);
+        assert_eq!(team_for(3000, 65, 132, 1), 4);
+        assert_eq!(team_for(5, 7, 132, 2), 8);
         for k in [0usize, 1, 100, 129, 255, 256, 511, 777, 1024, 5000] {
             for n in [1usize, 700, 6000, 50_000] {
-                let t = team_for(n, k, 132);
-                assert!(TEAMS.contains(&t));
-                assert!(t == WARPS || (chunks(k) <= UNROLL * t && blocks(n, t) >= 132), "n {n} k {k}");
+                for b in [1, 2] {
+                    let t = team_for(n, k, 132, b);
+                    assert!(TEAMS.contains(&t));
+                    assert!(t == WARPS || (chunks(k) <= UNROLL * t * b && blocks(n, t) >= 132), "n {n} k {k}");
+                }
             }
         }
     }

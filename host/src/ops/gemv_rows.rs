@@ -94,11 +94,22 @@ pub fn applies(
         cores")
 }
 
+/// Batches per warp and row for `rows` compiled rows of x: `kr::batches_for`, or
+/// `FERROTUNE_SMALL_M_ROWS_BATCHES=1|2` (A/B runs).
+fn batches(rows: usize) -> usize {
+    match std::env::var("FERROTUNE_SMALL_M_ROWS_BATCHES").ok().as_deref() {
+        Some("1") => 1,
+        Some("2") => 2,
+        _ => kr::batches_for(rows),
+    }
+}
+
 /// The entry, blocks and team (warps per 8-row group, `kr::team_for`) of a call `applies`
 /// accepted, on a device of `sms` SMs.
 pub fn describe(g: &Gemm, dtype: DType, out: DType, sms: usize) -> Option<(&'static str, usize, usize)> {
-    let name = kr::entry_name(dtype, out, kr::rows_for(g.m)?)?;
-    let team = kr::team_for(g.n, g.k, sms);
+    let rows = kr::rows_for(g.m)?;
+    let name = kr::entry_name(dtype, out, rows)?;
+    let team = kr::team_for(g.n, g.k, sms, batches(rows));
     Some((name, kr::blocks(g.n, team), team))
 }
 
