@@ -215,10 +215,9 @@ pub fn predict_ms(d: &Description, l: &Limits, shape: &GemmShape, cfg: &GemmConf
         // per block, the launch and the staging of x before the first product.
         let (m, n, k) = (shape.m as f64, shape.n as f64, shape.k as f64);
         let sms = f64::from(l.sm_count.max(1));
-        let batches =
-            ferrotune_kernels::gemv_rows::rows_for(shape.m).map_or(1, ferrotune_kernels::gemv_rows::batches_for);
-        let team = ferrotune_kernels::gemv_rows::team_for(shape.n, shape.k, l.sm_count.max(1) as usize, batches);
-        let blocks = ferrotune_kernels::gemv_rows::blocks(shape.n, team) as f64;
+        let dt = shape.dtype.dtype();
+        let launch = gemv_rows::describe(&shape.gemm(), dt, dt, l.sm_count.max(1) as usize);
+        let blocks = launch.map_or(ferrotune_kernels::gemv_rows::blocks(shape.n, 8), |(_, b, _)| b) as f64;
         let peak = d.peak_gbps.max(1.0) * 1e9;
         let bw = (0.9 * peak).min(blocks.min(sms) * SM_SHARE_FACTOR * peak / sms);
         let dram = (n * k + m * k + m * n) * elem;

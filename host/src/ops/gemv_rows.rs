@@ -184,7 +184,7 @@ mod tests {
     }
 
     #[test]
-    fn takes_one_row_of_bf16_against_short_unaligned_rows() {
+    fn takes_up_to_16_rows_of_x_against_unaligned_rows_by_k() {
         if std::env::var("FERROTUNE_SMALL_M_ROWS").is_ok() {
             eprintln!("skipped: FERROTUNE_SMALL_M_ROWS is set");
             return;
