@@ -75,6 +75,12 @@ pub struct CliffordRow {
     pub flops_per_s: f64,
     /// `bytes_per_s` over the copy ceiling of the run.
     pub ratio_to_copy: f64,
+    /// CUDA: the median per call of [`QUEUE`] calls queued between two events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ms_queued: Option<f64>,
+    /// The bytes over `ms_queued`, over the copy ceiling timed the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_to_copy_queued: Option<f64>,
     pub config: String,
     pub correct: bool,
     pub mismatch: Option<String>,
@@ -106,7 +112,15 @@ pub struct CopyCeiling {
     pub bytes: u64,
     pub stats: Stats,
     pub bytes_per_s: f64,
+    /// CUDA: the same copy timed [`QUEUE`] calls at a time between two events (no launch gap
+    /// between calls), bytes per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_bytes_per_s: Option<f64>,
 }
+
+/// Calls per sample of the queued timings (CUDA): what back-to-back layers cost, without
+/// the host's launch latency in every sample.
+pub const QUEUE: usize = 10;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CliffordReport {
@@ -295,7 +309,9 @@ fn bench_row<T: Scalar>(
     let cfg = match op {
         // The config `fused_gelu_fcgp_norm` takes for its norm pass.
         "fcgp_fwd" => CliffordConfig::assemble_heuristic(p, backend.device()),
-        _ => CliffordConfig::heuristic(p, T::DTYPE, backend.device()),
+        // The config `fused_gelu_sgp_norm` takes untuned on this stream (the staged forward
+        // where it applies).
+        _ => ferrotune::ops::clifford::forward_config::<T>(s, p)?,
     };
     let bwd = CliffordConfig::backward_heuristic(p, T::DTYPE, backend.device());
     bench_row_with::<T>(backend, s, op, p, opts, copy_bps, &cfg, &bwd)
@@ -367,7 +383,6 @@ fn bench_row_on<T: Scalar>(
     bwd: &CliffordConfig,
     o: &mut Operands<T>,
 ) -> Result<CliffordRow> {
-    let _ = backend;
     let (cfg, bwd) = (*cfg, *bwd);
     let fcgp = op == "fcgp_fwd";
     let nan = vec![T::from_f32(f32::NAN); p.mv_len()?];
@@ -406,6 +421,12 @@ fn bench_row_on<T: Scalar>(
         mismatch = check_backward(s, p, o, opts.check_rows)?;
     }
     let stats = time_on_stream(s, opts.repeat, |_| run(o))?;
+    let ms_queued = if matches!(backend, Backend::Cuda(_)) {
+        let q = time_on_stream(s, opts.repeat, |_| (0..QUEUE).try_for_each(|_| run(o)))?;
+        Some(q.median_ms / QUEUE as f64)
+    } else {
+        None
+    };
     let (bytes, flops) = work(op, p, T::DTYPE.size_bytes())?;
     let secs = stats.median_ms * 1e-3;
     Ok(CliffordRow {
@@ -423,6 +444,8 @@ fn bench_row_on<T: Scalar>(
         bytes_per_s: bytes as f64 / secs,
         flops_per_s: flops as f64 / secs,
         ratio_to_copy: bytes as f64 / secs / copy_bps,
+        ms_queued,
+        ratio_to_copy_queued: None,
         config: if op == "fwdbwd" { format!("{}; bwd {}", describe(&cfg), describe(&bwd)) } else { describe(&cfg) },
         correct: mismatch.is_none(),
         mismatch,
@@ -459,7 +482,16 @@ fn copy_ceiling(backend: &Backend, s: &Stream, bytes: usize, repeat: Repeat) -> 
         ops::run_elementwise(s, ElemOp::Copy, &cfg, &[&src.all()], &mut dst.all_mut(), 0.0)
     })?;
     let moved = 2 * n as u64 * 4;
-    Ok(CopyCeiling { bytes: moved, stats, bytes_per_s: moved as f64 / (stats.median_ms * 1e-3) })
+    let queued_bytes_per_s = if matches!(backend, Backend::Cuda(_)) {
+        let q = time_on_stream(s, repeat, |_| {
+            (0..QUEUE)
+                .try_for_each(|_| ops::run_elementwise(s, ElemOp::Copy, &cfg, &[&src.all()], &mut dst.all_mut(), 0.0))
+        })?;
+        Some(moved as f64 / (q.median_ms / QUEUE as f64 * 1e-3))
+    } else {
+        None
+    };
+    Ok(CopyCeiling { bytes: moved, stats, bytes_per_s: moved as f64 / (stats.median_ms * 1e-3), queued_bytes_per_s })
 }
 
 /// Runs every (dtype, dim, op, shape) row; `progress` gets one line each. `date` and
@@ -471,20 +503,28 @@ pub fn run(backend: &Backend, opts: &CliffordOptions, mut progress: impl FnMut(&
     // 4x the memory rate: the roof is a copy of at least CPU_COPY_MIN_BYTES per buffer.
     let copy_bytes = if matches!(backend, Backend::Cpu(_)) { largest.max(CPU_COPY_MIN_BYTES) } else { largest };
     let copy = copy_ceiling(backend, &s, copy_bytes, opts.repeat)?;
-    progress(&format!("copy ceiling: {:.3} ms, {:.1} GB/s", copy.stats.median_ms, copy.bytes_per_s / 1e9));
+    progress(&format!(
+        "copy ceiling: {:.3} ms, {:.1} GB/s{}",
+        copy.stats.median_ms,
+        copy.bytes_per_s / 1e9,
+        copy.queued_bytes_per_s.map_or(String::new(), |q| format!(", queued {:.1} GB/s", q / 1e9))
+    ));
     let mut rows = Vec::new();
     for &dt in &opts.dtypes {
         for &dim in &opts.dims {
             for op in &opts.ops {
                 for &(b, n) in &opts.shapes {
                     let p = Clifford::new(dim, b, n, true);
-                    let row = match dt {
+                    let mut row = match dt {
                         DType::F32 => bench_row::<f32>(backend, &s, op, &p, opts, copy.bytes_per_s)?,
                         DType::F16 => bench_row::<f16>(backend, &s, op, &p, opts, copy.bytes_per_s)?,
                         DType::Bf16 => bench_row::<bf16>(backend, &s, op, &p, opts, copy.bytes_per_s)?,
                     };
+                    if let (Some(ms), Some(cq)) = (row.ms_queued, copy.queued_bytes_per_s) {
+                        row.ratio_to_copy_queued = Some(row.bytes as f64 / (ms * 1e-3) / cq);
+                    }
                     progress(&format!(
-                        "d{} {:<8} {:<4} B {:>5} N {:>5} {:>9.4} ms {:>8.1} GB/s {:>5.2}x copy {:>9.1} GFLOP/s {}",
+                        "d{} {:<8} {:<4} B {:>5} N {:>5} {:>9.4} ms {:>8.1} GB/s {:>5.2}x copy {:>9.1} GFLOP/s {} {}",
                         row.dim,
                         row.op,
                         row.dtype,
@@ -494,7 +534,10 @@ pub fn run(backend: &Backend, opts: &CliffordOptions, mut progress: impl FnMut(&
                         row.bytes_per_s / 1e9,
                         row.ratio_to_copy,
                         row.flops_per_s / 1e9,
-                        if row.correct { "ok" } else { "MISMATCH" }
+                        if row.correct { "ok" } else { "MISMATCH" },
+                        row.ms_queued
+                            .zip(row.ratio_to_copy_queued)
+                            .map_or(String::new(), |(q, r)| format!("queued {q:.4} ms {r:.2}x copy")),
                     ));
                     rows.push(row);
                 }

@@ -156,6 +156,8 @@ fn row(
         bytes_per_s: bytes as f64 / secs,
         flops_per_s: flops as f64 / secs,
         ratio_to_copy: bytes as f64 / secs / copy_bps,
+        ms_queued: None,
+        ratio_to_copy_queued: None,
         config,
         correct: mismatch.is_none(),
         mismatch,

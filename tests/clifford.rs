@@ -97,14 +97,14 @@ fn kernel_product_matches_the_reference_per_feature() {
 }
 
 /// Inputs of one problem, rounded to `T`, and their f64 values.
-struct Case<T> {
-    p: Clifford,
-    x: Vec<T>,
-    y: Vec<T>,
-    w: Vec<T>,
+pub(crate) struct Case<T> {
+    pub(crate) p: Clifford,
+    pub(crate) x: Vec<T>,
+    pub(crate) y: Vec<T>,
+    pub(crate) w: Vec<T>,
 }
 
-fn make_case<T: Scalar>(p: Clifford, fcgp: bool, seed: u64) -> Case<T> {
+pub(crate) fn make_case<T: Scalar>(p: Clifford, fcgp: bool, seed: u64) -> Case<T> {
     let mut rng = Rng::new(seed);
     let len = p.mv_len().unwrap();
     let wl = if fcgp { p.fcgp_weights_len().unwrap() } else { p.sgp_weights_len().unwrap() };
@@ -119,7 +119,7 @@ fn f64s<T: Scalar>(v: &[T]) -> Vec<f64> {
 
 /// Runs the SGP forward (or FCGP) on `backend` with `cfg` (None: the op's default); the output
 /// is poisoned first.
-fn run_forward<T: Scalar>(
+pub(crate) fn run_forward<T: Scalar>(
     backend: &Backend,
     case: &Case<T>,
     cfg: Option<&CliffordConfig>,
@@ -159,7 +159,7 @@ fn run_forward<T: Scalar>(
 
 /// Compares with the f64 reference: `|got - want| <= rel * (|want| + scale)` (plus the dtype's
 /// absolute floor), where `scale` is the sum of |terms| (f32 accumulation error grows with it).
-fn check_forward<T: Scalar>(case: &Case<T>, got: &[T], fcgp: bool) -> Result<(), String> {
+pub(crate) fn check_forward<T: Scalar>(case: &Case<T>, got: &[T], fcgp: bool) -> Result<(), String> {
     let p = case.p;
     let (x, y, w) = (f64s(&case.x), f64s(&case.y), f64s(&case.w));
     let (want, scale) = if fcgp {
@@ -459,6 +459,7 @@ fn gpu_backward_typed<T: Scalar>(gpu: &Backend) {
                     variant: v,
                     blocks_per_sm: 1,
                     cpu_rows: 1,
+                    stages: 0,
                 };
                 if team <= 256 && c.validate_backward(&p, None).is_ok() {
                     cfgs.push(Some(c));
@@ -510,6 +511,7 @@ fn gpu_clifford_backward_smem_many_rows() {
                         variant: v,
                         blocks_per_sm: 1,
                         cpu_rows: 1,
+                        stages: 0,
                     };
                     if threads > 1024 || c.validate_backward(&p, None).is_err() {
                         continue;

@@ -16,6 +16,7 @@ use crate::math::{exp_with, normal_cdf};
 
 mod cpu;
 mod fcgp_cpu;
+pub mod staged;
 mod variants;
 pub use cpu::{LANES, blocked_at, bwd_rows, fwd_rows, padded, weight_index, weights_by_path};
 pub use fcgp_cpu::{fcgp_assemble_rows, fcgp_products_rows};

@@ -6,6 +6,8 @@ mod clifford;
 mod clifford_bwd;
 mod clifford_fcgp;
 mod clifford_fwd;
+#[cfg(target_feature = "sm_90a")]
+mod clifford_fwd_staged;
 mod clifford_io;
 mod elementwise;
 mod gemm;

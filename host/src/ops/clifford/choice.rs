@@ -27,6 +27,7 @@ pub fn backward_entry(dim: u32, dtype: DType, v: RowVariant) -> String {
 /// The kernel the `pass` of `c` launches.
 fn entry_of(pass: CliffordPass, p: &Clifford, dtype: DType, c: &CliffordConfig) -> String {
     match pass {
+        CliffordPass::Forward if c.stages > 0 => kc::staged::entry_name(p.dim, dtype, c.variant.vpt).as_str().into(),
         CliffordPass::Forward => row_entry(CliffordKernel::Forward, p.dim, dtype, c.variant),
         CliffordPass::Backward => backward_entry(p.dim, dtype, c.variant),
     }
@@ -53,6 +54,13 @@ fn settle<T: Scalar>(
     };
     let Some(c) = tuned else { return Ok((heuristic(s)?, src)) };
     if let Some(gpu) = s.gpu() {
+        let arch = gpu.kernels()?.arch;
+        if c.stages > 0 && arch != "sm_90a" {
+            let why = format!(
+                "the entry at {src} names the staged forward, which needs the sm_90a module (this GPU runs {arch})"
+            );
+            return Ok((heuristic(s)?, Source::Heuristic { why }));
+        }
         let name = entry_of(pass, p, T::DTYPE, &c);
         let k = gpu.kernels()?.function(&name)?;
         if c.threads > k.max_threads {
