@@ -1,32 +1,61 @@
 #!/usr/bin/env bash
-# Issue 15 on one GPU: the Clifford SGP rows timed (bench --ops clifford, f32 and bf16, fwd and
-# fwd+bwd at B4096/8192 N 512, 777, 1024) and Nsight Compute on each of their kernels (one
-# launch each: duration, DRAM throughput, occupancy, registers, stall reasons), so the gap to
-# the copy ceiling is seen per kernel. PART=bench,ncu (default both); NCU_SHAPES, SHAPES.
+# Issue 15 on one GPU, from an unpacked carry: the Clifford SGP rows timed (bench --ops clifford:
+# per call and queued, beside the copy ceiling timed both ways) and Nsight Compute on their
+# kernels, so the gap to the copy roof is seen per kernel.
+# PART (comma list, default tests,bench,ab,ncu,san):
+#   tests  the Clifford GPU tests (the staged forward's included);
+#   bench  fwd and fwd+bwd, f32 and bf16, at B4096/8192 N 512/777/1024 and shapes no issue
+#          names (SHAPES, UNSEEN), with the built-in choice (the staged forward on sm_90a);
+#   ab     the forward with FERROTUNE_CLIFFORD_STAGED=0 (register kernels), 2D with 4 features
+#          a thread, and at most 3 stages, for the same shapes;
+#   ncu    one launch of each forward kernel (NCU_SHAPES);
+#   san    compute-sanitizer memcheck, racecheck and synccheck on the staged test (small).
 set -uo pipefail
 bash bench/unpack-carry.sh || exit 1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
 export FERROTUNE_COMMIT=$(cat .carry/commit 2>/dev/null || echo unknown) FERROTUNE_REQUIRE_GPU=1
 export CUDA_CACHE_MAXSIZE=4294967296 CUDA_CACHE_PATH=$PWD/.nv-cache
 R=$OUT/clifroof; mkdir -p $R
-PART=${PART:-bench,ncu}
+PART=${PART:-tests,bench,ab,ncu,san}
+SHAPES=${SHAPES:-4096x512,4096x777,4096x1024,8192x1024}
+UNSEEN=${UNSEEN:-2048x640,4096x1000,16384x256,3000x1536,1024x128}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader > $R/nvidia-smi.txt
+bench() { # name rows dtype shapes [env...]
+  local name=$1 rows=$2 dt=$3 shapes=$4; shift 4
+  env "$@" timeout ${T_BENCH:-150} .carry/xtask bench --ops clifford --clifford-rows $rows --dtypes $dt --shapes $shapes \
+    --json $R/$name.json > $R/$name.txt 2>&1
+  echo "$name exit $?"; grep -E "copy ceiling|d[23] " $R/$name.txt | sed 's/  */ /g' | cut -c1-170
+}
+if [[ $PART == *tests* ]]; then
+  timeout ${T_TESTS:-300} .carry/ferrotune_tests --test-threads=4 clifford > $R/tests.txt 2>&1
+  echo "tests exit $?"; grep -E "test result|panicked|skipped|cases" $R/tests.txt | head -20
+fi
 if [[ $PART == *bench* ]]; then
-  for dt in ${DTYPES:-f32 bf16}; do
-    timeout ${T_BENCH:-150} .carry/xtask bench --ops clifford --clifford-rows ${ROWS:-fwd,fwdbwd} --dtypes $dt \
-      --shapes ${SHAPES:-4096x512,4096x777,4096x1024,8192x1024} --json $R/clifford-$dt.json > $R/clifford-$dt.txt 2>&1
-    echo "bench $dt exit $?"; grep -E "copy ceiling|d[23] " $R/clifford-$dt.txt | cut -c1-200
-  done
+  for dt in f32 bf16; do bench plan-$dt fwd,fwdbwd $dt $SHAPES; done
+  bench unseen-f32 fwd f32 $UNSEEN
+fi
+if [[ $PART == *ab* ]]; then
+  for dt in f32 bf16; do bench regs-$dt fwd $dt $SHAPES FERROTUNE_CLIFFORD_STAGED=0; done
+  bench regs-unseen-f32 fwd f32 $UNSEEN FERROTUNE_CLIFFORD_STAGED=0
+  bench fpt4-f32 fwd f32 $SHAPES FERROTUNE_CLIFFORD_STAGED_FPT=4
+  bench st3-f32 fwd f32 $SHAPES FERROTUNE_CLIFFORD_STAGES=3
 fi
 if [[ $PART == *ncu* ]]; then
-  for s in ${NCU_SHAPES:-4096x512 4096x777 4096x1024}; do
+  for s in ${NCU_SHAPES:-4096x512 4096x1024}; do
     f=$R/ncu-$s
-    timeout ${T_NCU:-120} ncu -k regex:ft_clifford --launch-count ${NCU_COUNT:-6} \
+    timeout ${T_NCU:-120} ncu -k regex:ft_clifford_fwd --launch-count 4 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
       --section WarpStateStats --section SchedulerStats \
-      .carry/xtask bench --ops clifford --clifford-rows fwdbwd --dtypes f32 --iters 1 --warmup 0 --shapes $s \
-      > $f.txt 2>&1
+      .carry/xtask bench --ops clifford --clifford-rows fwd --dtypes f32 --iters 1 --warmup 0 --shapes $s > $f.txt 2>&1
     echo "ncu $s exit $?"
-    grep -E "^  ft_clifford|Duration|DRAM Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Size|Grid Size|Issue Slots Busy|No Eligible|Dynamic Shared" $f.txt | sed 's/  */ /g' | head -120
+    grep -E "^  ft_clifford|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|No Eligible|Dynamic Shared" $f.txt \
+      | sed 's/  */ /g' | head -40
+  done
+fi
+if [[ $PART == *san* ]]; then
+  for tool in memcheck racecheck synccheck; do
+    FERROTUNE_TEST_SMALL=1 timeout ${T_SAN:-150} compute-sanitizer --tool $tool \
+      .carry/ferrotune_tests --test-threads=1 gpu_clifford_staged > $R/$tool-staged.txt 2>&1
+    echo "$tool exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result|hazard" $R/$tool-staged.txt | head -4
   done
 fi

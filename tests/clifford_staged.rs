@@ -21,8 +21,10 @@ fn staged_typed<T: Scalar>(gpu: &Backend) -> usize {
     let mut cases = 0;
     for dim in [2u32, 3] {
         for (i, &(b, n)) in SHAPES.iter().enumerate() {
-            if b * n > 100_000 && T::DTYPE != DType::F32 {
-                continue; // the large case once, in f32
+            // The large case once, in f32 (and not at all under FERROTUNE_TEST_SMALL, for runs
+            // under compute-sanitizer).
+            if b * n > 100_000 && (T::DTYPE != DType::F32 || std::env::var_os("FERROTUNE_TEST_SMALL").is_some()) {
+                continue;
             }
             let p = Clifford::new(dim, b, n, i % 3 != 1);
             let case = make_case::<T>(p, false, 900 + ((dim as u64) << 8 | i as u64));
@@ -62,5 +64,5 @@ fn gpu_clifford_staged_forward_matches_reference() {
     }
     let n = staged_typed::<f32>(&gpu) + staged_typed::<bf16>(&gpu) + staged_typed::<f16>(&gpu);
     println!("gpu_clifford_staged_forward_matches_reference: {n} cases");
-    assert!(n > 100, "only {n} cases ran");
+    assert!(n > 60, "only {n} cases ran");
 }
