@@ -5,11 +5,14 @@
 # PART (comma list, default tests,bench,ab,ncu,san):
 #   tests  the Clifford GPU tests (the staged forward's included);
 #   bench  fwd and fwd+bwd, f32 and bf16, at B4096/8192 N 512/777/1024 and shapes no issue
-#          names (SHAPES, UNSEEN), with the built-in choice (the staged forward on sm_90a);
-#   ab     the forward with FERROTUNE_CLIFFORD_STAGED=0 (register kernels), 2D with 4 features
-#          a thread, and at most 3 stages, for the same shapes;
-#   ncu    one launch of each forward kernel (NCU_SHAPES);
-#   san    compute-sanitizer memcheck, racecheck and synccheck on the staged test (small).
+#          names (SHAPES, UNSEEN), with the built-in choice (the register kernels);
+#   ab     the same with FERROTUNE_CLIFFORD_STAGED=1 (the staged kernels, sm_90a), and 2D with
+#          4 features a thread;
+#   ncu    one launch of each kernel of fwd+bwd (NCU_SHAPES), built-in and staged, and the
+#          staged forward and backward with source-level SASS counters (ncu-src.tgz);
+#   san    compute-sanitizer memcheck, racecheck and synccheck on the staged tests (small).
+# Everything under $OUT/clifroof is also packed into $OUT/clifroof.tgz (a call returns at most
+# 8 files).
 set -uo pipefail
 bash bench/unpack-carry.sh || exit 1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
@@ -35,22 +38,31 @@ if [[ $PART == *bench* ]]; then
   bench unseen-f32 fwd f32 $UNSEEN
 fi
 if [[ $PART == *ab* ]]; then
-  for dt in f32 bf16; do bench regs-$dt fwd $dt $SHAPES FERROTUNE_CLIFFORD_STAGED=0; done
-  bench regs-unseen-f32 fwd f32 $UNSEEN FERROTUNE_CLIFFORD_STAGED=0
-  bench fpt4-f32 fwd f32 $SHAPES FERROTUNE_CLIFFORD_STAGED_FPT=4
-  bench st3-f32 fwd f32 $SHAPES FERROTUNE_CLIFFORD_STAGES=3
+  for dt in f32 bf16; do bench staged-$dt fwd,fwdbwd $dt $SHAPES FERROTUNE_CLIFFORD_STAGED=1; done
+  bench staged-unseen-f32 fwd f32 $UNSEEN FERROTUNE_CLIFFORD_STAGED=1
+  bench fpt4-f32 fwd f32 $SHAPES FERROTUNE_CLIFFORD_STAGED=1 FERROTUNE_CLIFFORD_STAGED_FPT=4
 fi
 if [[ $PART == *ncu* ]]; then
-  for s in ${NCU_SHAPES:-4096x512 4096x1024}; do
-    f=$R/ncu-$s
-    timeout ${T_NCU:-120} ncu -k regex:ft_clifford_fwd --launch-count 4 \
-      --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-      --section WarpStateStats --section SchedulerStats \
-      .carry/xtask bench --ops clifford --clifford-rows fwd --dtypes f32 --iters 1 --warmup 0 --shapes $s > $f.txt 2>&1
-    echo "ncu $s exit $?"
-    grep -E "^  ft_clifford|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|No Eligible|Dynamic Shared" $f.txt \
-      | sed 's/  */ /g' | head -40
+  for mode in 0 1; do
+    for s in ${NCU_SHAPES:-4096x512 4096x777}; do
+      f=$R/ncu-$s-staged$mode
+      FERROTUNE_CLIFFORD_STAGED=$mode timeout ${T_NCU:-120} ncu -k regex:ft_clifford --launch-count 6 \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+        .carry/xtask bench --ops clifford --clifford-rows fwdbwd --dtypes f32 --iters 1 --warmup 0 --shapes $s > $f.txt 2>&1
+      echo "ncu $s staged=$mode exit $?"
+      grep -E "^  ft_clifford|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Issued Warp" $f.txt \
+        | sed 's/  */ /g' | head -36
+    done
   done
+  mkdir -p $R/src
+  FERROTUNE_CLIFFORD_STAGED=1 timeout 150 ncu -k regex:ft_clifford_.wdt --launch-count 2 --set full --import-source no \
+    -o $R/src/staged .carry/xtask bench --ops clifford --clifford-rows fwdbwd --dtypes f32 --iters 1 --warmup 0 \
+    --shapes 4096x512 > $R/src/run.txt 2>&1
+  echo "ncu src exit $?"
+  ncu -i $R/src/staged.ncu-rep --page source --csv --print-source sass > $R/src/sass.csv 2>&1
+  ncu -i $R/src/staged.ncu-rep --print-details all > $R/src/details.txt 2>&1
+  grep -E "Duration|Issued Warp|No Eligible|Stall" $R/src/details.txt | head -20
+  rm -f $R/src/staged.ncu-rep; xz -T4 $R/src/sass.csv
 fi
 if [[ $PART == *san* ]]; then
   for tool in memcheck racecheck synccheck; do
@@ -59,3 +71,4 @@ if [[ $PART == *san* ]]; then
     echo "$tool exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result|hazard" $R/$tool-staged.txt | head -4
   done
 fi
+tar -czf $OUT/clifroof.tgz -C $OUT clifroof

@@ -113,7 +113,7 @@ pub(crate) fn make_case<T: Scalar>(p: Clifford, fcgp: bool, seed: u64) -> Case<T
     Case { p, x: rng.vec(len, -2.0, 2.0), y: rng.vec(len, -2.0, 2.0), w: rng.vec(wl, -ws, ws) }
 }
 
-fn f64s<T: Scalar>(v: &[T]) -> Vec<f64> {
+pub(crate) fn f64s<T: Scalar>(v: &[T]) -> Vec<f64> {
     v.iter().map(|x| x.to_f32() as f64).collect()
 }
 
@@ -253,10 +253,10 @@ fn finite_differences(case: &Case<f32>, go: &[f64]) -> (Vec<f64>, Vec<f64>, Vec<
 }
 
 /// `(dx, dy, dw)`.
-type Grads<T> = (Vec<T>, Vec<T>, Vec<T>);
+pub(crate) type Grads<T> = (Vec<T>, Vec<T>, Vec<T>);
 
 /// Runs the backward on `backend`; outputs poisoned first.
-fn run_backward<T: Scalar>(
+pub(crate) fn run_backward<T: Scalar>(
     backend: &Backend,
     case: &Case<T>,
     go: &[T],
@@ -304,7 +304,7 @@ fn run_backward<T: Scalar>(
 }
 
 /// `got` against `want` relative to the largest |want| of the tensor (gradients mix signs).
-fn check_grad(what: &str, got: &[f64], want: &[f64], rel: f64) -> Result<(), String> {
+pub(crate) fn check_grad(what: &str, got: &[f64], want: &[f64], rel: f64) -> Result<(), String> {
     let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-12);
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         if g.is_nan() || (g - w).abs() > rel * scale {

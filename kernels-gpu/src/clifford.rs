@@ -25,6 +25,10 @@ pub use variants::{
     launch_bounds, row_entry_name,
 };
 
+/// Warps of a `ft_clifford_dw_reduce_*` block, each summing one slice of the weight-gradient
+/// partials (`entry/clifford.rs`).
+pub const DW_SLICES: usize = 8;
+
 /// Components of the largest algebra (Cl(3,0)).
 pub const MAX_C: usize = 8;
 /// Weights per feature of the largest algebra.

@@ -12,7 +12,7 @@ use ferrotune::{Backend, DType, Scalar, bf16, f16};
 fn show(c: &CliffordConfig) -> String {
     if c.stages > 0 {
         return format!(
-            "staged forward (sm_90a: bulk copies of whole row groups into {} shared-memory stages), {} threads, \
+            "staged (sm_90a: bulk copies of whole row groups into {} shared-memory stages), {} threads, \
              {} rows per group (team of {}), {} features per thread, {} block per SM",
             c.stages,
             c.threads,

@@ -35,7 +35,7 @@ pub fn fused_gelu_sgp_norm<T: Scalar>(
 pub fn forward_config<T: Scalar>(s: &Stream, p: &Clifford) -> Result<CliffordConfig> {
     let dev = s.gpu().map(|g| g.info());
     if let Some(gpu) = s.gpu()
-        && let Ok(c) = super::staged::built_in(p, T::DTYPE, gpu.kernels()?.arch, gpu.info())
+        && let Ok(c) = super::staged::built_in(p, T::DTYPE, gpu.kernels()?.arch, gpu.info(), false)
     {
         return Ok(c);
     }
@@ -73,7 +73,7 @@ pub fn run_sgp_forward<T: Scalar>(
     check_len("out", out.len(), len)?;
     cfg.validate(p, s.gpu().map(|g| g.info()))?;
     if cfg.stages > 0 {
-        super::staged::validate(cfg, p, T::DTYPE, s.gpu().map(|g| g.info()))?;
+        super::staged::validate(cfg, p, T::DTYPE, s.gpu().map(|g| g.info()), false)?;
     }
     if len == 0 {
         return Ok(());
@@ -92,7 +92,7 @@ pub fn run_sgp_forward<T: Scalar>(
             let (pw, gw) = w.device_ptr(stream);
             let (po, go) = out.device_ptr_mut(stream);
             let r = if cfg.stages > 0 {
-                super::staged::launch(stream, gpu, p, cfg, T::DTYPE, [px, py, pw], po)
+                super::staged::launch_forward(stream, gpu, p, cfg, T::DTYPE, [px, py, pw], po)
             } else {
                 gpu_row_kernel::<T>(stream, gpu, p, cfg, RowLaunch::Forward { x: px, y: py, w: pw }, po, [px, py, po])
             };
