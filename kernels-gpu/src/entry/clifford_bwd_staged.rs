@@ -1,6 +1,6 @@
 //! The staged SGP backward (`ft_clifford_bwdt_d{2,3}_{dt}_f{2,4}`, sm_90a; the ring is
 //! `clifford_staged_io.rs`). The one-pass register backward (`clifford_bwd.rs`) loads a row
-//! and then waits for it, with nothing else in flight; here thread 0 copies whole groups of
+//! and then waits for it, with nothing else in flight; here warp 0 copies whole groups of
 //! rows of x, y and grad_out into a ring of shared-memory stages, `stages - 1` groups ahead.
 //! A team of `team` threads owns a row, `F` features per thread (`j + k * team`): the norm's
 //! statistics from the stage (a team reduction), then the gradients from the stage again;
@@ -64,11 +64,11 @@ unsafe fn bwd_staged<T: Element, A: Algebra, const F: usize>(
             ws[k] = unsafe { weights_of::<T, A>(io.w, j + k * team) };
         }
     }
-    if tid == 0 {
+    if tid < 32 {
         for s in 0..stages {
             if g0 + s * gstep < groups {
-                // SAFETY: thread 0, an existing group, a stage not yet used.
-                unsafe { ring.issue::<T, A>(ins, g0 + s * gstep, s) };
+                // SAFETY: warp 0, an existing group, a stage not yet used.
+                unsafe { ring.issue::<T, A>(ins, g0 + s * gstep, s, tid) };
             }
         }
     }
@@ -132,13 +132,13 @@ unsafe fn bwd_staged<T: Element, A: Algebra, const F: usize>(
             }
         }
         // This thread's reads of stage s (generic proxy) before the next copy into it (async
-        // proxy), which thread 0 issues after the block barrier below.
+        // proxy), which warp 0 issues after the block barrier below.
         fence_proxy_async();
         // SAFETY: every thread of the block reaches it; after it no thread reads stage s.
         unsafe { sync_threads() };
-        if tid == 0 && g + stages * gstep < groups {
-            // SAFETY: thread 0, an existing group, stage s read by nobody any more.
-            unsafe { ring.issue::<T, A>(ins, g + stages * gstep, s) };
+        if tid < 32 && g + stages * gstep < groups {
+            // SAFETY: warp 0, an existing group, stage s read by nobody any more.
+            unsafe { ring.issue::<T, A>(ins, g + stages * gstep, s, tid) };
         }
         i += 1;
         g += gstep;

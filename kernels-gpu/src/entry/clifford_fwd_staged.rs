@@ -2,7 +2,7 @@
 //! `clifford_staged_io.rs`, its layout `clifford/staged.rs`). The register kernels
 //! (`clifford_fwd.rs`) keep one row in flight per thread, so an SM has too few bytes in flight
 //! to reach the memory roof (ncu, H200: 24% occupancy, DRAM 38% busy at 2D B4096 N512). Here
-//! thread 0 copies whole groups of rows into a ring of shared-memory stages, `stages - 1`
+//! warp 0 copies whole groups of rows into a ring of shared-memory stages, `stages - 1`
 //! groups ahead, and every thread computes from shared memory: a team of `team` threads per
 //! row, `F` features per thread (feature `j + k * team`), its features' weights kept in
 //! registers for every row, the outputs held in registers across the team's norm reduction,
@@ -52,11 +52,11 @@ unsafe fn fwd_staged<T: Element, A: Algebra, const F: usize>(
             ws[k] = unsafe { weights_of::<T, A>(w, j + k * team) };
         }
     }
-    if tid == 0 {
+    if tid < 32 {
         for s in 0..stages {
             if g0 + s * gstep < groups {
-                // SAFETY: thread 0, an existing group, a stage not yet used.
-                unsafe { ring.issue::<T, A>(ins, g0 + s * gstep, s) };
+                // SAFETY: warp 0, an existing group, a stage not yet used.
+                unsafe { ring.issue::<T, A>(ins, g0 + s * gstep, s, tid) };
             }
         }
     }
@@ -87,7 +87,7 @@ unsafe fn fwd_staged<T: Element, A: Algebra, const F: usize>(
             }
         }
         // This thread's reads of stage s (generic proxy) before the next copy into it (async
-        // proxy), which thread 0 issues after the block barrier below.
+        // proxy), which warp 0 issues after the block barrier below.
         fence_proxy_async();
         let mut inv = [1.0f32; MAX_G];
         if normalize {
@@ -99,9 +99,9 @@ unsafe fn fwd_staged<T: Element, A: Algebra, const F: usize>(
         }
         // SAFETY: every thread of the block reaches it; after it no thread reads stage s.
         unsafe { sync_threads() };
-        if tid == 0 && g + stages * gstep < groups {
-            // SAFETY: thread 0, an existing group, stage s read by nobody any more.
-            unsafe { ring.issue::<T, A>(ins, g + stages * gstep, s) };
+        if tid < 32 && g + stages * gstep < groups {
+            // SAFETY: warp 0, an existing group, stage s read by nobody any more.
+            unsafe { ring.issue::<T, A>(ins, g + stages * gstep, s, tid) };
         }
         let row = g * rows + rr;
         for k in 0..F {

@@ -1,10 +1,10 @@
 //! The shared-memory ring of the staged Clifford entries (`clifford_fwd_staged.rs`,
-//! `clifford_bwd_staged.rs`, sm_90a; layout and copy ranges in `clifford/staged.rs`): thread 0
+//! `clifford_bwd_staged.rs`, sm_90a; layout and copy ranges in `clifford/staged.rs`): warp 0
 //! copies the rows of a group, component plane by component plane, with `cp.async.bulk` into a
 //! stage (one mbarrier each); every thread then reads its elements from the stage, or from
 //! global memory where they lie outside the copied, 16-byte-aligned interior of a segment.
 
-use crate::arch::nvptx::{dyn_smem_addr, ld_shared_b32, sync_threads};
+use crate::arch::nvptx::{dyn_smem_addr, ld_shared_b32, shfl_xor_f32, sync_threads, sync_warp};
 use crate::arch::sm90::{bulk_load, fence_barrier_init, mbar_arrive_expect_tx, mbar_init, mbar_wait};
 use crate::clifford::Algebra;
 use crate::clifford::staged::{SCRATCH, STAGES_AT, interior, segment_bytes};
@@ -75,34 +75,46 @@ impl Ring {
         (start, lo, hi)
     }
 
-    /// Thread 0 copies group `g` of the inputs `ptrs[..tensors]` into stage `s`.
+    /// Warp 0 copies group `g` of the inputs `ptrs[..tensors]` into stage `s`: lane `l` takes
+    /// segment `l` (input `l / C`, component `l % C`), lane 0 posts the bytes of all of them
+    /// (a warp sum) on the stage's barrier, then each lane issues its copy. (With thread 0
+    /// alone, the 16-24 segments' 64-bit address arithmetic held up every group's barrier.)
     ///
     /// # Safety
-    /// Only thread 0 calls it, for a group that exists, into a stage no thread reads (its
-    /// last group's readers passed a block barrier since); the inputs cover `C * B * N`
-    /// elements each.
+    /// The whole of warp 0 calls it (`lane` = its lane), for a group that exists, into a stage
+    /// no thread reads (its last group's readers passed a block barrier since); the inputs
+    /// cover `C * B * N` elements each.
     #[inline(always)]
-    pub unsafe fn issue<T: Element, A: Algebra>(&self, ptrs: [*const T; 3], g: usize, s: usize) {
-        let mut bytes = 0u64;
-        for p in ptrs.iter().take(self.tensors) {
-            for c in 0..A::C {
-                let (_, lo, hi) = self.segment::<T>(*p, c, g);
-                bytes += hi - lo;
-            }
+    pub unsafe fn issue<T: Element, A: Algebra>(&self, ptrs: [*const T; 3], g: usize, s: usize, lane: usize) {
+        let (t, c) = (lane / A::C, lane % A::C);
+        let mine = lane < self.tensors * A::C;
+        let p = if t == 0 {
+            ptrs[0]
+        } else if t == 1 {
+            ptrs[1]
+        } else {
+            ptrs[2]
+        };
+        let (start, lo, hi) = if mine { self.segment::<T>(p, c, g) } else { (0, 0, 0) };
+        // Bytes below 2^24: exact in f32.
+        let mut bytes = (hi - lo) as f32;
+        let mut m = 16;
+        while m > 0 {
+            // SAFETY: the whole warp is here (caller).
+            bytes += unsafe { shfl_xor_f32(bytes, m) };
+            m /= 2;
         }
-        // SAFETY: an initialised barrier; the copies below complete exactly these bytes.
-        unsafe { mbar_arrive_expect_tx(self.full(s), bytes as u32) };
-        for (t, p) in ptrs.iter().take(self.tensors).enumerate() {
-            for c in 0..A::C {
-                let (start, lo, hi) = self.segment::<T>(*p, c, g);
-                if hi > lo {
-                    let slot = self.stage::<T, A>(s) + (t * A::C + c) as u32 * self.seg_len::<T>();
-                    // SAFETY: the interior lies in the input (rows of group g of plane c), both
-                    // ends 16-byte aligned; its place in the slot is aligned and inside it
-                    // (`segment_bytes`); nobody reads stage s until the barrier completes.
-                    unsafe { bulk_load(slot + (lo - (start & !15)) as u32, lo, (hi - lo) as u32, self.full(s)) };
-                }
-            }
+        if lane == 0 {
+            // SAFETY: an initialised barrier; the copies below complete exactly these bytes.
+            unsafe { mbar_arrive_expect_tx(self.full(s), bytes as u32) };
+        }
+        sync_warp();
+        if mine && hi > lo {
+            let slot = self.stage::<T, A>(s) + (t * A::C + c) as u32 * self.seg_len::<T>();
+            // SAFETY: the interior lies in the input (rows of group g of plane c), both ends
+            // 16-byte aligned; its place in the slot is aligned and inside it
+            // (`segment_bytes`); nobody reads stage s until the barrier completes.
+            unsafe { bulk_load(slot + (lo - (start & !15)) as u32, lo, (hi - lo) as u32, self.full(s)) };
         }
     }
 
