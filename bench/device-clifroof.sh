@@ -3,14 +3,14 @@
 # per call and queued, beside the copy ceiling timed both ways) and Nsight Compute on their
 # kernels, so the gap to the copy roof is seen per kernel.
 # PART (comma list, default tests,bench,ab,ncu,san):
-#   tests  the Clifford GPU tests (the staged forward's included);
+#   tests  the Clifford GPU tests;
 #   bench  fwd and fwd+bwd, f32 and bf16, at B4096/8192 N 512/777/1024 and shapes no issue
-#          names (SHAPES, UNSEEN), with the built-in choice (the register kernels);
-#   ab     the same with FERROTUNE_CLIFFORD_STAGED=1 (the staged kernels, sm_90a), and 2D with
-#          4 features a thread;
-#   ncu    one launch of each kernel of fwd+bwd (NCU_SHAPES), built-in and staged, and the
-#          staged forward and backward with source-level SASS counters (ncu-src.tgz);
-#   san    compute-sanitizer memcheck, racecheck and synccheck on the staged tests (small).
+#          names (SHAPES, UNSEEN), with the built-in choice;
+#   sweep  `fwd_sweep` (every compiled forward config, checked and timed) in bf16 (SWEEP_SHAPES);
+#   ncu    one launch of each kernel of fwd+bwd (NCU_SHAPES);
+#   san    compute-sanitizer memcheck, racecheck and synccheck on the Clifford backward tests.
+# (Runs 2-3 of bench/results/clifroof-5bda29ff586e/ ran the staged kernels' parts of an earlier
+# version of this script, with the code they measured; see the README there.)
 # Everything under $OUT/clifroof is also packed into $OUT/clifroof.tgz (a call returns at most
 # 8 files).
 set -uo pipefail
@@ -19,7 +19,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENAB
 export FERROTUNE_COMMIT=$(cat .carry/commit 2>/dev/null || echo unknown) FERROTUNE_REQUIRE_GPU=1
 export CUDA_CACHE_MAXSIZE=4294967296 CUDA_CACHE_PATH=$PWD/.nv-cache
 R=$OUT/clifroof; mkdir -p $R
-PART=${PART:-tests,bench,ab,ncu,san}
+PART=${PART:-tests,bench,sweep,ncu,san}
 SHAPES=${SHAPES:-4096x512,4096x777,4096x1024,8192x1024}
 UNSEEN=${UNSEEN:-2048x640,4096x1000,16384x256,3000x1536,1024x128}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader > $R/nvidia-smi.txt
@@ -37,38 +37,25 @@ if [[ $PART == *bench* ]]; then
   for dt in f32 bf16; do bench plan-$dt fwd,fwdbwd $dt $SHAPES; done
   bench unseen-f32 fwd f32 $UNSEEN
 fi
-if [[ $PART == *ab* ]]; then
-  for dt in f32 bf16; do bench staged-$dt fwd,fwdbwd $dt $SHAPES FERROTUNE_CLIFFORD_STAGED=1; done
-  bench staged-unseen-f32 fwd f32 $UNSEEN FERROTUNE_CLIFFORD_STAGED=1
-  bench fpt4-f32 fwd f32 $SHAPES FERROTUNE_CLIFFORD_STAGED=1 FERROTUNE_CLIFFORD_STAGED_FPT=4
+if [[ $PART == *sweep* ]]; then
+  bench sweep-bf16 fwd_sweep bf16 ${SWEEP_SHAPES:-4096x512,4096x777}
 fi
 if [[ $PART == *ncu* ]]; then
-  for mode in 0 1; do
-    for s in ${NCU_SHAPES:-4096x512 4096x777}; do
-      f=$R/ncu-$s-staged$mode
-      FERROTUNE_CLIFFORD_STAGED=$mode timeout ${T_NCU:-120} ncu -k regex:ft_clifford --launch-count 6 \
-        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
-        .carry/xtask bench --ops clifford --clifford-rows fwdbwd --dtypes f32 --iters 1 --warmup 0 --shapes $s > $f.txt 2>&1
-      echo "ncu $s staged=$mode exit $?"
-      grep -E "^  ft_clifford|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Issued Warp" $f.txt \
-        | sed 's/  */ /g' | head -36
-    done
+  for s in ${NCU_SHAPES:-4096x512 4096x777}; do
+    f=$R/ncu-$s
+    timeout ${T_NCU:-120} ncu -k regex:ft_clifford --launch-count 6 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+      .carry/xtask bench --ops clifford --clifford-rows fwdbwd --dtypes f32 --iters 1 --warmup 0 --shapes $s > $f.txt 2>&1
+    echo "ncu $s exit $?"
+    grep -E "^  ft_clifford|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Issued Warp" $f.txt \
+      | sed 's/  */ /g' | head -36
   done
-  mkdir -p $R/src
-  FERROTUNE_CLIFFORD_STAGED=1 timeout 150 ncu -k regex:ft_clifford_.wdt --launch-count 2 --set full --import-source no \
-    -o $R/src/staged .carry/xtask bench --ops clifford --clifford-rows fwdbwd --dtypes f32 --iters 1 --warmup 0 \
-    --shapes 4096x512 > $R/src/run.txt 2>&1
-  echo "ncu src exit $?"
-  ncu -i $R/src/staged.ncu-rep --page source --csv --print-source sass > $R/src/sass.csv 2>&1
-  ncu -i $R/src/staged.ncu-rep --print-details all > $R/src/details.txt 2>&1
-  grep -E "Duration|Issued Warp|No Eligible|Stall" $R/src/details.txt | head -20
-  rm -f $R/src/staged.ncu-rep; xz -T4 $R/src/sass.csv
 fi
 if [[ $PART == *san* ]]; then
   for tool in memcheck racecheck synccheck; do
     FERROTUNE_TEST_SMALL=1 timeout ${T_SAN:-150} compute-sanitizer --tool $tool \
-      .carry/ferrotune_tests --test-threads=1 gpu_clifford_staged > $R/$tool-staged.txt 2>&1
-    echo "$tool exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result|hazard" $R/$tool-staged.txt | head -4
+      .carry/ferrotune_tests --test-threads=1 gpu_clifford_backward > $R/$tool-bwd.txt 2>&1
+    echo "$tool exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result|hazard" $R/$tool-bwd.txt | head -4
   done
 fi
 tar -czf $OUT/clifroof.tgz -C $OUT clifroof

@@ -309,11 +309,11 @@ fn bench_row<T: Scalar>(
     let cfg = match op {
         // The config `fused_gelu_fcgp_norm` takes for its norm pass.
         "fcgp_fwd" => CliffordConfig::assemble_heuristic(p, backend.device()),
-        // The config `fused_gelu_sgp_norm` takes untuned on this stream (the staged forward
-        // where it applies).
+        // The config `fused_gelu_sgp_norm` takes untuned on this stream (the heuristic fitted
+        // to the compiled kernel's registers), and the backward's likewise.
         _ => ferrotune::ops::clifford::forward_config::<T>(s, p)?,
     };
-    let bwd = CliffordConfig::backward_heuristic(p, T::DTYPE, backend.device());
+    let bwd = ferrotune::ops::clifford::backward_config::<T>(s, p)?;
     bench_row_with::<T>(backend, s, op, p, opts, copy_bps, &cfg, &bwd)
 }
 

@@ -34,7 +34,6 @@ pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
                     variant,
                     blocks_per_sm,
                     cpu_rows: 16,
-                    stages: 0,
                 };
                 if c.validate_backward(p, None).is_ok() {
                     v.push(c);
@@ -66,7 +65,6 @@ pub fn sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
                         variant,
                         blocks_per_sm,
                         cpu_rows: 16,
-                        stages: 0,
                     };
                     if c.validate(p, None).is_ok() {
                         v.push(c);

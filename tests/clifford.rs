@@ -97,14 +97,14 @@ fn kernel_product_matches_the_reference_per_feature() {
 }
 
 /// Inputs of one problem, rounded to `T`, and their f64 values.
-pub(crate) struct Case<T> {
-    pub(crate) p: Clifford,
-    pub(crate) x: Vec<T>,
-    pub(crate) y: Vec<T>,
-    pub(crate) w: Vec<T>,
+struct Case<T> {
+    p: Clifford,
+    x: Vec<T>,
+    y: Vec<T>,
+    w: Vec<T>,
 }
 
-pub(crate) fn make_case<T: Scalar>(p: Clifford, fcgp: bool, seed: u64) -> Case<T> {
+fn make_case<T: Scalar>(p: Clifford, fcgp: bool, seed: u64) -> Case<T> {
     let mut rng = Rng::new(seed);
     let len = p.mv_len().unwrap();
     let wl = if fcgp { p.fcgp_weights_len().unwrap() } else { p.sgp_weights_len().unwrap() };
@@ -113,13 +113,13 @@ pub(crate) fn make_case<T: Scalar>(p: Clifford, fcgp: bool, seed: u64) -> Case<T
     Case { p, x: rng.vec(len, -2.0, 2.0), y: rng.vec(len, -2.0, 2.0), w: rng.vec(wl, -ws, ws) }
 }
 
-pub(crate) fn f64s<T: Scalar>(v: &[T]) -> Vec<f64> {
+fn f64s<T: Scalar>(v: &[T]) -> Vec<f64> {
     v.iter().map(|x| x.to_f32() as f64).collect()
 }
 
 /// Runs the SGP forward (or FCGP) on `backend` with `cfg` (None: the op's default); the output
 /// is poisoned first.
-pub(crate) fn run_forward<T: Scalar>(
+fn run_forward<T: Scalar>(
     backend: &Backend,
     case: &Case<T>,
     cfg: Option<&CliffordConfig>,
@@ -159,7 +159,7 @@ pub(crate) fn run_forward<T: Scalar>(
 
 /// Compares with the f64 reference: `|got - want| <= rel * (|want| + scale)` (plus the dtype's
 /// absolute floor), where `scale` is the sum of |terms| (f32 accumulation error grows with it).
-pub(crate) fn check_forward<T: Scalar>(case: &Case<T>, got: &[T], fcgp: bool) -> Result<(), String> {
+fn check_forward<T: Scalar>(case: &Case<T>, got: &[T], fcgp: bool) -> Result<(), String> {
     let p = case.p;
     let (x, y, w) = (f64s(&case.x), f64s(&case.y), f64s(&case.w));
     let (want, scale) = if fcgp {
@@ -253,10 +253,10 @@ fn finite_differences(case: &Case<f32>, go: &[f64]) -> (Vec<f64>, Vec<f64>, Vec<
 }
 
 /// `(dx, dy, dw)`.
-pub(crate) type Grads<T> = (Vec<T>, Vec<T>, Vec<T>);
+type Grads<T> = (Vec<T>, Vec<T>, Vec<T>);
 
 /// Runs the backward on `backend`; outputs poisoned first.
-pub(crate) fn run_backward<T: Scalar>(
+fn run_backward<T: Scalar>(
     backend: &Backend,
     case: &Case<T>,
     go: &[T],
@@ -304,7 +304,7 @@ pub(crate) fn run_backward<T: Scalar>(
 }
 
 /// `got` against `want` relative to the largest |want| of the tensor (gradients mix signs).
-pub(crate) fn check_grad(what: &str, got: &[f64], want: &[f64], rel: f64) -> Result<(), String> {
+fn check_grad(what: &str, got: &[f64], want: &[f64], rel: f64) -> Result<(), String> {
     let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-12);
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         if g.is_nan() || (g - w).abs() > rel * scale {
@@ -459,7 +459,6 @@ fn gpu_backward_typed<T: Scalar>(gpu: &Backend) {
                     variant: v,
                     blocks_per_sm: 1,
                     cpu_rows: 1,
-                    stages: 0,
                 };
                 if team <= 256 && c.validate_backward(&p, None).is_ok() {
                     cfgs.push(Some(c));
@@ -511,7 +510,6 @@ fn gpu_clifford_backward_smem_many_rows() {
                         variant: v,
                         blocks_per_sm: 1,
                         cpu_rows: 1,
-                        stages: 0,
                     };
                     if threads > 1024 || c.validate_backward(&p, None).is_err() {
                         continue;

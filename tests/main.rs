@@ -5,7 +5,6 @@ mod clifford;
 mod clifford_cpu_bwd;
 mod clifford_fcgp;
 mod clifford_long;
-mod clifford_staged;
 mod elementwise;
 mod elementwise_range;
 mod errors;

@@ -17,9 +17,6 @@ pub struct CliffordConfigJson {
     pub stream_w: bool,
     pub blocks_per_sm: u32,
     pub cpu_rows: usize,
-    /// The staged forward's stages (0: the register kernels; absent from older messages).
-    #[serde(default)]
-    pub stages: u32,
 }
 
 impl From<CliffordConfig> for CliffordConfigJson {
@@ -32,7 +29,6 @@ impl From<CliffordConfig> for CliffordConfigJson {
             stream_w: c.variant.stream_w,
             blocks_per_sm: c.blocks_per_sm,
             cpu_rows: c.cpu_rows,
-            stages: c.stages,
         }
     }
 }
@@ -45,7 +41,6 @@ impl From<CliffordConfigJson> for CliffordConfig {
             variant: CliffordVariant { vec: c.vec, vpt: c.vpt, stream_w: c.stream_w },
             blocks_per_sm: c.blocks_per_sm,
             cpu_rows: c.cpu_rows,
-            stages: c.stages,
         }
     }
 }

@@ -82,9 +82,6 @@ pub fn clifford_to_params(c: &CliffordConfig) -> Config {
     m.insert("variant".into(), Param::Text(variant_label(c.variant)));
     m.insert("blocks_per_sm".into(), Param::Int(c.blocks_per_sm.into()));
     m.insert("cpu_rows".into(), Param::Int(c.cpu_rows as i64));
-    if c.stages > 0 {
-        m.insert("stages".into(), Param::Int(c.stages.into()));
-    }
     m
 }
 
@@ -116,8 +113,6 @@ pub fn clifford_from_params(m: &Config) -> Option<CliffordConfig> {
         variant,
         blocks_per_sm: u32_of("blocks_per_sm")?,
         cpu_rows,
-        // Absent in profiles written before the staged forward: the register kernels.
-        stages: if m.contains_key("stages") { u32_of("stages")? } else { 0 },
     })
 }
 

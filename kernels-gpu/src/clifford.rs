@@ -16,7 +16,6 @@ use crate::math::{exp_with, normal_cdf};
 
 mod cpu;
 mod fcgp_cpu;
-pub mod staged;
 mod variants;
 pub use cpu::{LANES, blocked_at, bwd_rows, fwd_rows, padded, weight_index, weights_by_path};
 pub use fcgp_cpu::{fcgp_assemble_rows, fcgp_products_rows};
@@ -27,7 +26,7 @@ pub use variants::{
 
 /// Warps of a `ft_clifford_dw_reduce_*` block, each summing one slice of the weight-gradient
 /// partials (`entry/clifford.rs`).
-pub const DW_SLICES: usize = 8;
+pub const DW_SLICES: usize = 32;
 
 /// Components of the largest algebra (Cl(3,0)).
 pub const MAX_C: usize = 8;

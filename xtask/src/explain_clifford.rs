@@ -10,18 +10,6 @@ use ferrotune::{Backend, DType, Scalar, bf16, f16};
 
 /// A config for people: block, team, variant, grid policy, CPU rows.
 fn show(c: &CliffordConfig) -> String {
-    if c.stages > 0 {
-        return format!(
-            "staged (sm_90a: bulk copies of whole row groups into {} shared-memory stages), {} threads, \
-             {} rows per group (team of {}), {} features per thread, {} block per SM",
-            c.stages,
-            c.threads,
-            c.rows_per_block,
-            c.team(),
-            c.variant.vpt,
-            c.blocks_per_sm
-        );
-    }
     format!(
         "{} threads, {} rows per block (team of {}), variant {}{}, {} blocks per SM, cpu_rows {}",
         c.threads,
@@ -66,7 +54,7 @@ pub fn run(set: &ProfileSet, dtype: &str, shape: Option<&str>, normalize: bool, 
         };
         let two_pass = if pass == CliffordPass::Backward && c.variant.vpt == 0 { " (two passes)" } else { "" };
         println!("  {what} ({pass}): {}{two_pass}\n    from: {src}", show(&c));
-        if matches!(src, Source::Heuristic { .. }) && pass == CliffordPass::Forward && c.stages == 0 {
+        if matches!(src, Source::Heuristic { .. }) && pass == CliffordPass::Forward {
             let chain: Vec<String> = CliffordConfig::forward_candidates(&p, dt, b.device())
                 .iter()
                 .map(|c| format!("{}/{}", variant_label(c.variant), c.team()))

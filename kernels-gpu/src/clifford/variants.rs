@@ -85,11 +85,7 @@ pub const BWD_VARIANTS: [RowVariant; 8] = [
 /// registers so that the team of a 1,024-feature row fits one block — one feature per thread:
 /// 1,024 threads (64 registers); two: 512 (128); four: 256 threads, two blocks per SM in 2D
 /// (128), one in 3D (its row alone takes 96 registers). Without them ptxas spent 128-255.
-/// The staged forward's bounds are [`super::staged::launch_bounds`].
 pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
-    if let Some(b) = super::staged::launch_bounds(entry) {
-        return Some(b);
-    }
     let rest = entry.strip_prefix("ft_clifford_bwd_d")?;
     if !rest.ends_with('s') {
         return None;

@@ -375,7 +375,8 @@ unsafe fn fcgp_products<T: Element, A: Algebra, P: Element>(
 /// `32 * DW_SLICES` threads takes 32 consecutive outputs (lanes: coalesced loads); warp `s`
 /// sums partials `s, s + DW_SLICES, ...` (four interleaved sums, four loads in flight), and
 /// warp 0 adds the slices in order. The old form (one thread per output over every partial)
-/// ran 13-21 µs at 2D N 512-1024 on the H200 with only 20-40 blocks.
+/// ran 13-21 µs at 2D N 512-1024 on the H200 with only 20-40 blocks; 8 slices took it to
+/// 7-11 µs (bench/results/clifroof-5bda29ff586e/run3).
 ///
 /// # Safety
 /// `part` covers `blocks * W * N` f32, `dw` covers `N * W`; `nw >= 1`, `n >= 1`; the block

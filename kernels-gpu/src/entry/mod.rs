@@ -4,15 +4,9 @@
 
 mod clifford;
 mod clifford_bwd;
-#[cfg(target_feature = "sm_90a")]
-mod clifford_bwd_staged;
 mod clifford_fcgp;
 mod clifford_fwd;
-#[cfg(target_feature = "sm_90a")]
-mod clifford_fwd_staged;
 mod clifford_io;
-#[cfg(target_feature = "sm_90a")]
-mod clifford_staged_io;
 mod elementwise;
 mod gemm;
 #[cfg(target_feature = "sm_90a")]

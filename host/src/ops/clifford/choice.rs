@@ -27,9 +27,6 @@ pub fn backward_entry(dim: u32, dtype: DType, v: RowVariant) -> String {
 /// The kernel the `pass` of `c` launches.
 fn entry_of(pass: CliffordPass, p: &Clifford, dtype: DType, c: &CliffordConfig) -> String {
     match pass {
-        _ if c.stages > 0 => {
-            kc::staged::entry_name(pass == CliffordPass::Backward, p.dim, dtype, c.variant.vpt).as_str().into()
-        }
         CliffordPass::Forward => row_entry(CliffordKernel::Forward, p.dim, dtype, c.variant),
         CliffordPass::Backward => backward_entry(p.dim, dtype, c.variant),
     }
@@ -38,11 +35,6 @@ fn entry_of(pass: CliffordPass, p: &Clifford, dtype: DType, c: &CliffordConfig) 
 /// The backward's built-in config on this stream: `CliffordConfig::backward_heuristic` with
 /// its threads lowered to what the compiled kernel's registers allow.
 pub fn backward_config<T: Scalar>(s: &Stream, p: &Clifford) -> Result<CliffordConfig> {
-    if let Some(gpu) = s.gpu()
-        && let Ok(c) = super::staged::built_in(p, T::DTYPE, gpu.kernels()?.arch, gpu.info(), true)
-    {
-        return Ok(c);
-    }
     let cfg = CliffordConfig::backward_heuristic(p, T::DTYPE, s.gpu().map(|g| g.info()));
     fit_to(s, cfg, &backward_entry(p.dim, T::DTYPE, cfg.variant))
 }
@@ -61,13 +53,6 @@ fn settle<T: Scalar>(
     };
     let Some(c) = tuned else { return Ok((heuristic(s)?, src)) };
     if let Some(gpu) = s.gpu() {
-        let arch = gpu.kernels()?.arch;
-        if c.stages > 0 && arch != "sm_90a" {
-            let why = format!(
-                "the entry at {src} names a staged kernel, which needs the sm_90a module (this GPU runs {arch})"
-            );
-            return Ok((heuristic(s)?, Source::Heuristic { why }));
-        }
         let name = entry_of(pass, p, T::DTYPE, &c);
         let k = gpu.kernels()?.function(&name)?;
         if c.threads > k.max_threads {

@@ -88,10 +88,6 @@ pub struct CliffordConfig {
     pub blocks_per_sm: u32,
     /// Batch rows per rayon task on the CPU backend.
     pub cpu_rows: usize,
-    /// 0: the register kernels above. 2 to `staged::MAX_STAGES`: the staged forward (sm_90a,
-    /// `ferrotune_kernels::clifford::staged`) with this many shared-memory stages, `variant.vpt`
-    /// features per thread and `threads = staged::threads_for(vpt)`; forward only.
-    pub stages: u32,
 }
 
 impl CliffordConfig {
@@ -130,7 +126,6 @@ impl CliffordConfig {
             variant,
             blocks_per_sm: 0,
             cpu_rows: (4096 / n).max(1),
-            stages: 0,
         }
     }
 
@@ -180,7 +175,6 @@ impl CliffordConfig {
             variant,
             blocks_per_sm: per_sm,
             cpu_rows: (4096 / p.n.max(1)).max(1),
-            stages: 0,
         }
     }
 
@@ -227,7 +221,6 @@ impl CliffordConfig {
     /// across a row (any team size covers the row), and their register use (up to 250 per
     /// thread in 3D) allows at most 256 threads per block.
     pub fn backward_form(mut self) -> CliffordConfig {
-        self.stages = 0;
         self.variant.vpt = 0;
         self.variant.stream_w = false;
         let team = self.team().min(256);
@@ -346,14 +339,7 @@ impl CliffordConfig {
                 let mut rows = 1;
                 while rows <= threads {
                     for blocks_per_sm in [0, 2, 4, 8] {
-                        let c = CliffordConfig {
-                            threads,
-                            rows_per_block: rows,
-                            variant,
-                            blocks_per_sm,
-                            cpu_rows: 16,
-                            stages: 0,
-                        };
+                        let c = CliffordConfig { threads, rows_per_block: rows, variant, blocks_per_sm, cpu_rows: 16 };
                         if c.validate(p, None).is_ok() {
                             v.push(c);
                         }
@@ -396,7 +382,6 @@ mod tests {
             variant: RowVariant { vec: false, vpt: 1, stream_w: false },
             blocks_per_sm: 1,
             cpu_rows: 1,
-            stages: 0,
         };
         let f = c.fit(384).unwrap();
         assert_eq!((f.threads, f.team(), f.rows_per_block), (256, 256, 1));
@@ -417,7 +402,6 @@ mod tests {
             variant: RowVariant { vec: false, vpt: 1, stream_w: false },
             blocks_per_sm: 0,
             cpu_rows: 1,
-            stages: 0,
         };
         assert!(matches!(bad.validate(&p, None), Err(Error::InvalidConfig { .. })));
         let odd = Clifford::new(2, 4, 7, true);

@@ -23,7 +23,6 @@ mod fcgp;
 mod fcgp_bwd;
 mod sgp_bwd;
 mod sgp_fwd;
-pub mod staged;
 
 pub use choice::{backward_choice, backward_config, backward_entry, choice_in, forward_choice};
 pub use config::CliffordConfig;

@@ -33,10 +33,9 @@ const MAX_PARTIAL_FLOATS: usize = 64 << 20;
 /// and the shared-memory one-pass kernels, one per team for the register one-pass ones): the
 /// config's grid, capped so the partials stay within [`MAX_PARTIAL_FLOATS`].
 fn partials(p: &Clifford, cfg: &CliffordConfig, v: RowVariant, sm_count: u32) -> Result<(u32, usize)> {
-    let per_block = if (v.vpt > 0 && !v.stream_w) || cfg.stages > 0 { cfg.rows_per_block.max(1) as usize } else { 1 };
+    let per_block = if v.vpt > 0 && !v.stream_w { cfg.rows_per_block.max(1) as usize } else { 1 };
     let cap = (MAX_PARTIAL_FLOATS / (per_block * p.sgp_weights_len()?.max(1))).max(1);
-    let full = if cfg.stages > 0 { super::staged::blocks(p, cfg, sm_count) } else { grid(p.b, cfg, sm_count) };
-    let blocks = full.min(cap.min(u32::MAX as usize) as u32);
+    let blocks = grid(p.b, cfg, sm_count).min(cap.min(u32::MAX as usize) as u32);
     Ok((blocks, blocks as usize * per_block))
 }
 
@@ -95,9 +94,6 @@ pub fn run_sgp_backward<T: Scalar>(
     check_len("dw (N x W)", dw.len(), wl)?;
     let cfg = *cfg;
     cfg.validate_backward(p, s.gpu().map(|g| g.info()))?;
-    if cfg.stages > 0 {
-        super::staged::validate(&cfg, p, T::DTYPE, s.gpu().map(|g| g.info()), true)?;
-    }
     if wl == 0 {
         return Ok(());
     }
@@ -209,26 +205,6 @@ fn gpu_backward<T: Scalar>(
     let (pdy, gdy) = dy.device_ptr_mut(cs);
     let (pdw, gdw) = dw.device_ptr_mut(cs);
     let (pws, gws) = ws.device_ptr_mut(cs);
-    let (blocks, nparts) = partials(p, cfg, cfg.variant, gpu.info.sm_count)?;
-    if cfg.stages > 0 {
-        let (kernel, name, smem) = super::staged::kernel(gpu, p, cfg, T::DTYPE, true)?;
-        let launch = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (cfg.threads, 1, 1), shared_mem_bytes: smem };
-        let (b, n, norm, team, stages) = (p.b, p.n, p.normalize as u32, cfg.team(), cfg.stages);
-        let al = super::staged::aligned(&[px, py, pg], p, T::DTYPE);
-        let mut lb = cs.launch_builder(&kernel.func);
-        lb.arg(&px).arg(&py).arg(&pg).arg(&pw).arg(&pdx).arg(&pdy).arg(&pws);
-        lb.arg(&b).arg(&n).arg(&norm).arg(&team).arg(&stages).arg(&al);
-        // SAFETY: matches `bwdt_entry!` in entry/clifford_bwd_staged.rs (7 pointers, b and n
-        // usize, then five u32); x, y, go, dx, dy hold C * B * N elements, w N * W, the
-        // workspace `nparts = blocks * rows_per_block` partials of W * N f32 (grown by the
-        // caller); `staged::kernel` validated the features per thread, the threads, the team
-        // covering N, the stages and the shared memory (three inputs); `aligned` only when
-        // the three inputs start 16-byte aligned and a row is a multiple of 16 bytes.
-        unsafe { lb.launch(launch) }.ctx(|| format!("launching {name} on {b} x {n}"))?;
-        dw_reduce::<T>(cs, gpu, t.w, p.n, (pws, pdw), nparts)?;
-        drop((gx, gy, gw, gg, gdx, gdy, gdw, gws));
-        return Ok(());
-    }
     let variant = runnable_bwd_variant::<T>(cfg, p, &[px, py, pg, pdx, pdy]);
     // One pass (a row in registers) for vpt > 0; else two passes with the weights and their
     // gradient in shared memory when they fit, or the `_g` entry (weights read from global
@@ -251,6 +227,7 @@ fn gpu_backward<T: Scalar>(
         SCRATCH_BYTES
     };
     let smem = opt_in_smem(gpu, &kernel, &name, smem_bytes)?;
+    let (blocks, nparts) = partials(p, cfg, variant, gpu.info.sm_count)?;
     let launch = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (cfg.threads, 1, 1), shared_mem_bytes: smem };
     let (b, n, norm, team) = (p.b, p.n, p.normalize as u32, cfg.team());
     let mut lb = cs.launch_builder(&kernel.func);

@@ -34,11 +34,6 @@ pub fn fused_gelu_sgp_norm<T: Scalar>(
 /// never a failed launch.
 pub fn forward_config<T: Scalar>(s: &Stream, p: &Clifford) -> Result<CliffordConfig> {
     let dev = s.gpu().map(|g| g.info());
-    if let Some(gpu) = s.gpu()
-        && let Ok(c) = super::staged::built_in(p, T::DTYPE, gpu.kernels()?.arch, gpu.info(), false)
-    {
-        return Ok(c);
-    }
     let first = CliffordConfig::heuristic(p, T::DTYPE, dev);
     let Some(gpu) = s.gpu() else { return Ok(first) };
     let kernels = gpu.kernels()?;
@@ -72,9 +67,6 @@ pub fn run_sgp_forward<T: Scalar>(
     check_len("w (N x W)", w.len(), p.sgp_weights_len()?)?;
     check_len("out", out.len(), len)?;
     cfg.validate(p, s.gpu().map(|g| g.info()))?;
-    if cfg.stages > 0 {
-        super::staged::validate(cfg, p, T::DTYPE, s.gpu().map(|g| g.info()), false)?;
-    }
     if len == 0 {
         return Ok(());
     }
@@ -91,11 +83,8 @@ pub fn run_sgp_forward<T: Scalar>(
             let (py, gy) = y.device_ptr(stream);
             let (pw, gw) = w.device_ptr(stream);
             let (po, go) = out.device_ptr_mut(stream);
-            let r = if cfg.stages > 0 {
-                super::staged::launch_forward(stream, gpu, p, cfg, T::DTYPE, [px, py, pw], po)
-            } else {
-                gpu_row_kernel::<T>(stream, gpu, p, cfg, RowLaunch::Forward { x: px, y: py, w: pw }, po, [px, py, po])
-            };
+            let r =
+                gpu_row_kernel::<T>(stream, gpu, p, cfg, RowLaunch::Forward { x: px, y: py, w: pw }, po, [px, py, po]);
             drop((gx, gy, gw, go));
             r
         }
