@@ -137,9 +137,14 @@ impl CliffordConfig {
     /// streamed weights (`v1_p2s`, `v1_p4s`: teams of N/2, N/4); last the two-pass form (any N,
     /// teams of 512). Blocks of at least 256 threads, as many resident per SM as the registers
     /// allow, looping over the rows (each thread prefetches its next row).
-    pub fn forward_candidates(p: &Clifford, _dtype: DType, device: Option<&DeviceInfo>) -> Vec<CliffordConfig> {
+    ///
+    /// 16-bit inputs put [`Self::half_candidates`] first.
+    pub fn forward_candidates(p: &Clifford, dtype: DType, device: Option<&DeviceInfo>) -> Vec<CliffordConfig> {
         let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
         let mut out = Vec::new();
+        if dtype.size_bytes() == 2 {
+            out.extend(Self::half_candidates(p, max_threads));
+        }
         // Refit from the H100 sweep (bench/results/clifford-run2/): the fastest forward at
         // B4096 N 512 and 777, 2D and 3D, was a team of 256 (128) threads per row, one row per
         // block, each thread keeping 2 or 4 features (0.82-0.90x of copy vs 0.40-0.63x for a
@@ -160,6 +165,37 @@ impl CliffordConfig {
         }
         let v = RowVariant { vec: p.n.is_multiple_of(4), vpt: 0, stream_w: false };
         out.push(Self::resident(p, v, 512u32.min(block_limit(p.dim, v, false)).min(max_threads), false, max_threads));
+        out
+    }
+
+    /// The forward's first choices for f16 and bf16, from the H200 `fwd_sweep` in bf16
+    /// (bench/results/clifroof-5bda29ff586e/run4, B4096): their elements cost the f32 kernel's
+    /// instructions for half the bytes, so what wins is more work per instruction and more
+    /// warps. N % 4 == 0 (teams up to 256): four features an access (`v4_p1`, blocks of one row,
+    /// 4 blocks per SM in 2D with the weights re-read per row, 2 in 3D keeping them): 2D N512
+    /// 0.0372 ms against 0.0563 for the f32 choice, 3D 0.0681 against 0.1152. Otherwise the
+    /// two-pass form up to N = 1024 (`v1_p0`, few registers, so many warps; teams of 128, two
+    /// rows a block): N777 0.0689 against 0.0806 (2D), 0.1124 against 0.1711 (3D). Longer rows
+    /// keep the f32 order (not swept).
+    fn half_candidates(p: &Clifford, max_threads: u32) -> Vec<CliffordConfig> {
+        let n = p.n.max(1);
+        let cpu_rows = (4096 / n).max(1);
+        let mut out = Vec::new();
+        if n.is_multiple_of(4) && n / 4 <= 256 {
+            let team = (n / 4).next_power_of_two() as u32;
+            let variant = RowVariant { vec: true, vpt: 1, stream_w: p.dim == 2 };
+            let threads = team.max(32);
+            if threads <= max_threads.min(block_limit(p.dim, variant, false)) {
+                let blocks_per_sm = if p.dim == 2 { 4 } else { 2 };
+                out.push(CliffordConfig { threads, rows_per_block: 1, variant, blocks_per_sm, cpu_rows });
+            }
+        }
+        if n <= 1024 {
+            let variant = RowVariant { vec: false, vpt: 0, stream_w: false };
+            let threads = 256.min(max_threads);
+            let team = 128.min(threads);
+            out.push(CliffordConfig { threads, rows_per_block: threads / team, variant, blocks_per_sm: 0, cpu_rows });
+        }
         out
     }
 
@@ -372,6 +408,21 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn sixteen_bit_forward_takes_the_sweeps_winners() {
+        let c = CliffordConfig::heuristic(&Clifford::new(2, 4096, 512, true), DType::Bf16, None);
+        assert_eq!((c.threads, c.rows_per_block, c.blocks_per_sm), (128, 1, 4));
+        assert_eq!(c.variant, RowVariant { vec: true, vpt: 1, stream_w: true });
+        let c = CliffordConfig::heuristic(&Clifford::new(3, 4096, 512, true), DType::F16, None);
+        assert_eq!((c.threads, c.rows_per_block, c.blocks_per_sm), (128, 1, 2));
+        assert_eq!(c.variant, RowVariant { vec: true, vpt: 1, stream_w: false });
+        let c = CliffordConfig::heuristic(&Clifford::new(3, 4096, 777, true), DType::Bf16, None);
+        assert_eq!((c.threads, c.team(), c.variant.vpt, c.variant.vec), (256, 128, 0, false));
+        // f32 keeps its own order.
+        let f = CliffordConfig::heuristic(&Clifford::new(2, 4096, 512, true), DType::F32, None);
+        assert_eq!(f.variant, RowVariant { vec: false, vpt: 2, stream_w: false });
     }
 
     #[test]
