@@ -235,7 +235,11 @@ impl CliffordConfig {
                 return Self::resident(p, variant, team as u32, true, max_threads);
             }
         }
-        Self::heuristic(p, dtype, device).backward_form()
+        // The two-pass form of the f32 forward's choice, whatever the dtype: the 16-bit
+        // forward's four-feature choice made a slower backward (bf16 3D B4096 N1024 fwd+bwd
+        // 1.02 against 0.70 ms, bench/results/clifroof-5bda29ff586e/run5).
+        let _ = dtype;
+        Self::heuristic(p, DType::F32, device).backward_form()
     }
 
     /// `self` with its threads per block lowered to what the compiled kernel allows
@@ -423,6 +427,11 @@ mod tests {
         // f32 keeps its own order.
         let f = CliffordConfig::heuristic(&Clifford::new(2, 4096, 512, true), DType::F32, None);
         assert_eq!(f.variant, RowVariant { vec: false, vpt: 2, stream_w: false });
+        // The backward's two-pass fallback (3D, N > 896) is the same for every dtype.
+        let p = Clifford::new(3, 4096, 1024, true);
+        let b = CliffordConfig::backward_heuristic(&p, DType::Bf16, None);
+        assert_eq!(b, CliffordConfig::backward_heuristic(&p, DType::F32, None));
+        assert!(!b.variant.vec && b.variant.vpt == 0, "{b:?}");
     }
 
     #[test]
