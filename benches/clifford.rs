@@ -8,7 +8,7 @@
 use ferrotune::config::ElemConfig;
 use ferrotune::ops::clifford::{self as cl, Clifford, CliffordConfig, FcgpWorkspace};
 use ferrotune::{Backend, Buffer, DType, ElemOp, Scalar, Stream, bf16, f16, ops};
-use ferrotune_autotune::measure::{Repeat, Stats, time_on_stream};
+use ferrotune_autotune::measure::{Repeat, Stats, time_on_stream, time_queued};
 use ferrotune_testkit::clifford_ref as r;
 use ferrotune_testkit::{Rng, Tolerance, cpu_backend};
 use serde::{Deserialize, Serialize};
@@ -75,7 +75,7 @@ pub struct CliffordRow {
     pub flops_per_s: f64,
     /// `bytes_per_s` over the copy ceiling of the run.
     pub ratio_to_copy: f64,
-    /// CUDA: the median per call of [`QUEUE`] calls queued between two events.
+    /// CUDA: the median per call of [`QUEUE`](ferrotune_autotune::measure::QUEUE) calls queued between two events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ms_queued: Option<f64>,
     /// The bytes over `ms_queued`, over the copy ceiling timed the same way.
@@ -112,15 +112,11 @@ pub struct CopyCeiling {
     pub bytes: u64,
     pub stats: Stats,
     pub bytes_per_s: f64,
-    /// CUDA: the same copy timed [`QUEUE`] calls at a time between two events (no launch gap
+    /// CUDA: the same copy timed [`QUEUE`](ferrotune_autotune::measure::QUEUE) calls at a time between two events (no launch gap
     /// between calls), bytes per second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_bytes_per_s: Option<f64>,
 }
-
-/// Calls per sample of the queued timings (CUDA): what back-to-back layers cost, without
-/// the host's launch latency in every sample.
-pub const QUEUE: usize = 10;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CliffordReport {
@@ -421,12 +417,8 @@ fn bench_row_on<T: Scalar>(
         mismatch = check_backward(s, p, o, opts.check_rows)?;
     }
     let stats = time_on_stream(s, opts.repeat, |_| run(o))?;
-    let ms_queued = if matches!(backend, Backend::Cuda(_)) {
-        let q = time_on_stream(s, opts.repeat, |_| (0..QUEUE).try_for_each(|_| run(o)))?;
-        Some(q.median_ms / QUEUE as f64)
-    } else {
-        None
-    };
+    let ms_queued =
+        if matches!(backend, Backend::Cuda(_)) { Some(time_queued(s, opts.repeat, |_| run(o))?) } else { None };
     let (bytes, flops) = work(op, p, T::DTYPE.size_bytes())?;
     let secs = stats.median_ms * 1e-3;
     Ok(CliffordRow {
@@ -483,11 +475,10 @@ fn copy_ceiling(backend: &Backend, s: &Stream, bytes: usize, repeat: Repeat) -> 
     })?;
     let moved = 2 * n as u64 * 4;
     let queued_bytes_per_s = if matches!(backend, Backend::Cuda(_)) {
-        let q = time_on_stream(s, repeat, |_| {
-            (0..QUEUE)
-                .try_for_each(|_| ops::run_elementwise(s, ElemOp::Copy, &cfg, &[&src.all()], &mut dst.all_mut(), 0.0))
+        let ms = time_queued(s, repeat, |_| {
+            ops::run_elementwise(s, ElemOp::Copy, &cfg, &[&src.all()], &mut dst.all_mut(), 0.0)
         })?;
-        Some(moved as f64 / (q.median_ms / QUEUE as f64 * 1e-3))
+        Some(moved as f64 / (ms * 1e-3))
     } else {
         None
     };

@@ -9,7 +9,7 @@
 use ferrotune::ops::gemm::{Gemm, Layout, Precision, gemm};
 use ferrotune::peer::{CublasGemm, GemmMath, GemmShape};
 use ferrotune::{Backend, Buffer, DType, Result, Scalar, bf16, f16, ops};
-use ferrotune_autotune::measure::{Repeat, Stats, time_on_stream};
+use ferrotune_autotune::measure::{Repeat, Stats, time_on_stream, time_queued};
 use ferrotune_testkit::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -58,7 +58,7 @@ pub struct SuiteRow {
     pub weight_bytes_per_s: f64,
     /// `weight_bytes_per_s` over the copy ceiling of this run (small-M rows; null otherwise).
     pub copy_fraction: Option<f64>,
-    /// Rows under 0.2 ms: the median per call of [`QUEUE`] calls queued between two events (the
+    /// Rows under 0.2 ms: the median per call of [`QUEUE`](ferrotune_autotune::measure::QUEUE) calls queued between two events (the
     /// GPU's time per call once launches overlap; `ours` times each call alone, host launch
     /// cost included), ours and cuBLAS alike.
     pub ours_queued_ms: Option<f64>,
@@ -108,9 +108,6 @@ pub struct SuiteReport {
 }
 
 const MIB: usize = 1 << 20;
-
-/// Calls per sample of the queued timing.
-pub const QUEUE: usize = 10;
 
 /// Calls enqueued for the host time per call (few enough that the launch queue never fills).
 pub const HOST_CALLS: usize = 200;
@@ -234,12 +231,7 @@ fn row<T: Scalar>(
     let mismatch = ferrotune_testkit::gemm_check_samples(&g, &ha, &hb, &d, None, 256, 99).err();
     let ours = time_on_stream(&s, repeat, |i| run(i, &mut ops_))?;
     let queued = ours.median_ms < 0.2;
-    let ours_queued_ms = if queued {
-        let st = time_on_stream(&s, repeat, |i| (0..QUEUE).try_for_each(|j| run(i * QUEUE + j, &mut ops_)))?;
-        Some(st.median_ms / QUEUE as f64)
-    } else {
-        None
-    };
+    let ours_queued_ms = if queued { Some(time_queued(&s, repeat, |k| run(k, &mut ops_))?) } else { None };
     let ours_host_us = if queued { Some(host_us(&s, |i| run(i, &mut ops_))?) } else { None };
     let (ours_graph_ms, mismatch) =
         if queued { graphed(backend, repeat, &g, &mut ops_, (&ha, &hb), mismatch)? } else { (None, mismatch) };
@@ -274,14 +266,11 @@ fn row<T: Scalar>(
                 })?;
                 cublas = Some(st);
                 if queued {
-                    let st = time_on_stream(&s, repeat, |i| {
-                        (0..QUEUE).try_for_each(|j| {
-                            peers[(i * QUEUE + j) % copies]
-                                .launch()
-                                .map_err(|e| ferrotune::Error::InvalidConfig { op: "cublas", why: e.to_string() })
-                        })
-                    })?;
-                    cublas_queued_ms = Some(st.median_ms / QUEUE as f64);
+                    cublas_queued_ms = Some(time_queued(&s, repeat, |k| {
+                        peers[k % copies]
+                            .launch()
+                            .map_err(|e| ferrotune::Error::InvalidConfig { op: "cublas", why: e.to_string() })
+                    })?);
                     cublas_host_us = Some(host_us(&s, |i| {
                         peers[i % copies]
                             .launch()

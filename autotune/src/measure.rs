@@ -87,6 +87,17 @@ pub fn time_on_stream(stream: &Stream, repeat: Repeat, mut work: impl FnMut(usiz
     Ok(Stats::from_samples(&samples).expect("event timings are finite and iters >= 1"))
 }
 
+/// Calls per sample of [`time_queued`].
+pub const QUEUE: usize = 10;
+
+/// The median time per call, in ms, of `work` run [`QUEUE`] times back to back between two
+/// events ([`time_on_stream`] around each batch): what a call costs in a stream of calls, the
+/// host's launch latency hidden behind the previous call. `work(k)` gets the call's index.
+pub fn time_queued(stream: &Stream, repeat: Repeat, mut work: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+    let st = time_on_stream(stream, repeat, |i| (0..QUEUE).try_for_each(|j| work(i * QUEUE + j)))?;
+    Ok(st.median_ms / QUEUE as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +112,21 @@ mod tests {
         assert_eq!(Stats::from_samples(&[2.0, 4.0]).unwrap().median_ms, 3.0);
         assert!(Stats::from_samples(&[]).is_none());
         assert!(Stats::from_samples(&[1.0, f64::NAN]).is_none());
+    }
+
+    #[test]
+    fn queued_time_is_per_call_and_indexes_every_call() {
+        let s = ferrotune::Stream::Cpu(ferrotune::Cpu::new(1).unwrap());
+        let mut seen = Vec::new();
+        let ms = time_queued(&s, Repeat { warmup: 0, iters: 2 }, |k| {
+            seen.push(k);
+            std::thread::sleep(Duration::from_millis(1));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, (0..2 * QUEUE).collect::<Vec<_>>());
+        // About 1 ms a call; a batch's total would be QUEUE times that.
+        assert!((1.0..QUEUE as f64).contains(&ms), "{ms} ms per call");
     }
 
     #[test]

@@ -222,7 +222,7 @@ impl CliffordConfig {
     /// per SM as the registers allow loop over the rows; each team's weight gradient stays in
     /// registers. The `_p{n}s` kernels (weights and gradient in shared memory) lost every sweep
     /// point (their registers are capped and spill) and are left to the tuner's space.
-    pub fn backward_heuristic(p: &Clifford, dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
+    pub fn backward_heuristic(p: &Clifford, _dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
         let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
         for vpt in [2u32, 4] {
             if p.dim == 3 && vpt == 4 && p.n > 896 {
@@ -238,7 +238,6 @@ impl CliffordConfig {
         // The two-pass form of the f32 forward's choice, whatever the dtype: the 16-bit
         // forward's four-feature choice made a slower backward (bf16 3D B4096 N1024 fwd+bwd
         // 1.02 against 0.70 ms, bench/results/clifroof-5bda29ff586e/run5).
-        let _ = dtype;
         Self::heuristic(p, DType::F32, device).backward_form()
     }
 
