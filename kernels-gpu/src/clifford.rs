@@ -11,8 +11,8 @@
 //! the GPU and left the arrays in local memory.
 #![allow(clippy::needless_range_loop)]
 
-use crate::arch::{MulAdd, Portable, fmaf, sqrt};
-use crate::math::{exp_with, normal_cdf};
+use crate::arch::{MulAdd, Portable, div_by_ge1, fmaf, rsqrt};
+use crate::math::normal_cdf_pdf_with;
 
 mod cpu;
 mod fcgp_cpu;
@@ -313,15 +313,19 @@ pub use fcgp::{
     fcgp_norm_bwd_rows, fcgp_products_bwd_rows, norm_stats, path_products_vjp, prod_at,
 };
 
-/// `1 / sqrt(2 pi)`.
-const INV_SQRT_2PI: f32 = 0.398_942_3;
-
 /// The gate `x * Phi(x0)` in place; returns `Phi(x0)`.
 #[inline(always)]
 pub fn gate<A: Algebra>(x: &mut Mv) -> f32 {
-    let s = normal_cdf(x[0]);
+    gate_pdf::<A>(x).0
+}
+
+/// The gate `x * Phi(x0)` in place; returns `(Phi(x0), phi(x0))` (the density for the
+/// gradient comes from the same exponential, [`normal_cdf_pdf_with`]).
+#[inline(always)]
+pub fn gate_pdf<A: Algebra>(x: &mut Mv) -> (f32, f32) {
+    let (s, pdf) = normal_cdf_pdf_with(Portable, x[0]);
     apply_gate::<A>(x, s);
-    s
+    (s, pdf)
 }
 
 /// The gate with its value `s = Phi(x0)` already known: `x * s` in place (the CPU loops take
@@ -331,12 +335,6 @@ pub fn apply_gate<A: Algebra>(x: &mut Mv, s: f32) {
     for c in 0..A::C {
         x[c] *= s;
     }
-}
-
-/// The standard normal density `phi(s) = e^{-s^2/2} / sqrt(2 pi)`, multiply-adds by `f`.
-#[inline(always)]
-pub fn normal_pdf_with<F: MulAdd>(f: F, s: f32) -> f32 {
-    INV_SQRT_2PI * exp_with(f, -0.5 * s * s)
 }
 
 /// The weighted geometric product of one feature: `o = sum over paths of w_p <x_i y_k>_g`.
@@ -367,10 +365,11 @@ pub fn accumulate_grades<A: Algebra>(o: &Mv, ss: &mut Gv) {
     }
 }
 
-/// `1 / r` with `r = sqrt(sumsq / n + EPS)`.
+/// `1 / r` with `r = sqrt(sumsq / n + EPS)` ([`rsqrt`] and [`div_by_ge1`]: a few
+/// instructions on the GPU, not a correctly rounded division, square root and reciprocal).
 #[inline(always)]
 pub fn inv_rms(sumsq: f32, n: usize) -> f32 {
-    1.0 / sqrt(sumsq / n as f32 + EPS)
+    rsqrt(div_by_ge1(sumsq, n as f32) + EPS)
 }
 
 /// Gradient of the product for one feature, given the gradient `g` of its output: adds to
@@ -403,14 +402,8 @@ pub fn product_vjp_with<A: Algebra, F: MulAdd>(
     });
 }
 
-/// Gradient of the gate `x Phi(x0)` given the gradient `dg` of its output and `s = Phi(x0)`:
-/// `Phi dg_c` for every component, plus `phi(x0) sum_c x_c dg_c` on the scalar.
-#[inline(always)]
-pub fn gate_vjp<A: Algebra>(x: &Mv, s: f32, dg: &Mv) -> Mv {
-    gate_vjp_pdf::<A>(x, s, normal_pdf_with(Portable, x[0]), dg)
-}
-
-/// [`gate_vjp`] with `pdf = phi(x0)` already known.
+/// Gradient of the gate `x Phi(x0)` given the gradient `dg` of its output, `s = Phi(x0)` and
+/// `pdf = phi(x0)`: `Phi dg_c` for every component, plus `phi(x0) sum_c x_c dg_c` on the scalar.
 #[inline(always)]
 pub fn gate_vjp_pdf<A: Algebra>(x: &Mv, s: f32, pdf: f32, dg: &Mv) -> Mv {
     let mut dot = 0.0f32;
@@ -490,8 +483,8 @@ pub fn bwd_feature_with<A: Algebra, F: MulAdd>(
     dw: &mut Wv,
 ) -> (Mv, Mv) {
     let (mut xg, mut yg) = (*x, *y);
-    let sx = gate::<A>(&mut xg);
-    let sy = gate::<A>(&mut yg);
+    let (sx, px) = gate_pdf::<A>(&mut xg);
+    let (sy, py) = gate_pdf::<A>(&mut yg);
     let g = match coefs {
         Some((inv, k)) => through_norm::<A>(go, &product_with::<A, F>(f, &xg, &yg, w), inv, k),
         None => *go,
@@ -499,7 +492,7 @@ pub fn bwd_feature_with<A: Algebra, F: MulAdd>(
     let mut dxg = [0.0f32; MAX_C];
     let mut dyg = [0.0f32; MAX_C];
     product_vjp_with::<A, F>(f, &xg, &yg, w, &g, &mut dxg, &mut dyg, dw);
-    (gate_vjp::<A>(x, sx, &dxg), gate_vjp::<A>(y, sy, &dyg))
+    (gate_vjp_pdf::<A>(x, sx, px, &dxg), gate_vjp_pdf::<A>(y, sy, py, &dyg))
 }
 
 #[cfg(test)]

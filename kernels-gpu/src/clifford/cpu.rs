@@ -9,12 +9,12 @@
 
 use super::{
     Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, apply_gate, gate_vjp_pdf, inv_rms,
-    norm_backward_coefs, norm_stats, normal_pdf_with, product_vjp_with, product_with, through_norm,
+    norm_backward_coefs, norm_stats, product_vjp_with, product_with, through_norm,
 };
 use crate::arch::{MulAdd, prefetch};
 use crate::element::{DType, Element};
 use crate::elementwise::Widen;
-use crate::math::normal_cdf_with;
+use crate::math::normal_cdf_pdf_with;
 
 /// Features per partial sum of the CPU row reductions (norm statistics): a sum per block of
 /// features, then the sum of the blocks, so the f32 rounding error grows with
@@ -201,8 +201,8 @@ fn lane_w<A: Algebra>(w: &[&Lanes; MAX_W], l: usize) -> Wv {
 #[inline(always)]
 fn gates_block<F: MulAdd>(f: F, x0: &Lanes, y0: &Lanes, sx: &mut Lanes, sy: &mut Lanes) {
     for l in 0..LANES {
-        sx[l] = normal_cdf_with(f, x0[l]);
-        sy[l] = normal_cdf_with(f, y0[l]);
+        sx[l] = normal_cdf_pdf_with(f, x0[l]).0;
+        sy[l] = normal_cdf_pdf_with(f, y0[l]).0;
     }
 }
 
@@ -217,8 +217,8 @@ fn gates_saved<A: Algebra, F: MulAdd>(f: F, x0: &Lanes, y0: &Lanes, sv: &mut [La
 #[inline(always)]
 fn pdfs_block<F: MulAdd>(f: F, x0: &Lanes, y0: &Lanes, px: &mut Lanes, py: &mut Lanes) {
     for l in 0..LANES {
-        px[l] = normal_pdf_with(f, x0[l]);
-        py[l] = normal_pdf_with(f, y0[l]);
+        px[l] = normal_cdf_pdf_with(f, x0[l]).1;
+        py[l] = normal_cdf_pdf_with(f, y0[l]).1;
     }
 }
 

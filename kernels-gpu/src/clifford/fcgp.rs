@@ -14,7 +14,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::cpu::{blocked_sums, load};
-use super::{Algebra, MAX_C, MAX_G, Mv, fmaf, gate, gate_vjp, norm_backward_coefs, through_norm};
+use super::{Algebra, MAX_C, MAX_G, Mv, fmaf, gate_pdf, gate_vjp_pdf, norm_backward_coefs, through_norm};
 use crate::element::Element;
 
 /// Products per feature of the largest algebra (`Tables::total` of Cl(3,0)).
@@ -87,10 +87,10 @@ pub fn path_products_vjp<A: Algebra>(xg: &Mv, yg: &Mv, dpr: &[f32; MAX_TOTAL]) -
 #[inline(always)]
 pub fn fcgp_input_grads<A: Algebra>(x: &Mv, y: &Mv, dpr: &[f32; MAX_TOTAL]) -> (Mv, Mv) {
     let (mut xg, mut yg) = (*x, *y);
-    let sx = gate::<A>(&mut xg);
-    let sy = gate::<A>(&mut yg);
+    let (sx, px) = gate_pdf::<A>(&mut xg);
+    let (sy, py) = gate_pdf::<A>(&mut yg);
     let (dxg, dyg) = path_products_vjp::<A>(&xg, &yg, dpr);
-    (gate_vjp::<A>(x, sx, &dxg), gate_vjp::<A>(y, sy, &dyg))
+    (gate_vjp_pdf::<A>(x, sx, px, &dxg), gate_vjp_pdf::<A>(y, sy, py, &dyg))
 }
 
 /// CPU path of the FCGP norm backward for whole rows: from the forward GEMM results `d` (`C`

@@ -139,7 +139,7 @@ unsafe fn row_kernel<T: Element, A: Algebra, S: Source<A>, const L: usize, const
             }
             let inv = if normalize {
                 // SAFETY: every thread of the block is here (the loop bounds are uniform).
-                inv_all::<A>(unsafe { team_sum(ss, team) }, n)
+                inv_all::<A>(unsafe { team_sum(ss, team, A::G) }, n)
             } else {
                 [1.0; MAX_G]
             };
@@ -162,7 +162,7 @@ unsafe fn row_kernel<T: Element, A: Algebra, S: Source<A>, const L: usize, const
                     vi += team_us;
                 }
                 // SAFETY: every thread of the block is here.
-                inv = inv_all::<A>(unsafe { team_sum(ss, team) }, n);
+                inv = inv_all::<A>(unsafe { team_sum(ss, team, A::G) }, n);
             }
             let mut vi = j;
             while active && vi < nvec {
@@ -277,7 +277,7 @@ unsafe fn bwd_kernel<T: Element, A: Algebra, const L: usize, const SMEM: bool>(
                 vi += team_us;
             }
             // SAFETY: every thread of the block is here.
-            let acc = unsafe { team_sum(acc, team) };
+            let acc = unsafe { team_sum(acc, team, A::G) };
             let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
             ss.copy_from_slice(&acc[..MAX_G]);
             dot.copy_from_slice(&acc[MAX_G..]);

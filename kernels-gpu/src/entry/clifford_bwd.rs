@@ -155,7 +155,7 @@ unsafe fn bwd_kept<T: Element, A: Algebra, const L: usize, const VPT: usize, con
                 }
             }
             // SAFETY: every thread of the block is here (row0 is uniform).
-            let acc = unsafe { team_sum(acc, p.team) };
+            let acc = unsafe { team_sum(acc, p.team, A::G) };
             let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
             ss.copy_from_slice(&acc[..MAX_G]);
             dot.copy_from_slice(&acc[MAX_G..]);

@@ -150,7 +150,7 @@ unsafe fn norm_bwd<T: Element, A: Algebra>(
                 f += nt;
             }
             // SAFETY: the row loop is uniform over the block: every thread is here.
-            let acc = unsafe { team_sum(acc, nt as u32) };
+            let acc = unsafe { team_sum(acc, nt as u32, A::G) };
             let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
             for j in 0..MAX_G {
                 ss[j] = acc[j];

@@ -119,7 +119,7 @@ unsafe fn fwd_kept<T: Element, A: Algebra, const L: usize, const VPT: usize, con
             }
         }
         // SAFETY: every thread of the block runs the same trips (row0 is uniform).
-        let inv = inv_all::<A>(if p.normalize { unsafe { team_sum(ss, p.team) } } else { ss }, n, p.normalize);
+        let inv = inv_all::<A>(if p.normalize { unsafe { team_sum(ss, p.team, A::G) } } else { ss }, n, p.normalize);
         if row < b {
             for v in 0..VPT {
                 let vi = j + v * team;
@@ -173,7 +173,7 @@ unsafe fn fwd_stream<T: Element, A: Algebra, const L: usize>(p: &Problem<T>) {
                 vi += team;
             }
             // SAFETY: every thread of the block is here (row0 is uniform).
-            ss = unsafe { team_sum(ss, p.team) };
+            ss = unsafe { team_sum(ss, p.team, A::G) };
         }
         let inv = inv_all::<A>(ss, n, p.normalize);
         let mut vi = j;

@@ -7,7 +7,7 @@ use crate::arch::nvptx::{
     dyn_smem_addr, ld_global_v2, ld_global_v4, ld_shared_f32, shfl_xor_f32, st_global_v2, st_global_v4, st_shared_f32,
     sync_threads, thread_idx_x,
 };
-use crate::clifford::{Algebra, Gv, MAX_C, MAX_W, Mv, Wv};
+use crate::clifford::{Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv};
 use crate::element::Element;
 
 /// Bytes of team-reduction scratch at the start of the dynamic shared memory.
@@ -68,44 +68,82 @@ pub(super) unsafe fn st<T: Element, const L: usize>(p: *mut T, v: [f32; L]) {
 
 /// Sums `v` over the `team` threads of each row and gives every thread its team's sums.
 /// Teams are a power of two; below 32 they are aligned parts of a warp, from 32 up whole warps
-/// (then through `SCRATCH`, with barriers).
+/// (then through `SCRATCH`, with barriers). The butterfly rounds are unrolled over the five
+/// possible masks, each taken or skipped by the whole block (`team` is uniform), and the
+/// warps' partials are summed by a second butterfly instead of a loop over them. Only the
+/// entries whose index modulo `MAX_G` is below `grades` (the algebra's grades: 3 of each 4 in
+/// 2D) are summed; the others are returned as they came (zeros in every caller).
 ///
 /// # Safety
 /// Every thread of the block calls it together (`team` is the same for all).
 #[inline(always)]
-pub(super) unsafe fn team_sum<const G: usize>(mut v: [f32; G], team: u32) -> [f32; G] {
+pub(super) unsafe fn team_sum<const G: usize>(v: [f32; G], team: u32, grades: usize) -> [f32; G] {
     let width = if team < 32 { team } else { 32 };
-    let mut m = width / 2;
-    while m > 0 {
-        for x in v.iter_mut() {
-            // SAFETY: every lane of every warp is here (caller).
-            *x += unsafe { shfl_xor_f32(*x, m) };
-        }
-        m /= 2;
-    }
+    // SAFETY: every lane of every warp is here (caller).
+    let mut v = unsafe { butterfly(v, width, grades) };
     if team > 32 {
         let tid = thread_idx_x();
-        let warp = tid / 32;
+        let (warp, lane) = (tid / 32, tid % 32);
+        let warps = team / 32;
         let smem = dyn_smem_addr();
         // SAFETY (barriers): reached by all threads (caller). The first one keeps the previous
         // call's readers from seeing this call's writes.
         unsafe { sync_threads() };
-        if tid % 32 == 0 {
+        if lane == 0 {
             for (g, &x) in v.iter().enumerate() {
                 // SAFETY: warp < 32 and G <= 8: inside the 1024-byte scratch.
                 unsafe { st_shared_f32(smem + (warp * G as u32 + g as u32) * 4, x) };
             }
         }
         unsafe { sync_threads() };
-        let first = (tid / team) * (team / 32);
-        let mut s = [0.0f32; G];
-        for w in 0..team / 32 {
-            for (g, x) in s.iter_mut().enumerate() {
-                // SAFETY: first + w < 32 warps, inside the scratch.
-                *x += unsafe { ld_shared_f32(smem + ((first + w) * G as u32 + g as u32) * 4) };
+        // Lane l of every warp of a team takes the partials of the team's warp l % warps, so
+        // each aligned group of `warps` lanes holds every partial once and sums them to the
+        // total, in the same order in every group.
+        let first = (tid / team) * warps;
+        let mut s = v;
+        for (g, x) in s.iter_mut().enumerate() {
+            if g % MAX_G < grades {
+                // SAFETY: first + lane % warps < 32 warps, inside the scratch.
+                *x = unsafe { ld_shared_f32(smem + ((first + lane % warps) * G as u32 + g as u32) * 4) };
             }
         }
-        v = s;
+        // SAFETY: every lane of every warp is here.
+        v = unsafe { butterfly(s, warps, grades) };
+    }
+    v
+}
+
+/// Sums `v` (the entries `team_sum` names) over aligned groups of `width` lanes (a power of
+/// two up to 32), every lane getting its group's sums: the xor rounds below `width`, unrolled.
+///
+/// # Safety
+/// All 32 lanes of the warp call it together with the same `width`.
+#[inline(always)]
+unsafe fn butterfly<const G: usize>(v: [f32; G], width: u32, grades: usize) -> [f32; G] {
+    // Five calls, not a loop over an array of masks: that one was not unrolled.
+    // SAFETY: every lane of the warp is here (caller).
+    unsafe {
+        let v = xor_round(v, 16, width, grades);
+        let v = xor_round(v, 8, width, grades);
+        let v = xor_round(v, 4, width, grades);
+        let v = xor_round(v, 2, width, grades);
+        xor_round(v, 1, width, grades)
+    }
+}
+
+/// One butterfly round: adds lane `l ^ m`'s values where `m < width`.
+///
+/// # Safety
+/// As [`butterfly`].
+#[inline(always)]
+unsafe fn xor_round<const G: usize>(mut v: [f32; G], m: u32, width: u32, grades: usize) -> [f32; G] {
+    if m < width {
+        for (i, x) in v.iter_mut().enumerate() {
+            if i % MAX_G < grades {
+                // SAFETY: every lane of the warp is here (caller).
+                *x += unsafe { shfl_xor_f32(*x, m) };
+            }
+        }
     }
     v
 }

@@ -231,6 +231,28 @@ pub fn gelu_erf_fast_with<F: MulAdd>(f: F, x: f32) -> f32 {
     gelu_erf_from(x, erf_tail_ratio(f, a, ERF_T_FAST, &ERF_R_FAST), e)
 }
 
+/// `1 / sqrt(2 pi)`.
+const INV_SQRT_2PI: f32 = 0.398_942_3;
+
+/// The standard normal CDF and density together, `(Φ(s), φ(s))`, from one exponential: for
+/// gates computed in f32 whose inputs and results are f32 values of moderate accuracy (the
+/// Clifford layers' `x Φ(x0)` and its gradient, checked at 1e-5 of the row's scale).
+///
+/// `Φ(-a) = e^{-a^2/2} t R(t)` with the accurate degree-6 fit of [`gelu_erf`] and `e^{-a^2/2}`
+/// from [`exp2_approx`](crate::arch::exp2_approx) of the rounded `a^2` (the GPU's
+/// `ex2.approx`, the host's [`super::exp2_poly`]); `φ(s) = e^{-a^2/2} / √(2π)`. Relative error
+/// below 2e-5 for both where the result is above 1e-30 (6e-6 for `|s| < 5`, where the layers'
+/// values live), absolute below 1e-35 beyond; past the cut-off `|s| = 12.9` both stay at their
+/// cut-off values (CDF about 2.2e-38, density below 8e-37), never subnormal. NaN gives NaN. About a third of [`super::normal_cdf`]'s
+/// instructions on the GPU, and the density comes free.
+#[inline(always)]
+pub fn normal_cdf_pdf_with<F: MulAdd>(f: F, s: f32) -> (f32, f32) {
+    let a = abs_clamped(s, ERF_CUT);
+    let e = exp2_approx_mul_with(f, a * a, GAUSS_C_HI);
+    let q = erf_tail_ratio(f, a, ERF_T_ACCURATE, &ERF_R_ACCURATE) * e;
+    (if s > 0.0 { 1.0 - q } else { q }, INV_SQRT_2PI * e)
+}
+
 /// [`gelu_tanh`] for results stored in f16/bf16: `e^{-2u} = 2^(x (NA + NB x^2))` in plain f32
 /// from [`exp2_approx`](crate::arch::exp2_approx). Relative error below about 1e-5 where the
 /// result is above 1e-30.

@@ -248,6 +248,47 @@ fn normal_cdf_special() {
 }
 
 #[test]
+fn normal_cdf_pdf_sweep() {
+    // The gate pair, portable and fused: relative to the reference where the result is above
+    // 1e-30, absolute below (the clamped values beyond the cut-off included).
+    let mut xs: Vec<f32> = grid(-20.0, 20.0, 1e-3).chain(tiny()).collect();
+    xs.extend(f32_walk(1e-3, 20.0, 97));
+    xs.extend(f32_walk(-1e-3, -20.0, 97));
+    xs.extend(f32_walk(-1.0, -12.9, 17));
+    xs.extend([0.0, -0.0, f32::MAX, -f32::MAX, f32::INFINITY, -f32::INFINITY]);
+    let pdf_ref = |s: f64| (-0.5 * s * s).exp() / (2.0 * core::f64::consts::PI).sqrt();
+    for (name, fused) in [("portable", false), ("fused", true)] {
+        let pair = |s: f32| if fused { normal_cdf_pdf_with(StdFused, s) } else { normal_cdf_pdf_with(Portable, s) };
+        let finite = xs.iter().copied().filter(|s| s.is_finite());
+        check(
+            &std::format!("normal_cdf_pdf cdf {name}"),
+            |s| pair(s).0,
+            normal_cdf_ref,
+            finite.clone(),
+            2e-5,
+            REL_FLOOR,
+            ABS_BOUND,
+        );
+        check(&std::format!("normal_cdf_pdf pdf {name}"), |s| pair(s).1, pdf_ref, finite, 2e-5, REL_FLOOR, ABS_BOUND);
+        // The moderate range the layers live in is tighter.
+        check(
+            &std::format!("normal_cdf_pdf cdf {name} |s| < 5"),
+            |s| pair(s).0,
+            normal_cdf_ref,
+            grid(-5.0, 5.0, 1e-4),
+            6e-6,
+            REL_FLOOR,
+            ABS_BOUND,
+        );
+        assert!((pair(0.0).0 - 0.5).abs() < 2e-6 && pair(-0.0).0 == pair(0.0).0);
+        assert_eq!(pair(f32::INFINITY).0, 1.0);
+        assert!(pair(-f32::INFINITY).0 < 3e-38 && pair(-f32::INFINITY).1 < 8e-37);
+        let nan = pair(f32::NAN);
+        assert!(nan.0.is_nan() && nan.1.is_nan());
+    }
+}
+
+#[test]
 fn gelu_erf_sweep() {
     check("gelu_erf", gelu_erf, gelu_erf_ref, standard_inputs(), 5e-6, REL_FLOOR, ABS_BOUND);
 }
