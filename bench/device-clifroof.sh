@@ -6,9 +6,13 @@
 #   tests  the Clifford GPU tests;
 #   bench  fwd and fwd+bwd, f32 and bf16, at B4096/8192 N 512/777/1024 and shapes no issue
 #          names (SHAPES, UNSEEN), with the built-in choice;
-#   sweep  `fwd_sweep` (every compiled forward config, checked and timed) in bf16 (SWEEP_SHAPES);
+#   sweep  `fwd_sweep` (every compiled forward config, checked and timed) in SWEEP_DTYPES
+#          (default f32 and bf16) at SWEEP_SHAPES;
+#   torch  benches/torch_clifford.py (eager and torch.compile, fwd and fwd+bwd, f32) at
+#          TORCH_SIZES, its JSON beside ours;
 #   ncu    one launch of each kernel of fwd+bwd (NCU_SHAPES);
-#   san    compute-sanitizer memcheck, racecheck and synccheck on the Clifford backward tests.
+#   san    compute-sanitizer memcheck, racecheck and synccheck on SAN_TESTS (default the
+#          Clifford forward and backward tests).
 # (Runs 2-3 of bench/results/clifroof-5bda29ff586e/ ran the staged kernels' parts of an earlier
 # version of this script, with the code they measured; see the README there.)
 # Everything under $OUT/clifroof is also packed into $OUT/clifroof.tgz (a call returns at most
@@ -38,7 +42,12 @@ if [[ $PART == *bench* ]]; then
   bench unseen-f32 fwd f32 $UNSEEN
 fi
 if [[ $PART == *sweep* ]]; then
-  bench sweep-bf16 fwd_sweep bf16 ${SWEEP_SHAPES:-4096x512,4096x777}
+  for dt in ${SWEEP_DTYPES:-f32 bf16}; do bench sweep-$dt fwd_sweep $dt ${SWEEP_SHAPES:-4096x512,4096x777}; done
+fi
+if [[ $PART == *torch* ]]; then
+  timeout ${T_TORCH:-300} python3 benches/torch_clifford.py --out $R/torch.json --ops fwd,fwdbwd \
+    --sizes ${TORCH_SIZES:-4096x512,4096x777,4096x1024} --cache-dir $PWD/.torch-cache > $R/torch.txt 2>&1
+  echo "torch exit $?"; tail -30 $R/torch.txt | cut -c1-170
 fi
 if [[ $PART == *ncu* ]]; then
   for s in ${NCU_SHAPES:-4096x512 4096x777}; do
@@ -54,8 +63,8 @@ fi
 if [[ $PART == *san* ]]; then
   for tool in memcheck racecheck synccheck; do
     FERROTUNE_TEST_SMALL=1 timeout ${T_SAN:-150} compute-sanitizer --tool $tool \
-      .carry/ferrotune_tests --test-threads=1 gpu_clifford_backward > $R/$tool-bwd.txt 2>&1
-    echo "$tool exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result|hazard" $R/$tool-bwd.txt | head -4
+      .carry/ferrotune_tests --test-threads=1 ${SAN_TESTS:-gpu_clifford_forward gpu_clifford_backward} > $R/$tool.txt 2>&1
+    echo "$tool exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result|hazard" $R/$tool.txt | head -4
   done
 fi
 tar -czf $OUT/clifroof.tgz -C $OUT clifroof
