@@ -5,7 +5,7 @@
 # PART (comma list, default tests,bench,ab,ncu,san):
 #   tests  the Clifford GPU tests;
 #   bench  fwd and fwd+bwd, f32 and bf16, at B4096/8192 N 512/777/1024 and shapes no issue
-#          names (SHAPES, UNSEEN), with the built-in choice;
+#          names (SHAPES, UNSEEN with UNSEEN_ROWS, default fwd), with the built-in choice;
 #   sweep  `fwd_sweep` (every compiled forward config, checked and timed) in SWEEP_DTYPES
 #          (default f32 and bf16) at SWEEP_SHAPES;
 #   torch  benches/torch_clifford.py (eager and torch.compile, fwd and fwd+bwd, f32) at
@@ -39,7 +39,7 @@ if [[ $PART == *tests* ]]; then
 fi
 if [[ $PART == *bench* ]]; then
   for dt in f32 bf16; do bench plan-$dt fwd,fwdbwd $dt $SHAPES; done
-  bench unseen-f32 fwd f32 $UNSEEN
+  bench unseen-f32 ${UNSEEN_ROWS:-fwd} f32 $UNSEEN
 fi
 if [[ $PART == *sweep* ]]; then
   for dt in ${SWEEP_DTYPES:-f32 bf16}; do bench sweep-$dt fwd_sweep $dt ${SWEEP_SHAPES:-4096x512,4096x777}; done

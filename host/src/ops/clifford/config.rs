@@ -8,8 +8,10 @@ use crate::DType;
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 
-/// Registers per thread of a Clifford kernel on sm_90 (ptxas, f32; f16/bf16 within a few):
-/// the forward / one-pass backward of `variant`, or the two-pass backward (`vpt` = 0).
+/// Registers per thread of a Clifford kernel (ptxas for sm_90a at f898a67 + the gate folding,
+/// the most of f32, f16 and bf16, rounded up to 8): the forward / one-pass backward of
+/// `variant`, or the two-pass backward (`vpt` = 0). A guide for the heuristic's blocks per SM;
+/// launches are fitted to the compiled kernel's own limit at run time ([`CliffordConfig::fit`]).
 fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
     if backward && v.stream_w && v.vpt > 0 {
         // The one-pass backward with the weights and their gradient in shared memory.
@@ -26,32 +28,32 @@ fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
     }
     if v.stream_w {
         return match (dim, v.vec, v.vpt) {
-            (2, false, 1) => 56,
+            (2, false, 1) => 48,
             (2, false, 2) => 72,
-            (2, false, _) => 104,
+            (2, false, _) => 128,
             (2, true, _) => 128,
-            (_, false, 1) => 64,
-            (_, false, 2) => 104,
-            (_, false, _) => 168,
-            (_, true, _) => 168,
+            (_, false, 1) => 96,
+            (_, false, 2) => 128,
+            (_, false, _) => 248,
+            (_, true, _) => 255,
         };
     }
     match (dim, backward, v.vec, v.vpt) {
-        (2, false, false, 0) => 40,
-        (2, false, false, 1) => 64,
+        (2, false, false, 0) => 32,
+        (2, false, false, 1) => 56,
         (2, false, false, 2) => 88,
-        (2, false, true, 0) => 72,
-        (2, false, _, _) => 168,
+        (2, false, true, 0) => 64,
+        (2, false, _, _) => 160,
         (2, true, false, 0) => 80,
-        (2, true, false, 1) => 88,
+        (2, true, false, 1) => 80,
         (2, true, false, 2) => 128,
         (2, true, true, 0) => 128,
-        (2, true, _, _) => 240,
-        (_, false, false, 0) => 48,
-        (_, false, false, 1) => 80,
+        (2, true, _, _) => 255,
+        (_, false, false, 0) => 56,
+        (_, false, false, 1) => 104,
         (_, false, true, 0) => 128,
         (_, false, _, _) => 255,
-        (_, true, false, 0) => 160,
+        (_, true, false, 0) => 168,
         (_, true, _, _) => 255,
     }
 }
@@ -135,7 +137,7 @@ impl CliffordConfig {
     /// registers (`v1_p1`); the same with the weights re-read per row from L1 (`v1_p1s`: 10 or
     /// 20 registers fewer, so teams up to 1024 fit); then 2 and 4 features per thread with
     /// streamed weights (`v1_p2s`, `v1_p4s`: teams of N/2, N/4); last the two-pass form (any N,
-    /// teams of 512). Blocks of at least 256 threads, as many resident per SM as the registers
+    /// `v1_p0`, teams of 256, a block per row). Blocks of at least 256 threads, as many resident per SM as the registers
     /// allow, looping over the rows (each thread prefetches its next row).
     ///
     /// 16-bit inputs put [`Self::half_candidates`] first.
@@ -163,8 +165,20 @@ impl CliffordConfig {
                 out.push(Self::resident(p, variant, team, false, max_threads));
             }
         }
-        let v = RowVariant { vec: p.n.is_multiple_of(4), vpt: 0, stream_w: false };
-        out.push(Self::resident(p, v, 512u32.min(block_limit(p.dim, v, false)).min(max_threads), false, max_threads));
+        // The two-pass form: one feature an access, a team of 256 in a block of its own, as many
+        // blocks as rows (the fastest two-pass config of all four f32 sweep points of
+        // bench/results/clifgate-f898a67117cd/run1, 0.8x of the best one-pass there; the
+        // previous choice, four features an access in teams of 512, ran 3D B3000 N1536 at
+        // 0.26x of copy).
+        let v = RowVariant { vec: false, vpt: 0, stream_w: false };
+        let team = 256u32.min(block_limit(p.dim, v, false)).min(max_threads);
+        out.push(CliffordConfig {
+            threads: team,
+            rows_per_block: 1,
+            variant: v,
+            blocks_per_sm: 0,
+            cpu_rows: (4096 / p.n.max(1)).max(1),
+        });
         out
     }
 
