@@ -6,7 +6,8 @@
 #   tests  the Clifford GPU tests;
 #   bench  fwd and fwd+bwd, f32 and bf16, at B4096/8192 N 512/777/1024 and shapes no issue
 #          names (SHAPES, UNSEEN with UNSEEN_ROWS, default fwd), with the built-in choice;
-#   sweep  `fwd_sweep` (every compiled forward config, checked and timed) in SWEEP_DTYPES
+#   sweep  SWEEP_ROWS (default `fwd_sweep`: every compiled forward config, checked and timed;
+#          or `fwdbwd_sweep`) in SWEEP_DTYPES
 #          (default f32 and bf16) at SWEEP_SHAPES;
 #   torch  benches/torch_clifford.py (eager and torch.compile, fwd and fwd+bwd, f32) at
 #          TORCH_SIZES, its JSON beside ours;
@@ -42,7 +43,9 @@ if [[ $PART == *bench* ]]; then
   bench unseen-f32 ${UNSEEN_ROWS:-fwd} f32 $UNSEEN
 fi
 if [[ $PART == *sweep* ]]; then
-  for dt in ${SWEEP_DTYPES:-f32 bf16}; do bench sweep-$dt fwd_sweep $dt ${SWEEP_SHAPES:-4096x512,4096x777}; done
+  for dt in ${SWEEP_DTYPES:-f32 bf16}; do
+    bench ${SWEEP_ROWS:-fwd_sweep}-$dt ${SWEEP_ROWS:-fwd_sweep} $dt ${SWEEP_SHAPES:-4096x512,4096x777}
+  done
 fi
 if [[ $PART == *torch* ]]; then
   timeout ${T_TORCH:-300} python3 benches/torch_clifford.py --out $R/torch.json --ops fwd,fwdbwd \
