@@ -8,8 +8,9 @@ use crate::DType;
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 
-/// Registers per thread of a Clifford kernel (ptxas for sm_90a at f898a67 + the gate folding,
-/// the most of f32, f16 and bf16, rounded up to 8): the forward / one-pass backward of
+/// Registers per thread of a Clifford kernel (ptxas for sm_90a at 33a56b5, the most of f32,
+/// f16 and bf16 rounded up to 8, except the forward's 2D `v1_p4` and 3D `v1_p2`: f32's and
+/// bf16's 128, f16 153 and 156): the forward / one-pass backward of
 /// `variant`, or the two-pass backward (`vpt` = 0). A guide for the heuristic's blocks per SM;
 /// launches are fitted to the compiled kernel's own limit at run time ([`CliffordConfig::fit`]).
 fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
@@ -43,6 +44,7 @@ fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
         (2, false, false, 1) => 56,
         (2, false, false, 2) => 88,
         (2, false, true, 0) => 64,
+        (2, false, false, 4) => 128,
         (2, false, _, _) => 160,
         (2, true, false, 0) => 80,
         (2, true, false, 1) => 80,
@@ -52,6 +54,7 @@ fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
         (_, false, false, 0) => 56,
         (_, false, false, 1) => 104,
         (_, false, true, 0) => 128,
+        (_, false, false, 2) => 128,
         (_, false, _, _) => 255,
         (_, true, false, 0) => 168,
         (_, true, _, _) => 255,
@@ -147,14 +150,24 @@ impl CliffordConfig {
         if dtype.size_bytes() == 2 {
             out.extend(Self::half_candidates(p, max_threads));
         }
+        // 3D rows of 513 to 1,024 features: two features a thread in a team of 512, one block
+        // per SM (H200 sweep, bench/results/clifgate-f898a67117cd/run4, B4096 N777: f32
+        // 0.0856 ms, bf16 0.0755, against 0.1033 and 0.0864 for four features in teams of
+        // 256, whose 3D kernel needs 230-255 registers). f16's kernel (156 registers) does not
+        // fit 512 threads: it takes the next candidate.
+        let n = p.n.max(1);
+        if p.dim == 3 && n > 512 && n.div_ceil(2) <= 512 {
+            let variant = RowVariant { vec: false, vpt: 2, stream_w: false };
+            out.push(Self::resident(p, variant, 512, false, max_threads));
+        }
         // Refit from the H100 sweep (bench/results/clifford-run2/): the fastest forward at
         // B4096 N 512 and 777, 2D and 3D, was a team of 256 (128) threads per row, one row per
         // block, each thread keeping 2 or 4 features (0.82-0.90x of copy vs 0.40-0.63x for a
-        // team of N with one feature each): so first the fewest features per thread (1, 2, 4)
-        // whose team of at most 256 covers N, weights kept in registers except 2D with 4
-        // features (streamed won there: 0.068 vs 0.0735 ms at N = 777).
-        if let Some(vpt) = [1u32, 2, 4].into_iter().find(|&v| p.n.max(1).div_ceil(v as usize) <= 256) {
-            let variant = RowVariant { vec: false, vpt, stream_w: p.dim == 2 && vpt == 4 };
+        // team of N with one feature each): so the fewest features per thread (1, 2, 4) whose
+        // team of at most 256 covers N, weights kept in registers (the H200 sweep of run 4: 2D
+        // N777 kept 0.0474 ms against streamed 0.0479 in f32, 0.0400 against 0.0439 in bf16).
+        if let Some(vpt) = [1u32, 2, 4].into_iter().find(|&v| n.div_ceil(v as usize) <= 256) {
+            let variant = RowVariant { vec: false, vpt, stream_w: false };
             let team = p.n.max(1).div_ceil(vpt as usize).next_power_of_two() as u32;
             out.push(Self::resident(p, variant, team, false, max_threads));
         }
@@ -182,33 +195,26 @@ impl CliffordConfig {
         out
     }
 
-    /// The forward's first choices for f16 and bf16, from the H200 `fwd_sweep` in bf16
-    /// (bench/results/clifroof-5bda29ff586e/run4, B4096): their elements cost the f32 kernel's
-    /// instructions for half the bytes, so what wins is more work per instruction and more
-    /// warps. N % 4 == 0 (teams up to 256): four features an access (`v4_p1`, blocks of one row,
-    /// 4 blocks per SM in 2D with the weights re-read per row, 2 in 3D keeping them): 2D N512
-    /// 0.0372 ms against 0.0563 for the f32 choice, 3D 0.0681 against 0.1152. Otherwise the
-    /// two-pass form up to N = 1024 (`v1_p0`, few registers, so many warps; teams of 128, two
-    /// rows a block): N777 0.0689 against 0.0806 (2D), 0.1124 against 0.1711 (3D). Longer rows
-    /// keep the f32 order (not swept).
+    /// The forward's first choice for f16 and bf16, from the H200 `fwd_sweep` in bf16
+    /// (bench/results/clifgate-f898a67117cd/run4, B4096; first found in
+    /// bench/results/clifroof-5bda29ff586e/run4): their elements cost the f32 kernel's
+    /// instructions for half the bytes, so what wins is more work per instruction. N % 4 == 0
+    /// (teams up to 256): four features an access (`v4_p1`, weights kept, blocks of one row,
+    /// 4 blocks per SM in 2D, 2 in 3D): 2D N512 0.0226 ms, 3D 0.0403. Otherwise the f32 order
+    /// (run 4: 2D N777 `v1_p4` 0.0400 ms, 3D `v1_p2` in teams of 512 0.0755, against 0.0527
+    /// and 0.0993 for the two-pass form this took before).
     fn half_candidates(p: &Clifford, max_threads: u32) -> Vec<CliffordConfig> {
         let n = p.n.max(1);
         let cpu_rows = (4096 / n).max(1);
         let mut out = Vec::new();
         if n.is_multiple_of(4) && n / 4 <= 256 {
             let team = (n / 4).next_power_of_two() as u32;
-            let variant = RowVariant { vec: true, vpt: 1, stream_w: p.dim == 2 };
+            let variant = RowVariant { vec: true, vpt: 1, stream_w: false };
             let threads = team.max(32);
             if threads <= max_threads.min(block_limit(p.dim, variant, false)) {
                 let blocks_per_sm = if p.dim == 2 { 4 } else { 2 };
                 out.push(CliffordConfig { threads, rows_per_block: 1, variant, blocks_per_sm, cpu_rows });
             }
-        }
-        if n <= 1024 {
-            let variant = RowVariant { vec: false, vpt: 0, stream_w: false };
-            let threads = 256.min(max_threads);
-            let team = 128.min(threads);
-            out.push(CliffordConfig { threads, rows_per_block: threads / team, variant, blocks_per_sm: 0, cpu_rows });
         }
         out
     }
@@ -431,12 +437,19 @@ mod tests {
     fn sixteen_bit_forward_takes_the_sweeps_winners() {
         let c = CliffordConfig::heuristic(&Clifford::new(2, 4096, 512, true), DType::Bf16, None);
         assert_eq!((c.threads, c.rows_per_block, c.blocks_per_sm), (128, 1, 4));
-        assert_eq!(c.variant, RowVariant { vec: true, vpt: 1, stream_w: true });
+        assert_eq!(c.variant, RowVariant { vec: true, vpt: 1, stream_w: false });
         let c = CliffordConfig::heuristic(&Clifford::new(3, 4096, 512, true), DType::F16, None);
         assert_eq!((c.threads, c.rows_per_block, c.blocks_per_sm), (128, 1, 2));
         assert_eq!(c.variant, RowVariant { vec: true, vpt: 1, stream_w: false });
         let c = CliffordConfig::heuristic(&Clifford::new(3, 4096, 777, true), DType::Bf16, None);
-        assert_eq!((c.threads, c.team(), c.variant.vpt, c.variant.vec), (256, 128, 0, false));
+        assert_eq!((c.threads, c.team(), c.variant.vpt, c.variant.vec), (512, 512, 2, false));
+        // So does f32 there (3D rows of 513 to 1,024 features: two a thread, teams of 512, one
+        // block per SM), and the four-feature teams of 256 stay next (f16's two-feature kernel
+        // does not fit 512 threads).
+        let p = Clifford::new(3, 4096, 777, true);
+        let f = CliffordConfig::forward_candidates(&p, DType::F32, None);
+        assert_eq!((f[0].threads, f[0].team(), f[0].variant.vpt, f[0].blocks_per_sm), (512, 512, 2, 1));
+        assert_eq!((f[1].team(), f[1].variant.vpt), (256, 4));
         // f32 keeps its own order.
         let f = CliffordConfig::heuristic(&Clifford::new(2, 4096, 512, true), DType::F32, None);
         assert_eq!(f.variant, RowVariant { vec: false, vpt: 2, stream_w: false });
