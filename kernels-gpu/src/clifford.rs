@@ -16,9 +16,11 @@ use crate::math::normal_cdf_pdf_with;
 
 mod cpu;
 mod fcgp_cpu;
+mod tables;
 mod variants;
 pub use cpu::{LANES, blocked_at, bwd_rows, fwd_rows, padded, weight_index, weights_by_path};
 pub use fcgp_cpu::{fcgp_assemble_rows, fcgp_products_rows};
+pub use tables::{Algebra, CL2, CL3, Cl2, Cl3, Tables, Term, tables_of};
 pub use variants::{
     BWD_VARIANTS, CliffordKernel, FWD_STREAM_VARIANTS, ROW_VARIANTS, RowVariant, bwd_entry_name, fwd_variants,
     launch_bounds, row_entry_name,
@@ -43,250 +45,6 @@ pub type Mv = [f32; MAX_C];
 pub type Wv = [f32; MAX_W];
 /// One value per grade.
 pub type Gv = [f32; MAX_G];
-
-/// One non-zero product of basis blades: `o[c] += (neg ? -1 : 1) w[p] x[i] y[k]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Term {
-    pub i: usize,
-    pub k: usize,
-    pub c: usize,
-    pub neg: bool,
-    pub p: usize,
-}
-
-/// Everything the kernels need to know about one algebra.
-#[derive(Debug)]
-pub struct Tables {
-    pub dim: u32,
-    /// Components (2^dim).
-    pub c: usize,
-    /// Weights per feature (= paths).
-    pub w: usize,
-    /// Grades (dim + 1).
-    pub g: usize,
-    /// Basis blade of each component, as a bitmask of basis vectors (e13 = 0b101).
-    pub blades: [u8; MAX_C],
-    pub grade: [usize; MAX_C],
-    /// Position of each component among the components of its grade.
-    pub slot: [usize; MAX_C],
-    /// `(x grade, output grade, y grade)` of each weight.
-    pub paths: [(usize, usize, usize); MAX_W],
-    /// Components of each path's output grade.
-    pub cdim: [usize; MAX_W],
-    /// Components of all earlier paths (FCGP: where a path's products start).
-    pub offset: [usize; MAX_W],
-    /// Sum of `cdim` (the signed per-path products of FCGP: 14 in 2D, 44 in 3D).
-    pub total: usize,
-    /// FCGP: paths per output grade.
-    pub np: [usize; MAX_G],
-    /// FCGP: position of each path among the paths of its output grade.
-    pub qpos: [usize; MAX_W],
-    /// FCGP: the paths grouped by output grade (grade 0's first, path order within a grade):
-    /// the order of the weight matrices in the grouped copy the GEMMs read.
-    pub gorder: [usize; MAX_W],
-    /// FCGP: where each component's product rows start, in planes of `B * N` elements (the
-    /// components before it, each counted `np` of its grade times).
-    pub cstart: [usize; MAX_C],
-    /// The `c * c` products, in (i, k) order.
-    pub terms: [Term; MAX_C * MAX_C],
-}
-
-const fn popcount(m: u8) -> usize {
-    m.count_ones() as usize
-}
-
-/// Sign of the product of basis blades `a b` in Cl(p,0): the parity of the swaps that sort
-/// the concatenated vector lists (each vector of `a` passes the smaller vectors of `b`); equal
-/// vectors then square to +1.
-const fn blade_sign(a: u8, b: u8) -> bool {
-    let mut swaps = 0;
-    let mut x = a >> 1;
-    while x != 0 {
-        swaps += popcount(x & b);
-        x >>= 1;
-    }
-    swaps % 2 == 1
-}
-
-const fn tables(dim: u32, blades: [u8; MAX_C], paths: [(usize, usize, usize); MAX_W]) -> Tables {
-    let c = 1usize << dim;
-    let g = dim as usize + 1;
-    let w = match dim {
-        2 => 10,
-        _ => 20,
-    };
-    let mut grade = [0usize; MAX_C];
-    let mut slot = [0usize; MAX_C];
-    let mut per_grade = [0usize; MAX_G];
-    let mut j = 0;
-    while j < c {
-        grade[j] = popcount(blades[j]);
-        slot[j] = per_grade[grade[j]];
-        per_grade[grade[j]] += 1;
-        j += 1;
-    }
-    let mut cdim = [0usize; MAX_W];
-    let mut offset = [0usize; MAX_W];
-    let mut total = 0;
-    let mut p = 0;
-    while p < w {
-        cdim[p] = per_grade[paths[p].1];
-        offset[p] = total;
-        total += cdim[p];
-        p += 1;
-    }
-    let zero = Term { i: 0, k: 0, c: 0, neg: false, p: 0 };
-    let mut terms = [zero; MAX_C * MAX_C];
-    let mut t = 0;
-    let mut i = 0;
-    while i < c {
-        let mut k = 0;
-        while k < c {
-            let m = blades[i] ^ blades[k];
-            let mut oc = 0;
-            while blades[oc] != m {
-                oc += 1;
-            }
-            let key = (grade[i], grade[oc], grade[k]);
-            let mut p = 0;
-            while !(paths[p].0 == key.0 && paths[p].1 == key.1 && paths[p].2 == key.2) {
-                p += 1;
-            }
-            terms[t] = Term { i, k, c: oc, neg: blade_sign(blades[i], blades[k]), p };
-            t += 1;
-            k += 1;
-        }
-        i += 1;
-    }
-    let (np, qpos, gorder, cstart) = grouped(c, g, w, &grade, &paths);
-    Tables { dim, c, w, g, blades, grade, slot, paths, cdim, offset, total, np, qpos, gorder, cstart, terms }
-}
-
-/// The FCGP's grouping of paths by output grade: `(np, qpos, gorder, cstart)` of [`Tables`].
-#[allow(clippy::type_complexity)]
-const fn grouped(
-    c: usize,
-    g: usize,
-    w: usize,
-    grade: &[usize; MAX_C],
-    paths: &[(usize, usize, usize); MAX_W],
-) -> ([usize; MAX_G], [usize; MAX_W], [usize; MAX_W], [usize; MAX_C]) {
-    let mut np = [0usize; MAX_G];
-    let mut qpos = [0usize; MAX_W];
-    let mut gorder = [0usize; MAX_W];
-    let mut at = 0;
-    let mut j = 0;
-    while j < g {
-        let mut p = 0;
-        while p < w {
-            if paths[p].1 == j {
-                qpos[p] = np[j];
-                np[j] += 1;
-                gorder[at] = p;
-                at += 1;
-            }
-            p += 1;
-        }
-        j += 1;
-    }
-    let mut cstart = [0usize; MAX_C];
-    let mut k = 1;
-    while k < c {
-        cstart[k] = cstart[k - 1] + np[grade[k - 1]];
-        k += 1;
-    }
-    (np, qpos, gorder, cstart)
-}
-
-const PATHS_2D: [(usize, usize, usize); MAX_W] = {
-    let mut p = [(0, 0, 0); MAX_W];
-    let list =
-        [(0, 0, 0), (0, 1, 1), (0, 2, 2), (1, 0, 1), (1, 1, 0), (1, 1, 2), (1, 2, 1), (2, 0, 2), (2, 1, 1), (2, 2, 0)];
-    let mut j = 0;
-    while j < list.len() {
-        p[j] = list[j];
-        j += 1;
-    }
-    p
-};
-
-/// Cl(2,0): `[1, e1, e2, e12]`.
-pub static CL2: Tables = CL2_TABLES;
-/// Cl(3,0): `[1, e1, e2, e3, e12, e13, e23, e123]`.
-pub static CL3: Tables = CL3_TABLES;
-
-// The tables as constants: `Algebra::T` points at these, so every crate that compiles the
-// maths (the host's monomorphised CPU loops included, not only this crate's PTX entries) sees
-// their values and folds the term loops to constants; a reference to the `static` was opaque
-// outside this crate, and the CPU loops then indexed arrays in memory and did not vectorise.
-const CL2_TABLES: Tables = tables(2, [0b00, 0b01, 0b10, 0b11, 0, 0, 0, 0], PATHS_2D);
-const CL3_TABLES: Tables = tables(
-    3,
-    [0b000, 0b001, 0b010, 0b100, 0b011, 0b101, 0b110, 0b111],
-    [
-        (0, 0, 0),
-        (0, 1, 1),
-        (0, 2, 2),
-        (0, 3, 3),
-        (1, 0, 1),
-        (1, 1, 0),
-        (1, 1, 2),
-        (1, 2, 1),
-        (1, 2, 3),
-        (1, 3, 2),
-        (2, 0, 2),
-        (2, 1, 1),
-        (2, 1, 3),
-        (2, 2, 0),
-        (2, 2, 2),
-        (2, 3, 1),
-        (3, 0, 3),
-        (3, 1, 2),
-        (3, 2, 1),
-        (3, 3, 0),
-    ],
-);
-
-/// An algebra as a type, so that kernels are compiled once per algebra with its tables folded.
-/// The counts are associated constants (not read from the tables) so that every loop over
-/// components, weights or grades has a trip count known before LLVM decides what to unroll;
-/// the arrays then stay in registers.
-pub trait Algebra: Copy + Send + Sync + 'static {
-    const T: &'static Tables;
-    const C: usize;
-    const W: usize;
-    const G: usize;
-    const TOTAL: usize;
-}
-
-#[derive(Clone, Copy, Debug)]
-pub struct Cl2;
-impl Algebra for Cl2 {
-    const T: &'static Tables = &CL2_TABLES;
-    const C: usize = 4;
-    const W: usize = 10;
-    const G: usize = 3;
-    const TOTAL: usize = 14;
-}
-
-#[derive(Clone, Copy, Debug)]
-pub struct Cl3;
-impl Algebra for Cl3 {
-    const T: &'static Tables = &CL3_TABLES;
-    const C: usize = 8;
-    const W: usize = 20;
-    const G: usize = 4;
-    const TOTAL: usize = 44;
-}
-
-/// The tables of Cl(`dim`,0), for `dim` 2 or 3.
-pub fn tables_of(dim: u32) -> Option<&'static Tables> {
-    match dim {
-        2 => Some(&CL2),
-        3 => Some(&CL3),
-        _ => None,
-    }
-}
 
 /// Runs `$body` once per product term `$j < $limit`, with `$j` a constant: the term's
 /// fields then fold to constants and the weight and multivector arrays stay in registers
@@ -468,10 +226,45 @@ pub fn path_products<A: Algebra>(xg: &Mv, yg: &Mv) -> [f32; 44] {
     pr
 }
 
-/// Per-row sums for the backward norm: squares of the raw output and `go . o_raw`, by grade.
+/// One value per signed per-path product (`Tables::total` used; sized for `for_terms!`'s
+/// constant indices).
+type Slots = [f32; MAX_C * MAX_C];
+
+/// The signed per-path products of one feature as multiply-adds by `f`:
+/// `pr[offset[p] + slot[c]] = sum of ±x_i y_k` over the terms of path `p` into component `c`.
+#[inline(always)]
+fn path_sums<A: Algebra, F: MulAdd>(f: F, x: &Mv, y: &Mv) -> Slots {
+    let t = A::T;
+    let mut pr = [0.0f32; MAX_C * MAX_C];
+    for_terms!(A::C * A::C, J => {
+        let tm = t.terms[J];
+        let s = t.offset[tm.p] + t.slot[tm.c];
+        pr[s] = f.mul_add(if tm.neg { -x[tm.i] } else { x[tm.i] }, y[tm.k], pr[s]);
+    });
+    pr
+}
+
+/// The weighted output from the per-path products: `o[c] = sum over paths of w[p] pr[p, c]`.
+#[inline(always)]
+fn output_of_paths<A: Algebra, F: MulAdd>(f: F, w: &Wv, pr: &Slots) -> Mv {
+    let mut o = [0.0f32; MAX_C];
+    for_terms!(A::TOTAL, S => {
+        let (p, c) = A::T.pc[S];
+        o[c] = f.mul_add(w[p], pr[S], o[c]);
+    });
+    o
+}
+
+/// Per-row sums for the backward norm: squares of the raw output and `go . o_raw`, by grade
+/// (the output through the per-path products of the raw inputs, scaled by both gates).
 #[inline(always)]
 pub fn bwd_stats_feature<A: Algebra>(x: &Mv, y: &Mv, go: &Mv, w: &Wv, ss: &mut Gv, dot: &mut Gv) {
-    norm_stats::<A>(&gated_product::<A>(x, y, w), go, ss, dot);
+    let g = normal_cdf_pdf_with(Portable, x[0]).0 * normal_cdf_pdf_with(Portable, y[0]).0;
+    let mut o = output_of_paths::<A, Portable>(Portable, w, &path_sums::<A, Portable>(Portable, x, y));
+    for c in 0..A::C {
+        o[c] *= g;
+    }
+    norm_stats::<A>(&o, go, ss, dot);
 }
 
 /// The backward of one feature: returns `(dx, dy)` and adds to `dw`. `coefs` are the norm's
@@ -495,13 +288,30 @@ pub fn bwd_feature_with<A: Algebra, F: MulAdd>(
     let (mut xg, mut yg) = (*x, *y);
     let (sx, px) = gate_pdf::<A>(&mut xg);
     let (sy, py) = gate_pdf::<A>(&mut yg);
+    // Through the per-path products (14 in 2D, 44 in 3D), which the output, the weight
+    // gradient and the inputs' gradient all read: a term costs three multiply-adds, not the
+    // five of `product_with` plus `product_vjp_with`.
+    let pr = path_sums::<A, F>(f, &xg, &yg);
     let g = match coefs {
-        Some((inv, k)) => through_norm::<A>(go, &product_with::<A, F>(f, &xg, &yg, w), inv, k),
+        Some((inv, k)) => through_norm::<A>(go, &output_of_paths::<A, F>(f, w, &pr), inv, k),
         None => *go,
     };
+    let t = A::T;
+    let mut wg = [0.0f32; MAX_C * MAX_C];
+    for_terms!(A::TOTAL, S => {
+        let (p, c) = t.pc[S];
+        dw[p] = f.mul_add(g[c], pr[S], dw[p]);
+        wg[S] = w[p] * g[c];
+    });
     let mut dxg = [0.0f32; MAX_C];
     let mut dyg = [0.0f32; MAX_C];
-    product_vjp_with::<A, F>(f, &xg, &yg, w, &g, &mut dxg, &mut dyg, dw);
+    for_terms!(A::C * A::C, J => {
+        let tm = t.terms[J];
+        let s = t.offset[tm.p] + t.slot[tm.c];
+        let v = if tm.neg { -wg[s] } else { wg[s] };
+        dxg[tm.i] = f.mul_add(v, yg[tm.k], dxg[tm.i]);
+        dyg[tm.k] = f.mul_add(v, xg[tm.i], dyg[tm.k]);
+    });
     (gate_vjp_pdf::<A>(x, sx, px, &dxg), gate_vjp_pdf::<A>(y, sy, py, &dyg))
 }
 
@@ -512,6 +322,63 @@ mod tests {
 
     fn counts<A: Algebra>() -> (usize, usize, usize, usize) {
         (A::C, A::W, A::G, A::TOTAL)
+    }
+
+    /// The backward through the per-path products against the term-by-term gradient
+    /// (`product_with`, `product_vjp_with`) on pseudo-random features, with and without the
+    /// norm's coefficients.
+    fn paths_backward_matches_terms<A: Algebra>() {
+        let mut seed = 0x9e37_79b9u32;
+        let mut r = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 8) as f32 / (1u32 << 24) as f32 * 4.0 - 2.0
+        };
+        for case in 0..200 {
+            let (mut x, mut y, mut go, mut w) = ([0.0f32; MAX_C], [0.0f32; MAX_C], [0.0f32; MAX_C], [0.0f32; MAX_W]);
+            for c in 0..A::C {
+                (x[c], y[c], go[c]) = (r(), r(), r());
+            }
+            for q in 0..A::W {
+                w[q] = r();
+            }
+            let inv = [r().abs() + 0.5, r().abs() + 0.5, r().abs() + 0.5, r().abs() + 0.5];
+            let k = [r(), r(), r(), r()];
+            let coefs = (case % 2 == 0).then_some((&inv, &k));
+            let mut dw = [0.0f32; MAX_W];
+            let (dx, dy) = bwd_feature::<A>(&x, &y, &go, &w, coefs, &mut dw);
+            // The term-by-term form.
+            let (mut xg, mut yg) = (x, y);
+            let (sx, px) = gate_pdf::<A>(&mut xg);
+            let (sy, py) = gate_pdf::<A>(&mut yg);
+            let g = match coefs {
+                Some((inv, k)) => through_norm::<A>(&go, &product::<A>(&xg, &yg, &w), inv, k),
+                None => go,
+            };
+            let (mut dxg, mut dyg, mut dw_ref) = ([0.0f32; MAX_C], [0.0f32; MAX_C], [0.0f32; MAX_W]);
+            product_vjp::<A>(&xg, &yg, &w, &g, &mut dxg, &mut dyg, &mut dw_ref);
+            let (dx_ref, dy_ref) = (gate_vjp_pdf::<A>(&x, sx, px, &dxg), gate_vjp_pdf::<A>(&y, sy, py, &dyg));
+            let close = |a: f32, b: f32| (a - b).abs() <= 1e-4 * (1.0 + b.abs());
+            for c in 0..A::C {
+                assert!(close(dx[c], dx_ref[c]) && close(dy[c], dy_ref[c]), "case {case} c {c}: {dx:?} {dx_ref:?}");
+            }
+            for q in 0..A::W {
+                assert!(close(dw[q], dw_ref[q]), "case {case} path {q}: {} vs {}", dw[q], dw_ref[q]);
+            }
+            // The statistics pass agrees with the gated product too.
+            let (mut ss, mut dot, mut ss_ref, mut dot_ref) =
+                ([0.0f32; MAX_G], [0.0f32; MAX_G], [0.0f32; MAX_G], [0.0f32; MAX_G]);
+            bwd_stats_feature::<A>(&x, &y, &go, &w, &mut ss, &mut dot);
+            norm_stats::<A>(&product::<A>(&xg, &yg, &w), &go, &mut ss_ref, &mut dot_ref);
+            for gr in 0..A::G {
+                assert!(close(ss[gr], ss_ref[gr]) && close(dot[gr], dot_ref[gr]), "case {case} grade {gr}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_backward_through_path_products_matches_the_terms() {
+        paths_backward_matches_terms::<Cl2>();
+        paths_backward_matches_terms::<Cl3>();
     }
 
     #[test]
