@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 
 /// Registers per thread of a Clifford kernel (ptxas for sm_90a at 33a56b5, the most of f32,
 /// f16 and bf16 rounded up to 8, except the forward's 2D `v1_p4` and 3D `v1_p2`: f32's and
-/// bf16's 128, f16 153 and 156): the forward / one-pass backward of
+/// bf16's 128, f16's in [`registers_any_dtype`]): the forward / one-pass backward of
 /// `variant`, or the two-pass backward (`vpt` = 0). A guide for the heuristic's blocks per SM;
 /// launches are fitted to the compiled kernel's own limit at run time ([`CliffordConfig::fit`]).
 fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
@@ -65,16 +65,35 @@ fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
 /// same for 3D — the caps of their launch bounds (`ferrotune_kernels::clifford::launch_bounds`).
 const BWD_SMEM_REGS: [u32; 8] = [64, 128, 128, 128, 64, 128, 255, 255];
 
-/// Threads one SM can hold of that kernel (65,536 registers, 2,048 threads), in whole warps.
-fn sm_threads(dim: u32, v: RowVariant, backward: bool) -> u32 {
-    let per_warp = registers(dim, v, backward).div_ceil(8) * 8 * 32;
-    (65536 / per_warp * 32).min(2048)
+/// [`registers`] for every dtype: f16's kernels of the forward's 2D `v1_p4` and 3D `v1_p2`
+/// need 153 and 156 (f32's and bf16's 128). The tuner's space offers only blocks that every
+/// dtype's kernel fits; the heuristic takes f32's count (its f16 choice is fitted at run time).
+fn registers_any_dtype(dim: u32, v: RowVariant, backward: bool) -> u32 {
+    match (dim, backward, v.vec, v.vpt, v.stream_w) {
+        (2, false, false, 4, false) | (3, false, false, 2, false) => 160,
+        _ => registers(dim, v, backward),
+    }
 }
 
-/// Most threads one block of that kernel can have: a power of two.
+/// Threads one SM can hold of a kernel with `regs` registers (65,536 registers, 2,048
+/// threads), in whole warps.
+fn threads_for(regs: u32) -> u32 {
+    (65536 / (regs.div_ceil(8) * 8 * 32) * 32).min(2048)
+}
+
+/// Threads one SM can hold of that kernel.
+fn sm_threads(dim: u32, v: RowVariant, backward: bool) -> u32 {
+    threads_for(registers(dim, v, backward))
+}
+
+/// Most threads one block can have with `sm` threads an SM: a power of two.
+fn pow2_block(sm: u32) -> u32 {
+    1 << (31 - sm.min(1024).leading_zeros())
+}
+
+/// Most threads one block of that kernel can have (f32's registers).
 fn block_limit(dim: u32, v: RowVariant, backward: bool) -> u32 {
-    let t = sm_threads(dim, v, backward).min(1024);
-    1 << (31 - t.leading_zeros())
+    pow2_block(sm_threads(dim, v, backward))
 }
 
 /// How the row kernels (forward, FCGP assembly) and the backward are launched.
@@ -389,11 +408,11 @@ impl CliffordConfig {
 
     /// Every config the tuner may try for `p` on the GPU: compiled variants x block sizes x
     /// batch blocks x grid policies, keeping those that cover N and whose blocks the
-    /// variant's registers allow (ptxas, sm_90).
+    /// variant's registers allow for every dtype ([`registers_any_dtype`]).
     pub fn gpu_space(p: &Clifford) -> Vec<CliffordConfig> {
         let mut v = Vec::new();
         for variant in fwd_variants() {
-            let limit = block_limit(p.dim, variant, false);
+            let limit = pow2_block(threads_for(registers_any_dtype(p.dim, variant, false)));
             for threads in [64, 128, 256, 512, 1024].into_iter().filter(|&t| t <= limit) {
                 let mut rows = 1;
                 while rows <= threads {
