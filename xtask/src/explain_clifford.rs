@@ -61,8 +61,8 @@ pub fn run(set: &ProfileSet, dtype: &str, shape: Option<&str>, normalize: bool, 
                 .collect();
             println!(
                 "    the heuristic's candidates (variant/team, the first the registers allow wins; refit from the \
-                 H100 sweep in bench/results/clifford-run2, 16-bit data first from the H200 bf16 sweep in \
-                 bench/results/clifroof-5bda29ff586e/run4): {}",
+                 H100 sweep in bench/results/clifford-run2 and the H200 sweeps in \
+                 bench/results/clifgate-f898a67117cd/run1 and run4): {}",
                 chain.join(" → ")
             );
         }
