@@ -11,9 +11,12 @@
 #          (default f32 and bf16) at SWEEP_SHAPES;
 #   torch  benches/torch_clifford.py (eager and torch.compile, fwd and fwd+bwd, f32) at
 #          TORCH_SIZES, its JSON beside ours;
+#   ab     the fwd+bwd rows of `bench` (f32, bf16) and the split-backward GPU tests again with
+#          AB_ENV set (default FERROTUNE_CLIFFORD_SPLIT_LEAN=1), and SWEEP_ROWS with it when
+#          AB_SWEEP=1: two forms timed in one call;
 #   ncu    one launch of each kernel of fwd+bwd (NCU_SHAPES);
 #   san    compute-sanitizer memcheck, racecheck and synccheck on SAN_TESTS (default the
-#          Clifford forward and backward tests).
+#          Clifford forward, backward and split-backward tests).
 # (Runs 2-3 of bench/results/clifroof-5bda29ff586e/ ran the staged kernels' parts of an earlier
 # version of this script, with the code they measured; see the README there.)
 # Everything under $OUT/clifroof is also packed into $OUT/clifroof.tgz (a call returns at most
@@ -47,6 +50,17 @@ if [[ $PART == *sweep* ]]; then
     bench ${SWEEP_ROWS:-fwd_sweep}-$dt ${SWEEP_ROWS:-fwd_sweep} $dt ${SWEEP_SHAPES:-4096x512,4096x777}
   done
 fi
+if [[ $PART == *ab* ]]; then
+  AB_ENV=${AB_ENV:-FERROTUNE_CLIFFORD_SPLIT_LEAN=1}
+  for dt in f32 bf16; do bench plan-ab-$dt fwdbwd $dt $SHAPES $AB_ENV; done
+  env $AB_ENV timeout ${T_TESTS:-300} .carry/ferrotune_tests --test-threads=4 clifford_split > $R/tests-ab.txt 2>&1
+  echo "tests-ab exit $?"; grep -E "test result|panicked|skipped|runs" $R/tests-ab.txt | head -8
+  if [[ ${AB_SWEEP:-0} == 1 ]]; then
+    for dt in ${SWEEP_DTYPES:-f32 bf16}; do
+      bench ${SWEEP_ROWS:-fwd_sweep}-ab-$dt ${SWEEP_ROWS:-fwd_sweep} $dt ${SWEEP_SHAPES:-4096x512,4096x777} $AB_ENV
+    done
+  fi
+fi
 if [[ $PART == *torch* ]]; then
   timeout ${T_TORCH:-300} python3 benches/torch_clifford.py --out $R/torch.json --ops fwd,fwdbwd \
     --sizes ${TORCH_SIZES:-4096x512,4096x777,4096x1024} --cache-dir $PWD/.torch-cache > $R/torch.txt 2>&1
@@ -66,7 +80,7 @@ fi
 if [[ $PART == *san* ]]; then
   for tool in memcheck racecheck synccheck; do
     FERROTUNE_TEST_SMALL=1 timeout ${T_SAN:-150} compute-sanitizer --tool $tool \
-      .carry/ferrotune_tests --test-threads=1 ${SAN_TESTS:-gpu_clifford_forward gpu_clifford_backward} > $R/$tool.txt 2>&1
+      .carry/ferrotune_tests --test-threads=1 ${SAN_TESTS:-gpu_clifford_forward gpu_clifford_backward gpu_clifford_split} > $R/$tool.txt 2>&1
     echo "$tool exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result|hazard" $R/$tool.txt | head -4
   done
 fi

@@ -10,6 +10,9 @@ span from a label to the last branch back to it).
     python3 bench/sass_count.py target/ptx/ferrotune_kernels.sm_90a.ptx \\
         ft_clifford_fwd_d2_f32_v4_p1 ft_clifford_fwd_d3_f32_v1_p2
 
+`PTXAS_FLAGS="-maxrregcount=128"` passes extra flags to ptxas (what a register cap would cost
+before it goes into the launch bounds).
+
 Static counts: a loop taken once a row shows what one row costs a thread; branches inside it are
 counted once whether taken or not.
 """
@@ -80,7 +83,7 @@ def main():
         for name in sys.argv[2:]:
             p, cub = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
             open(p, "w").write(extract(src, name))
-            r = subprocess.run([tool("ptxas"), f"-arch={arch}", "-v", p, "-o", cub], capture_output=True, text=True)
+            r = subprocess.run([tool("ptxas"), f"-arch={arch}", "-v", *os.environ.get("PTXAS_FLAGS", "").split(), p, "-o", cub], capture_output=True, text=True)
             if r.returncode:
                 sys.exit(r.stderr)
             regs, cur = None, None

@@ -6,8 +6,9 @@ use ferrotune::DType;
 use ferrotune::ops::clifford::{Clifford, CliffordConfig};
 
 /// The backward configs `fwdbwd_sweep` times: every one-pass variant with the smallest team
-/// that covers N (up to 1024), blocks of 128..=1024 threads, 0, 1 and 2 blocks per SM, and the
-/// two-pass form of the forward heuristic (1- and 4-feature accesses, 1 or 2 blocks per SM).
+/// that covers N (up to 1024), blocks of 128..=1024 threads, 0, 1 and 2 blocks per SM, the
+/// two-pass form of the forward heuristic (1- and 4-feature accesses, 1 or 2 blocks per SM),
+/// and the split form (blocks of 64 to 256 features, 0, 2, 4 or 8 blocks per SM).
 pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
     let mut v = vec![CliffordConfig::heuristic(p, DType::F32, None).backward_form()];
     // The two-pass kernels with 1- and 4-feature accesses, one or two blocks per SM.
@@ -18,6 +19,18 @@ pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
             c.blocks_per_sm = blocks_per_sm;
             if c != v[0] && c.validate_backward(p, None).is_ok() {
                 v.push(c);
+            }
+        }
+    }
+    // The split form: feature tiles of 64 to 256 threads, the chunk rule's blocks per SM and
+    // 2, 4, 8.
+    for variant in ferrotune_kernels::clifford::BWD_SPLIT {
+        for threads in [64u32, 128, 256] {
+            for blocks_per_sm in [0, 2, 4, 8] {
+                let c = CliffordConfig { threads, rows_per_block: 1, variant, blocks_per_sm, cpu_rows: 16 };
+                if c.validate_backward(p, None).is_ok() {
+                    v.push(c);
+                }
             }
         }
     }

@@ -97,14 +97,14 @@ fn kernel_product_matches_the_reference_per_feature() {
 }
 
 /// Inputs of one problem, rounded to `T`, and their f64 values.
-struct Case<T> {
-    p: Clifford,
-    x: Vec<T>,
-    y: Vec<T>,
-    w: Vec<T>,
+pub(crate) struct Case<T> {
+    pub(crate) p: Clifford,
+    pub(crate) x: Vec<T>,
+    pub(crate) y: Vec<T>,
+    pub(crate) w: Vec<T>,
 }
 
-fn make_case<T: Scalar>(p: Clifford, fcgp: bool, seed: u64) -> Case<T> {
+pub(crate) fn make_case<T: Scalar>(p: Clifford, fcgp: bool, seed: u64) -> Case<T> {
     let mut rng = Rng::new(seed);
     let len = p.mv_len().unwrap();
     let wl = if fcgp { p.fcgp_weights_len().unwrap() } else { p.sgp_weights_len().unwrap() };
@@ -113,7 +113,7 @@ fn make_case<T: Scalar>(p: Clifford, fcgp: bool, seed: u64) -> Case<T> {
     Case { p, x: rng.vec(len, -2.0, 2.0), y: rng.vec(len, -2.0, 2.0), w: rng.vec(wl, -ws, ws) }
 }
 
-fn f64s<T: Scalar>(v: &[T]) -> Vec<f64> {
+pub(crate) fn f64s<T: Scalar>(v: &[T]) -> Vec<f64> {
     v.iter().map(|x| x.to_f32() as f64).collect()
 }
 
@@ -253,10 +253,10 @@ fn finite_differences(case: &Case<f32>, go: &[f64]) -> (Vec<f64>, Vec<f64>, Vec<
 }
 
 /// `(dx, dy, dw)`.
-type Grads<T> = (Vec<T>, Vec<T>, Vec<T>);
+pub(crate) type Grads<T> = (Vec<T>, Vec<T>, Vec<T>);
 
 /// Runs the backward on `backend`; outputs poisoned first.
-fn run_backward<T: Scalar>(
+pub(crate) fn run_backward<T: Scalar>(
     backend: &Backend,
     case: &Case<T>,
     go: &[T],
@@ -304,7 +304,7 @@ fn run_backward<T: Scalar>(
 }
 
 /// `got` against `want` relative to the largest |want| of the tensor (gradients mix signs).
-fn check_grad(what: &str, got: &[f64], want: &[f64], rel: f64) -> Result<(), String> {
+pub(crate) fn check_grad(what: &str, got: &[f64], want: &[f64], rel: f64) -> Result<(), String> {
     let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-12);
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         if g.is_nan() || (g - w).abs() > rel * scale {
@@ -528,8 +528,9 @@ fn gpu_clifford_backward_smem_many_rows() {
     }
 }
 
-/// N = 100,000 (B small): the forward streams its weights (no shared memory holds them) and
-/// the backward takes its `_g` entries; both against the CPU.
+/// N = 100,000 (B small): the forward streams its weights (no shared memory holds them), the
+/// backward takes its split form (the heuristic) and the two-pass `_g` entries (weights in
+/// global memory); all against the CPU.
 #[test]
 fn gpu_clifford_any_n() {
     let Some(gpu) = cuda_backend("gpu_clifford_any_n") else { return };
@@ -546,11 +547,15 @@ fn gpu_clifford_any_n() {
         }
         let go: Vec<f32> = Rng::new(3).vec(case.x.len(), -1.0, 1.0);
         let (cx, cy, cw) = run_backward(&cpu_backend(), &case, &go, None).unwrap();
-        let (gx, gy, gw) = run_backward(&gpu, &case, &go, None).unwrap_or_else(|e| panic!("{p:?}: {e}"));
-        let r = check_grad("dx", &f64s(&gx), &f64s(&cx), 2e-3)
-            .and_then(|_| check_grad("dy", &f64s(&gy), &f64s(&cy), 2e-3))
-            .and_then(|_| check_grad("dw", &f64s(&gw), &f64s(&cw), 2e-3));
-        assert!(r.is_ok(), "{p:?}: {}", r.unwrap_err());
+        let two_pass = CliffordConfig::heuristic(&p, DType::F32, None).backward_form();
+        for cfg in [None, Some(two_pass)] {
+            let (gx, gy, gw) =
+                run_backward(&gpu, &case, &go, cfg.as_ref()).unwrap_or_else(|e| panic!("{p:?} {cfg:?}: {e}"));
+            let r = check_grad("dx", &f64s(&gx), &f64s(&cx), 2e-3)
+                .and_then(|_| check_grad("dy", &f64s(&gy), &f64s(&cy), 2e-3))
+                .and_then(|_| check_grad("dw", &f64s(&gw), &f64s(&cw), 2e-3));
+            assert!(r.is_ok(), "{p:?} {cfg:?}: {}", r.unwrap_err());
+        }
     }
     println!("gpu_clifford_any_n: N = 100000 forward and backward, 2D and 3D");
 }

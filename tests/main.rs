@@ -5,6 +5,7 @@ mod clifford;
 mod clifford_cpu_bwd;
 mod clifford_fcgp;
 mod clifford_long;
+mod clifford_split;
 mod elementwise;
 mod elementwise_range;
 mod errors;

@@ -9,7 +9,7 @@
 use ferrotune::DeviceInfo;
 use ferrotune::ops::clifford::{CliffordConfig, CliffordVariant, backward_entry, row_entry};
 use ferrotune::tuned::CliffordPass;
-use ferrotune_kernels::clifford::{BWD_VARIANTS, CliffordKernel, fwd_variants};
+use ferrotune_kernels::clifford::{BWD_SPLIT, BWD_VARIANTS, CliffordKernel, fwd_variants};
 
 use crate::protocol::{CliffordShape as Shape, Description};
 use crate::space::{Constraint, Context, Domain, KernelResources, Limits, Param, Point, Pruned, Space, occupancy};
@@ -23,7 +23,7 @@ pub const BLOCKS_PER_SM: [u64; 5] = [0, 1, 2, 4, 8];
 
 /// The compiled variants of a pass, in the order the `Variant` parameter indexes them: the
 /// forward's row variants; for the backward the two-pass kernels (`vpt` = 0, 4-feature
-/// accesses or one) and then the one-pass ones ([`BWD_VARIANTS`]).
+/// accesses or one), the one-pass ones ([`BWD_VARIANTS`]) and the split form ([`BWD_SPLIT`]).
 pub fn variants(pass: CliffordPass) -> Vec<CliffordVariant> {
     match pass {
         CliffordPass::Forward => fwd_variants().collect(),
@@ -31,6 +31,7 @@ pub fn variants(pass: CliffordPass) -> Vec<CliffordVariant> {
             .map(|vec| CliffordVariant { vec, vpt: 0, stream_w: false })
             .into_iter()
             .chain(BWD_VARIANTS)
+            .chain(BWD_SPLIT)
             .collect(),
     }
 }

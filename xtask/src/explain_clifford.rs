@@ -16,7 +16,11 @@ fn show(c: &CliffordConfig) -> String {
         c.rows_per_block,
         c.team(),
         variant_label(c.variant),
-        if c.variant.stream_w { " (weights re-read per row)" } else { "" },
+        match (c.variant.stream_w, c.variant.vpt) {
+            (true, 0) => " (split: the norm's row coefficients first, then one feature a thread)",
+            (true, _) => " (weights re-read per row)",
+            _ => "",
+        },
         c.blocks_per_sm,
         c.cpu_rows
     )
@@ -52,7 +56,11 @@ pub fn run(set: &ProfileSet, dtype: &str, shape: Option<&str>, normalize: bool, 
             CliffordPass::Forward => "forward ",
             CliffordPass::Backward => "backward",
         };
-        let two_pass = if pass == CliffordPass::Backward && c.variant.vpt == 0 { " (two passes)" } else { "" };
+        let two_pass = if pass == CliffordPass::Backward && c.variant.vpt == 0 && !c.variant.stream_w {
+            " (two passes)"
+        } else {
+            ""
+        };
         println!("  {what} ({pass}): {}{two_pass}\n    from: {src}", show(&c));
         if matches!(src, Source::Heuristic { .. }) && pass == CliffordPass::Forward {
             let chain: Vec<String> = CliffordConfig::forward_candidates(&p, dt, b.device())

@@ -33,6 +33,18 @@ pub fn block_idx_y() -> u32 {
     unsafe { nv::_block_idx_y() as u32 }
 }
 
+/// `v` through a register move the compiler cannot look through, issued where it is called:
+/// what is computed from it is not hoisted out of the loop that calls it. The split Clifford
+/// backward's row loop takes its plane stride this way, so the 40 component addresses of a row
+/// are recomputed (two additions each) instead of held in 80 registers for the whole loop.
+#[inline(always)]
+pub fn opaque_u64(v: u64) -> u64 {
+    let o: u64;
+    // SAFETY: a register move; no memory is touched.
+    unsafe { asm!("mov.b64 {o}, {v};", o = out(reg64) o, v = in(reg64) v, options(nomem, nostack)) };
+    o
+}
+
 /// `blockIdx.z`.
 #[inline(always)]
 pub fn block_idx_z() -> u32 {

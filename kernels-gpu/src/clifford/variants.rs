@@ -80,6 +80,41 @@ pub const BWD_VARIANTS: [RowVariant; 8] = [
     RowVariant { vec: false, vpt: 4, stream_w: true },
 ];
 
+/// The split backward (`entry/clifford_bwd_split.rs`): a config with `vpt` = 0 and
+/// `stream_w` runs `ft_clifford_bwd_stats_d{2,3}_{dt}_{v4|v1}` (the norm's per-row
+/// coefficients, `vec` picking its accesses; only with the norm), then
+/// `ft_clifford_bwd_feat_d{2,3}_{dt}` (one feature per thread for a chunk of rows: the
+/// config's `threads` features per block).
+pub const BWD_SPLIT: [RowVariant; 2] =
+    [RowVariant { vec: true, vpt: 0, stream_w: true }, RowVariant { vec: false, vpt: 0, stream_w: true }];
+
+/// f32 per row of the split backward's norm coefficients (`inv` at `0..G`, `k` at
+/// `MAX_G..MAX_G + G`).
+pub const SPLIT_COEFS: usize = 2 * super::MAX_G;
+
+impl RowVariant {
+    /// Whether this backward variant is the split form ([`BWD_SPLIT`]).
+    pub const fn is_split(self) -> bool {
+        self.vpt == 0 && self.stream_w
+    }
+}
+
+/// The split backward's entry points `(statistics, features)` for `dim`, `dtype`, and 4-feature
+/// accesses of the statistics (`vec`).
+pub fn split_entry_names(dim: u32, dtype: DType, vec: bool) -> (crate::gemm::EntryName, crate::gemm::EntryName) {
+    let d = if dim == 2 { "2_" } else { "3_" };
+    let mut s = crate::gemm::EntryName::new();
+    s.push("ft_clifford_bwd_stats_d");
+    s.push(d);
+    s.push(dtype.name());
+    s.push(if vec { "_v4" } else { "_v1" });
+    let mut f = crate::gemm::EntryName::new();
+    f.push("ft_clifford_bwd_feat_d");
+    f.push(d);
+    f.push(dtype.name());
+    (s, f)
+}
+
 /// Launch bounds `(threads per block, blocks per SM)` of the shared-memory one-pass backward
 /// entries (`..._p{n}s`) for the PTX build (`None` for other names): a cap on ptxas's
 /// registers so that the team of a 1,024-feature row fits one block — one feature per thread:

@@ -15,14 +15,14 @@
 //! in local memory.
 #![allow(clippy::needless_range_loop)]
 
-use super::clifford_io::{SCRATCH, ld, ld_mv, st_mv, team_sum, weights_of};
+use super::clifford_io::{SCRATCH, ld, ld_mv, row_stats, st_mv, team_sum, weights_of};
 use crate::arch::nvptx::{
     block_dim_x, block_idx_x, dyn_smem_addr, grid_dim_x, ld_shared_f32, red_global_add_f32, red_shared_add_f32,
     st_shared_f32, sync_threads, thread_idx_x,
 };
 use crate::clifford::{
     Algebra, Cl2, Cl3, DW_SLICES, Gv, MAX_C, MAX_G, MAX_TOTAL, MAX_W, Mv, Wv, accumulate_grades, bwd_feature,
-    bwd_stats_feature, each_product, gate, inv_rms, norm_backward_coefs, path_products, prod_at,
+    each_product, gate, inv_rms, norm_backward_coefs, path_products, prod_at,
 };
 use crate::element::Element;
 use half::{bf16, f16};
@@ -252,35 +252,8 @@ unsafe fn bwd_kernel<T: Element, A: Algebra, const L: usize, const SMEM: bool>(
         let active = row < b;
         let mut coefs = ([1.0f32; MAX_G], [0.0f32; MAX_G]);
         if normalize {
-            let mut acc = [0.0f32; 2 * MAX_G];
-            let mut vi = j;
-            while active && vi < nvec {
-                let base = row * n + vi * L;
-                // SAFETY: row < B, features in range.
-                let (xs, ys, gs) = unsafe {
-                    (
-                        ld_mv::<T, A, L>(x, plane, base),
-                        ld_mv::<T, A, L>(y, plane, base),
-                        ld_mv::<T, A, L>(go, plane, base),
-                    )
-                };
-                for l in 0..L {
-                    let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
-                    // SAFETY: vi * L + l < N.
-                    let wf = wts(vi * L + l);
-                    bwd_stats_feature::<A>(&xs[l], &ys[l], &gs[l], &wf, &mut ss, &mut dot);
-                    for g in 0..MAX_G {
-                        acc[g] += ss[g];
-                        acc[MAX_G + g] += dot[g];
-                    }
-                }
-                vi += team_us;
-            }
-            // SAFETY: every thread of the block is here.
-            let acc = unsafe { team_sum(acc, team, A::G) };
-            let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
-            ss.copy_from_slice(&acc[..MAX_G]);
-            dot.copy_from_slice(&acc[MAX_G..]);
+            // SAFETY: every thread of the block is here; the pointers cover the row (caller).
+            let (ss, dot) = unsafe { row_stats::<T, A, L>([x, y, go], &wts, row, active, n, plane, team) };
             coefs = norm_backward_coefs::<A>(&ss, &dot, n);
         }
         let mut vi = j;

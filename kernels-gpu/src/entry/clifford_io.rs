@@ -7,7 +7,7 @@ use crate::arch::nvptx::{
     dyn_smem_addr, ld_global_v2, ld_global_v4, ld_shared_f32, shfl_xor_f32, st_global_v2, st_global_v4, st_shared_f32,
     sync_threads, thread_idx_x,
 };
-use crate::clifford::{Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv};
+use crate::clifford::{Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, bwd_stats_feature};
 use crate::element::Element;
 
 /// Bytes of team-reduction scratch at the start of the dynamic shared memory.
@@ -200,4 +200,52 @@ pub(super) unsafe fn weights_of<T: Element, A: Algebra>(w: *const T, f: usize) -
         v[p] = unsafe { *w.add(f * A::W + p) }.to_f32();
     }
     v
+}
+
+/// One row's backward norm statistics `(ss, dot)` (per grade: the raw output's squares and
+/// `go . o_raw`), summed over the row's team: thread `j` of the team takes the accesses
+/// `j, j + team, ...` of `L` features, `wts(f)` gives feature `f`'s weights. Threads of
+/// rows past B (`active` false) add nothing but take part in the team sum.
+///
+/// # Safety
+/// x, y and go cover `C * plane` elements with the row's `n` features at `row * n`
+/// (aligned as for [`ld`]); `n % L == 0`; every thread of the block calls it together with
+/// the same `team` (as [`team_sum`]).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) unsafe fn row_stats<T: Element, A: Algebra, const L: usize>(
+    [x, y, go]: [*const T; 3],
+    wts: impl Fn(usize) -> Wv,
+    row: usize,
+    active: bool,
+    n: usize,
+    plane: usize,
+    team: u32,
+) -> (Gv, Gv) {
+    let j = thread_idx_x() as usize % team as usize;
+    let nvec = n / L;
+    let mut acc = [0.0f32; 2 * MAX_G];
+    let mut vi = j;
+    while active && vi < nvec {
+        let base = row * n + vi * L;
+        // SAFETY: row < B, features in range (caller).
+        let (xs, ys, gs) = unsafe {
+            (ld_mv::<T, A, L>(x, plane, base), ld_mv::<T, A, L>(y, plane, base), ld_mv::<T, A, L>(go, plane, base))
+        };
+        for l in 0..L {
+            let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
+            bwd_stats_feature::<A>(&xs[l], &ys[l], &gs[l], &wts(vi * L + l), &mut ss, &mut dot);
+            for g in 0..MAX_G {
+                acc[g] += ss[g];
+                acc[MAX_G + g] += dot[g];
+            }
+        }
+        vi += team as usize;
+    }
+    // SAFETY: every thread of the block is here (caller).
+    let acc = unsafe { team_sum(acc, team, A::G) };
+    let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
+    ss.copy_from_slice(&acc[..MAX_G]);
+    dot.copy_from_slice(&acc[MAX_G..]);
+    (ss, dot)
 }

@@ -4,6 +4,7 @@
 
 mod clifford;
 mod clifford_bwd;
+mod clifford_bwd_split;
 mod clifford_fcgp;
 mod clifford_fwd;
 mod clifford_io;

@@ -14,6 +14,10 @@ use crate::error::{Error, Result};
 /// `variant`, or the two-pass backward (`vpt` = 0). A guide for the heuristic's blocks per SM;
 /// launches are fitted to the compiled kernel's own limit at run time ([`CliffordConfig::fit`]).
 fn registers(dim: u32, v: RowVariant, backward: bool) -> u32 {
+    if backward && v.is_split() {
+        // The split backward's feature kernel (its statistics kernel takes fewer).
+        return if dim == 2 { 80 } else { 160 };
+    }
     if backward && v.stream_w && v.vpt > 0 {
         // The one-pass backward with the weights and their gradient in shared memory.
         return match (dim, v.vec, v.vpt) {
@@ -264,7 +268,9 @@ impl CliffordConfig {
     pub fn backward_heuristic(p: &Clifford, _dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
         let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
         for vpt in [2u32, 4] {
-            if p.dim == 3 && vpt == 4 && p.n > 896 {
+            // 3D rows past 512 features: the four-feature one-pass kernel spills (255
+            // registers); the split form takes them.
+            if p.dim == 3 && vpt == 4 {
                 break;
             }
             let variant = RowVariant { vec: false, vpt, stream_w: false };
@@ -274,10 +280,24 @@ impl CliffordConfig {
                 return Self::resident(p, variant, team as u32, true, max_threads);
             }
         }
-        // The two-pass form of the f32 forward's choice, whatever the dtype: the 16-bit
-        // forward's four-feature choice made a slower backward (bf16 3D B4096 N1024 fwd+bwd
-        // 1.02 against 0.70 ms, bench/results/clifroof-5bda29ff586e/run5).
-        Self::heuristic(p, DType::F32, device).backward_form()
+        Self::split_backward(p)
+    }
+
+    /// The split backward's config for `p` ([`ferrotune_kernels::clifford::BWD_SPLIT`]): feature tiles of the block
+    /// size (64 to 256) that leaves the fewest threads of the last tile idle (at most one in
+    /// 16 when a larger block can), 4-feature statistics where N allows, blocks per SM left to
+    /// the chunk rule (`split_grid`).
+    pub fn split_backward(p: &Clifford) -> CliffordConfig {
+        let n = p.n.max(1);
+        let idle = |t: usize| n.div_ceil(t) * t - n;
+        let threads = [256usize, 128, 64].into_iter().find(|&t| 16 * idle(t) <= n).unwrap_or(64) as u32;
+        CliffordConfig {
+            threads,
+            rows_per_block: 1,
+            variant: RowVariant { vec: p.n.is_multiple_of(4), vpt: 0, stream_w: true },
+            blocks_per_sm: 0,
+            cpu_rows: (4096 / n).max(1),
+        }
     }
 
     /// `self` with its threads per block lowered to what the compiled kernel allows
@@ -381,6 +401,16 @@ impl CliffordConfig {
                 });
             }
         }
+        if self.variant.is_split() && self.rows_per_block != 1 {
+            return Err(Error::InvalidConfig {
+                op: OP,
+                why: format!(
+                    "the split backward gives each thread one feature ({} per block): rows per block must be 1, \
+                     not {}",
+                    self.threads, self.rows_per_block
+                ),
+            });
+        }
         if self.variant.vpt > 0 {
             if !BWD_VARIANTS.contains(&self.variant) {
                 return Err(Error::InvalidConfig {
@@ -472,11 +502,19 @@ mod tests {
         // f32 keeps its own order.
         let f = CliffordConfig::heuristic(&Clifford::new(2, 4096, 512, true), DType::F32, None);
         assert_eq!(f.variant, RowVariant { vec: false, vpt: 2, stream_w: false });
-        // The backward's two-pass fallback (3D, N > 896) is the same for every dtype.
+        // The backward's split form (3D, N > 512) is the same for every dtype: one feature a
+        // thread in blocks of 256 (1024 features: no thread idle), 4-feature statistics.
         let p = Clifford::new(3, 4096, 1024, true);
         let b = CliffordConfig::backward_heuristic(&p, DType::Bf16, None);
         assert_eq!(b, CliffordConfig::backward_heuristic(&p, DType::F32, None));
-        assert!(!b.variant.vec && b.variant.vpt == 0, "{b:?}");
+        assert_eq!(b.variant, RowVariant { vec: true, vpt: 0, stream_w: true });
+        assert_eq!((b.threads, b.rows_per_block), (256, 1));
+        // 777 features: blocks of 64 (832 threads for 777 features; 128 would idle 119).
+        let b = CliffordConfig::backward_heuristic(&Clifford::new(3, 4096, 777, true), DType::F32, None);
+        assert_eq!((b.threads, b.variant), (64, RowVariant { vec: false, vpt: 0, stream_w: true }));
+        // 512 features keep the one-pass kernel, two features a thread.
+        let b = CliffordConfig::backward_heuristic(&Clifford::new(3, 4096, 512, true), DType::F32, None);
+        assert_eq!((b.team(), b.variant.vpt, b.variant.stream_w), (256, 2, false));
     }
 
     #[test]

@@ -22,6 +22,7 @@ mod cpu_loops;
 mod fcgp;
 mod fcgp_bwd;
 mod sgp_bwd;
+mod sgp_bwd_split;
 mod sgp_fwd;
 
 pub use choice::{backward_choice, backward_config, backward_entry, choice_in, forward_choice};
@@ -29,6 +30,7 @@ pub use config::CliffordConfig;
 pub use fcgp::{FcgpWorkspace, fcgp_forward_gemms, fused_gelu_fcgp_norm, run_fcgp_forward};
 pub use fcgp_bwd::{fused_gelu_fcgp_norm_backward, run_fcgp_backward};
 pub use sgp_bwd::{fused_gelu_sgp_norm_backward, run_sgp_backward, sgp_backward_workspace_len};
+pub use sgp_bwd_split::{SplitGrid, split_grid};
 pub use sgp_fwd::{forward_config, fused_gelu_sgp_norm, run_sgp_forward};
 
 use crate::DType;
@@ -105,6 +107,12 @@ pub fn all_entries() -> Vec<String> {
             for var in kc::BWD_VARIANTS {
                 v.push(kc::bwd_entry_name(dim, dt, var).as_str().to_string());
             }
+            for vec in [true, false] {
+                v.push(kc::split_entry_names(dim, dt, vec).0.as_str().to_string());
+            }
+            let feat = kc::split_entry_names(dim, dt, false).1;
+            v.push(feat.as_str().to_string());
+            v.push(format!("{}_lean", feat.as_str()));
             v.push(format!("ft_clifford_fcgp_prod_d{dim}_{}", dt.name()));
             v.push(format!("ft_clifford_fcgp_nbwd_d{dim}_{}", dt.name()));
             v.push(format!("ft_clifford_fcgp_pbwd_d{dim}_{}", dt.name()));

@@ -20,6 +20,7 @@ use crate::stream::Stream;
 /// gradient partials; 0 on the CPU).
 pub fn sgp_backward_workspace_len(s: &Stream, p: &Clifford, cfg: &CliffordConfig) -> Result<usize> {
     Ok(match s.gpu() {
+        Some(g) if cfg.variant.is_split() => super::sgp_bwd_split::split_workspace_len(p, cfg, g.info.sm_count)?,
         Some(g) => partials(p, cfg, cfg.variant, g.info.sm_count)?.1 * p.sgp_weights_len()?,
         None => 0,
     })
@@ -206,6 +207,16 @@ fn gpu_backward<T: Scalar>(
     let (pdw, gdw) = dw.device_ptr_mut(cs);
     let (pws, gws) = ws.device_ptr_mut(cs);
     let variant = runnable_bwd_variant::<T>(cfg, p, &[px, py, pg, pdx, pdy]);
+    if variant.is_split() {
+        // SAFETY: the lengths were checked by the caller, the workspace grown to
+        // `sgp_backward_workspace_len`; `runnable_bwd_variant` keeps 4-feature accesses only
+        // where N, the pointers and the plane allow them; the guards live past the launches.
+        let (parts, nparts) =
+            unsafe { super::sgp_bwd_split::launch::<T>(cs, gpu, p, cfg, variant, [px, py, pg, pw, pdx, pdy], pws) }?;
+        dw_reduce::<T>(cs, gpu, t.w, p.n, (parts, pdw), nparts)?;
+        drop((gx, gy, gw, gg, gdx, gdy, gdw, gws));
+        return Ok(());
+    }
     // One pass (a row in registers) for vpt > 0; else two passes with the weights and their
     // gradient in shared memory when they fit, or the `_g` entry (weights read from global
     // memory, the block's partial in global memory).
@@ -277,13 +288,16 @@ fn dw_reduce<T: Scalar>(
 }
 
 /// The backward variant that runs: the config's, or (a pointer or the plane not aligned to 4
-/// elements) its one-feature form with four times the accesses when compiled, else the
+/// elements) the split form's one-feature statistics, or its one-feature form with four times the accesses when compiled, else the
 /// two-pass one-feature kernel.
 fn runnable_bwd_variant<T: Scalar>(cfg: &CliffordConfig, p: &Clifford, ptrs: &[u64]) -> RowVariant {
     let v = cfg.variant;
     let aligned = ptrs.iter().all(|q| q % (4 * T::DTYPE.size_bytes() as u64) == 0) && (p.b * p.n).is_multiple_of(4);
     if !v.vec || aligned {
         return v;
+    }
+    if v.is_split() {
+        return RowVariant { vec: false, ..v };
     }
     let one = RowVariant { vec: false, vpt: v.vpt * 4, stream_w: v.stream_w };
     if v.vpt > 0 && kc::BWD_VARIANTS.contains(&one) { one } else { RowVariant { vec: false, vpt: 0, stream_w: false } }
