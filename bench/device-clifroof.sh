@@ -12,7 +12,7 @@
 #   torch  benches/torch_clifford.py (eager and torch.compile, fwd and fwd+bwd, f32) at
 #          TORCH_SIZES, its JSON beside ours;
 #   ab     the fwd+bwd rows of `bench` (f32, bf16) and the split-backward GPU tests again with
-#          AB_ENV set (default FERROTUNE_CLIFFORD_SPLIT_LEAN=1), and SWEEP_ROWS with it when
+#          AB_ENV set (an environment variable=value that switches a form), and SWEEP_ROWS with it when
 #          AB_SWEEP=1: two forms timed in one call;
 #   ncu    one launch of each kernel of fwd+bwd (NCU_SHAPES);
 #   san    compute-sanitizer memcheck, racecheck and synccheck on SAN_TESTS (default the
@@ -51,7 +51,7 @@ if [[ $PART == *sweep* ]]; then
   done
 fi
 if [[ $PART == *ab* ]]; then
-  AB_ENV=${AB_ENV:-FERROTUNE_CLIFFORD_SPLIT_LEAN=1}
+  AB_ENV=${AB_ENV:?PART=ab needs AB_ENV}
   for dt in f32 bf16; do bench plan-ab-$dt fwdbwd $dt $SHAPES $AB_ENV; done
   env $AB_ENV timeout ${T_TESTS:-300} .carry/ferrotune_tests --test-threads=4 clifford_split > $R/tests-ab.txt 2>&1
   echo "tests-ab exit $?"; grep -E "test result|panicked|skipped|runs" $R/tests-ab.txt | head -8
@@ -69,12 +69,12 @@ fi
 if [[ $PART == *ncu* ]]; then
   for s in ${NCU_SHAPES:-4096x512 4096x777}; do
     f=$R/ncu-$s
-    timeout ${T_NCU:-120} ncu -k regex:ft_clifford --launch-count 6 \
+    timeout ${T_NCU:-120} ncu -k regex:ft_clifford --launch-count ${NCU_COUNT:-6} \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
       .carry/xtask bench --ops clifford --clifford-rows fwdbwd --dtypes f32 --iters 1 --warmup 0 --shapes $s > $f.txt 2>&1
     echo "ncu $s exit $?"
     grep -E "^  ft_clifford|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Issued Warp" $f.txt \
-      | sed 's/  */ /g' | head -36
+      | sed "s/  */ /g" | head -${NCU_LINES:-36}
   done
 fi
 if [[ $PART == *san* ]]; then

@@ -22,11 +22,11 @@ const SHAPES: [(usize, usize, bool); 9] = [
     (2, 3000, true),
 ];
 
-fn split(threads: u32, vec: bool, blocks_per_sm: u32) -> CliffordConfig {
+fn split(threads: u32, blocks_per_sm: u32) -> CliffordConfig {
     CliffordConfig {
         threads,
         rows_per_block: 1,
-        variant: CliffordVariant { vec, vpt: 0, stream_w: true },
+        variant: CliffordVariant { vec: false, vpt: 0, stream_w: true },
         blocks_per_sm,
         cpu_rows: 1,
     }
@@ -43,11 +43,11 @@ fn gpu_split_typed<T: Scalar>(gpu: &Backend) -> usize {
             let case = make_case::<T>(p, false, 900 + i as u64);
             let go: Vec<T> = Rng::new(40 + i as u64).vec(case.x.len(), -1.0, 1.0);
             let (cx, cy, cw) = run_backward(&cpu_backend(), &case, &go, None).unwrap();
-            // The built-in split config, then tiles of 32 and 256 features (idle threads in the
-            // last tile), 4-feature statistics where N allows, one chunk per SM or many.
+            // The built-in split config, then tiles of 32, 128 and 256 features (idle threads in
+            // the last tile), one chunk per SM or many.
             let mut cfgs = vec![CliffordConfig::split_backward(&p)];
-            for (threads, vec, bps) in [(32, false, 8), (256, true, 1), (64, false, 0)] {
-                let c = split(threads, vec, bps);
+            for (threads, bps) in [(32, 8), (256, 1), (128, 0)] {
+                let c = split(threads, bps);
                 if c.validate_backward(&p, None).is_ok() && !cfgs.contains(&c) {
                     cfgs.push(c);
                 }
@@ -84,7 +84,7 @@ fn gpu_clifford_split_backward_is_deterministic() {
         let p = Clifford::new(dim, 1000, 333, true);
         let case = make_case::<f32>(p, false, 5);
         let go: Vec<f32> = Rng::new(6).vec(case.x.len(), -1.0, 1.0);
-        let cfg = split(64, false, 2);
+        let cfg = split(64, 2);
         let a = run_backward(&gpu, &case, &go, Some(&cfg)).unwrap();
         let b = run_backward(&gpu, &case, &go, Some(&cfg)).unwrap();
         assert!(a == b, "{p:?}: two runs differ");
@@ -94,18 +94,21 @@ fn gpu_clifford_split_backward_is_deterministic() {
 #[test]
 fn split_configs_are_checked() {
     let p = Clifford::new(3, 64, 777, true);
-    assert!(split(64, false, 0).validate_backward(&p, None).is_ok());
+    assert!(split(64, 0).validate_backward(&p, None).is_ok());
     // One feature a thread: a block holds no second row.
-    let mut c = split(64, false, 0);
+    let mut c = split(64, 0);
     c.rows_per_block = 2;
     let e = c.validate_backward(&p, None).unwrap_err().to_string();
     assert!(e.contains("rows per block must be 1"), "{e}");
-    // 4-feature statistics need N % 4 == 0.
-    assert!(split(64, true, 0).validate_backward(&p, None).is_err());
+    // No 4-feature form is compiled, even where N allows it.
+    let mut c = split(64, 0);
+    c.variant.vec = true;
+    let e = c.validate_backward(&Clifford::new(3, 64, 1024, true), None).unwrap_err().to_string();
+    assert!(e.contains("one-feature accesses only"), "{e}");
     // Blocks of a power of two up to 1024 threads, as every Clifford config.
-    assert!(split(96, false, 0).validate_backward(&p, None).is_err());
+    assert!(split(96, 0).validate_backward(&p, None).is_err());
     // The grid covers every feature once.
-    let g = split_grid(&p, &split(64, false, 0), 132).unwrap();
+    let g = split_grid(&p, &split(64, 0), 132).unwrap();
     assert_eq!(g.tiles, 13);
     assert!(g.chunks * g.rows >= 64);
 }

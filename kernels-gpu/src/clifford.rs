@@ -315,51 +315,6 @@ pub fn bwd_feature_with<A: Algebra, F: MulAdd>(
     (gate_vjp_pdf::<A>(x, sx, px, &dxg), gate_vjp_pdf::<A>(y, sy, py, &dyg))
 }
 
-/// [`bwd_feature`] in fewer registers, for the split backward's one feature per thread: no
-/// array of a value per path product (44 in 3D) is built. The norm's raw output is summed term
-/// by term, then one sweep over the terms adds each term to the inputs' gradient (through
-/// `w[p] g[c]`) and to the weight gradient (through `g[c] x_i`), so the live values are the
-/// inputs, the output gradient and the three gradients. It multiplies more (3D: about 430
-/// operations a feature against 320), the price of running twice the threads per SM.
-#[inline(always)]
-pub fn bwd_feature_lean<A: Algebra>(
-    x: &Mv,
-    y: &Mv,
-    go: &Mv,
-    w: &Wv,
-    coefs: Option<(&Gv, &Gv)>,
-    dw: &mut Wv,
-) -> (Mv, Mv) {
-    let (mut xg, mut yg) = (*x, *y);
-    let (sx, px) = gate_pdf::<A>(&mut xg);
-    let (sy, py) = gate_pdf::<A>(&mut yg);
-    let t = A::T;
-    let g = match coefs {
-        Some((inv, k)) => {
-            let mut o = [0.0f32; MAX_C];
-            for_terms!(A::C * A::C, J => {
-                let tm = t.terms[J];
-                let v = xg[tm.i] * yg[tm.k];
-                o[tm.c] = fmaf(w[tm.p], if tm.neg { -v } else { v }, o[tm.c]);
-            });
-            through_norm::<A>(go, &o, inv, k)
-        }
-        None => *go,
-    };
-    let mut dxg = [0.0f32; MAX_C];
-    let mut dyg = [0.0f32; MAX_C];
-    for_terms!(A::C * A::C, J => {
-        let tm = t.terms[J];
-        let a = w[tm.p] * g[tm.c];
-        let a = if tm.neg { -a } else { a };
-        dxg[tm.i] = fmaf(a, yg[tm.k], dxg[tm.i]);
-        dyg[tm.k] = fmaf(a, xg[tm.i], dyg[tm.k]);
-        let gx = g[tm.c] * xg[tm.i];
-        dw[tm.p] = fmaf(if tm.neg { -gx } else { gx }, yg[tm.k], dw[tm.p]);
-    });
-    (gate_vjp_pdf::<A>(x, sx, px, &dxg), gate_vjp_pdf::<A>(y, sy, py, &dyg))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,15 +363,6 @@ mod tests {
             }
             for q in 0..A::W {
                 assert!(close(dw[q], dw_ref[q]), "case {case} path {q}: {} vs {}", dw[q], dw_ref[q]);
-            }
-            // So does the split backward's lean form.
-            let mut dw_lean = [0.0f32; MAX_W];
-            let (dxl, dyl) = bwd_feature_lean::<A>(&x, &y, &go, &w, coefs, &mut dw_lean);
-            for c in 0..A::C {
-                assert!(close(dxl[c], dx_ref[c]) && close(dyl[c], dy_ref[c]), "lean case {case} c {c}");
-            }
-            for q in 0..A::W {
-                assert!(close(dw_lean[q], dw_ref[q]), "lean case {case} path {q}");
             }
             // The statistics pass agrees with the gated product too.
             let (mut ss, mut dot, mut ss_ref, mut dot_ref) =

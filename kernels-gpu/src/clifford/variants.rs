@@ -81,33 +81,32 @@ pub const BWD_VARIANTS: [RowVariant; 8] = [
 ];
 
 /// The split backward (`entry/clifford_bwd_split.rs`): a config with `vpt` = 0 and
-/// `stream_w` runs `ft_clifford_bwd_stats_d{2,3}_{dt}_{v4|v1}` (the norm's per-row
-/// coefficients, `vec` picking its accesses; only with the norm), then
-/// `ft_clifford_bwd_feat_d{2,3}_{dt}` (one feature per thread for a chunk of rows: the
-/// config's `threads` features per block).
-pub const BWD_SPLIT: [RowVariant; 2] =
-    [RowVariant { vec: true, vpt: 0, stream_w: true }, RowVariant { vec: false, vpt: 0, stream_w: true }];
+/// `stream_w` runs `ft_clifford_bwd_stats_d{2,3}_{dt}` (the norm's per-row coefficients; only
+/// with the norm), then `ft_clifford_bwd_feat_d{2,3}_{dt}` (one feature per thread for a chunk
+/// of rows: the config's `threads` features per block). One-feature accesses only: 4-feature
+/// statistics were slower at every point of the H200 sweep (3D B4096 N1024 0.529 against 0.436
+/// ms fwd+bwd, bench/results/clifsplit-*/run2).
+pub const BWD_SPLIT: [RowVariant; 1] = [RowVariant { vec: false, vpt: 0, stream_w: true }];
 
 /// f32 per row of the split backward's norm coefficients (`inv` at `0..G`, `k` at
 /// `MAX_G..MAX_G + G`).
 pub const SPLIT_COEFS: usize = 2 * super::MAX_G;
 
 impl RowVariant {
-    /// Whether this backward variant is the split form ([`BWD_SPLIT`]).
+    /// Whether this backward variant is the split form ([`BWD_SPLIT`]; `vec` is not
+    /// compiled for it).
     pub const fn is_split(self) -> bool {
         self.vpt == 0 && self.stream_w
     }
 }
 
-/// The split backward's entry points `(statistics, features)` for `dim`, `dtype`, and 4-feature
-/// accesses of the statistics (`vec`).
-pub fn split_entry_names(dim: u32, dtype: DType, vec: bool) -> (crate::gemm::EntryName, crate::gemm::EntryName) {
+/// The split backward's entry points `(statistics, features)` for `dim` and `dtype`.
+pub fn split_entry_names(dim: u32, dtype: DType) -> (crate::gemm::EntryName, crate::gemm::EntryName) {
     let d = if dim == 2 { "2_" } else { "3_" };
     let mut s = crate::gemm::EntryName::new();
     s.push("ft_clifford_bwd_stats_d");
     s.push(d);
     s.push(dtype.name());
-    s.push(if vec { "_v4" } else { "_v1" });
     let mut f = crate::gemm::EntryName::new();
     f.push("ft_clifford_bwd_feat_d");
     f.push(d);

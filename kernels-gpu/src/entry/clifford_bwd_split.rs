@@ -1,7 +1,7 @@
 //! The split SGP backward, for rows too long to keep in registers: two kernels instead of one
 //! pass over a row held by a team.
 //!
-//! 1. `ft_clifford_bwd_stats_d{2,3}_{dt}_{v4|v1}`: a team of threads per batch row sums the
+//! 1. `ft_clifford_bwd_stats_d{2,3}_{dt}`: a team of threads per batch row sums the
 //!    row's norm statistics (as the two-pass kernel's first pass, `row_stats`) and writes its
 //!    coefficients `(inv, k)` to `coefs[row * COEFS..]` (`COEFS` f32 a row: `inv` at `0..G`,
 //!    `k` at `MAX_G..MAX_G + G`). Only launched with the norm.
@@ -20,9 +20,7 @@
 
 use super::clifford_io::{ld_mv, row_stats, st_mv, weights_of};
 use crate::arch::nvptx::{block_dim_x, block_idx_x, block_idx_y, grid_dim_x, opaque_u64, thread_idx_x};
-use crate::clifford::{
-    Algebra, Cl2, Cl3, MAX_G, MAX_W, SPLIT_COEFS as COEFS, bwd_feature, bwd_feature_lean, norm_backward_coefs,
-};
+use crate::clifford::{Algebra, Cl2, Cl3, MAX_G, MAX_W, SPLIT_COEFS as COEFS, bwd_feature, norm_backward_coefs};
 use crate::element::Element;
 use half::{bf16, f16};
 
@@ -74,7 +72,7 @@ unsafe fn stats_kernel<T: Element, A: Algebra, const L: usize>(
 /// `rows * gridDim.y >= B`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn feat_kernel<T: Element, A: Algebra, const LEAN: bool>(
+unsafe fn feat_kernel<T: Element, A: Algebra>(
     [x, y, go]: [*const T; 3],
     w: *const T,
     coefs: *const f32,
@@ -118,11 +116,7 @@ unsafe fn feat_kernel<T: Element, A: Algebra, const LEAN: bool>(
             }
         }
         let c = normalize.then_some((&inv, &k));
-        let (gx, gy) = if LEAN {
-            bwd_feature_lean::<A>(&xs[0], &ys[0], &gs[0], &wf, c, &mut dw)
-        } else {
-            bwd_feature::<A>(&xs[0], &ys[0], &gs[0], &wf, c, &mut dw)
-        };
+        let (gx, gy) = bwd_feature::<A>(&xs[0], &ys[0], &gs[0], &wf, c, &mut dw);
         // SAFETY: as for the loads.
         unsafe {
             st_mv::<T, A, 1>(dx, plane, base, &[gx], &one);
@@ -139,9 +133,9 @@ unsafe fn feat_kernel<T: Element, A: Algebra, const LEAN: bool>(
 
 /// `(x, y, go, w, coefs, b, n, team)`.
 macro_rules! stats_entry {
-    ($A:ty, $d:literal, $T:ty, $dt:literal, $vn:literal, $l:literal) => {
+    ($A:ty, $d:literal, $T:ty, $dt:literal) => {
         const _: () = {
-            #[unsafe(export_name = concat!("ft_clifford_bwd_stats_d", $d, "_", $dt, "_", $vn))]
+            #[unsafe(export_name = concat!("ft_clifford_bwd_stats_d", $d, "_", $dt))]
             unsafe extern "ptx-kernel" fn entry(
                 x: *const $T,
                 y: *const $T,
@@ -153,7 +147,7 @@ macro_rules! stats_entry {
                 team: u32,
             ) {
                 // SAFETY: the host checked sizes, alignment, team and the scratch.
-                unsafe { stats_kernel::<$T, $A, $l>([x, y, go], w, coefs, b, n, team) }
+                unsafe { stats_kernel::<$T, $A, 1>([x, y, go], w, coefs, b, n, team) }
             }
         };
     };
@@ -161,9 +155,9 @@ macro_rules! stats_entry {
 
 /// `(x, y, go, w, coefs, dx, dy, dw_part, b, n, rows, normalize)`.
 macro_rules! feat_entry {
-    ($A:ty, $d:literal, $T:ty, $dt:literal, $sfx:literal, $lean:literal) => {
+    ($A:ty, $d:literal, $T:ty, $dt:literal) => {
         const _: () = {
-            #[unsafe(export_name = concat!("ft_clifford_bwd_feat_d", $d, "_", $dt, $sfx))]
+            #[unsafe(export_name = concat!("ft_clifford_bwd_feat_d", $d, "_", $dt))]
             unsafe extern "ptx-kernel" fn entry(
                 x: *const $T,
                 y: *const $T,
@@ -179,9 +173,7 @@ macro_rules! feat_entry {
                 normalize: u32,
             ) {
                 // SAFETY: the host checked sizes, the chunks and the partials.
-                unsafe {
-                    feat_kernel::<$T, $A, $lean>([x, y, go], w, coefs, [dx, dy], dw_part, b, n, rows, normalize != 0)
-                }
+                unsafe { feat_kernel::<$T, $A>([x, y, go], w, coefs, [dx, dy], dw_part, b, n, rows, normalize != 0) }
             }
         };
     };
@@ -189,10 +181,8 @@ macro_rules! feat_entry {
 
 macro_rules! split_entries {
     ($A:ty, $d:literal, $T:ty, $dt:literal) => {
-        stats_entry!($A, $d, $T, $dt, "v4", 4);
-        stats_entry!($A, $d, $T, $dt, "v1", 1);
-        feat_entry!($A, $d, $T, $dt, "", false);
-        feat_entry!($A, $d, $T, $dt, "_lean", true);
+        stats_entry!($A, $d, $T, $dt);
+        feat_entry!($A, $d, $T, $dt);
     };
 }
 

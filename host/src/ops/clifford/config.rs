@@ -283,20 +283,18 @@ impl CliffordConfig {
         Self::split_backward(p)
     }
 
-    /// The split backward's config for `p` ([`ferrotune_kernels::clifford::BWD_SPLIT`]): feature tiles of the block
-    /// size (64 to 256) that leaves the fewest threads of the last tile idle (at most one in
-    /// 16 when a larger block can), 4-feature statistics where N allows, blocks per SM left to
-    /// the chunk rule (`split_grid`).
+    /// The split backward's config for `p` ([`ferrotune_kernels::clifford::BWD_SPLIT`]):
+    /// feature tiles of 64 threads, as many blocks as 2,048 threads an SM would hold (the chunk
+    /// rule, `split_grid`): the H200 sweep's best at 3D B4096 N 777 and 1024 (0.388 and 0.436
+    /// ms fwd+bwd; 128 or 256 threads and 2-8 blocks per SM 1-10% slower,
+    /// bench/results/clifsplit-*/run2).
     pub fn split_backward(p: &Clifford) -> CliffordConfig {
-        let n = p.n.max(1);
-        let idle = |t: usize| n.div_ceil(t) * t - n;
-        let threads = [256usize, 128, 64].into_iter().find(|&t| 16 * idle(t) <= n).unwrap_or(64) as u32;
         CliffordConfig {
-            threads,
+            threads: 64,
             rows_per_block: 1,
-            variant: RowVariant { vec: p.n.is_multiple_of(4), vpt: 0, stream_w: true },
+            variant: RowVariant { vec: false, vpt: 0, stream_w: true },
             blocks_per_sm: 0,
-            cpu_rows: (4096 / n).max(1),
+            cpu_rows: (4096 / p.n.max(1)).max(1),
         }
     }
 
@@ -401,6 +399,12 @@ impl CliffordConfig {
                 });
             }
         }
+        if self.variant.is_split() && self.variant.vec {
+            return Err(Error::InvalidConfig {
+                op: OP,
+                why: "the split backward is compiled for one-feature accesses only (vec = false)".into(),
+            });
+        }
         if self.variant.is_split() && self.rows_per_block != 1 {
             return Err(Error::InvalidConfig {
                 op: OP,
@@ -503,15 +507,14 @@ mod tests {
         let f = CliffordConfig::heuristic(&Clifford::new(2, 4096, 512, true), DType::F32, None);
         assert_eq!(f.variant, RowVariant { vec: false, vpt: 2, stream_w: false });
         // The backward's split form (3D, N > 512) is the same for every dtype: one feature a
-        // thread in blocks of 256 (1024 features: no thread idle), 4-feature statistics.
-        let p = Clifford::new(3, 4096, 1024, true);
-        let b = CliffordConfig::backward_heuristic(&p, DType::Bf16, None);
-        assert_eq!(b, CliffordConfig::backward_heuristic(&p, DType::F32, None));
-        assert_eq!(b.variant, RowVariant { vec: true, vpt: 0, stream_w: true });
-        assert_eq!((b.threads, b.rows_per_block), (256, 1));
-        // 777 features: blocks of 64 (832 threads for 777 features; 128 would idle 119).
-        let b = CliffordConfig::backward_heuristic(&Clifford::new(3, 4096, 777, true), DType::F32, None);
-        assert_eq!((b.threads, b.variant), (64, RowVariant { vec: false, vpt: 0, stream_w: true }));
+        // thread in blocks of 64.
+        for n in [513, 777, 1024, 100_000] {
+            let p = Clifford::new(3, 4096, n, true);
+            let b = CliffordConfig::backward_heuristic(&p, DType::Bf16, None);
+            assert_eq!(b, CliffordConfig::backward_heuristic(&p, DType::F32, None));
+            assert_eq!(b.variant, RowVariant { vec: false, vpt: 0, stream_w: true });
+            assert_eq!((b.threads, b.rows_per_block, b.blocks_per_sm), (64, 1, 0));
+        }
         // 512 features keep the one-pass kernel, two features a thread.
         let b = CliffordConfig::backward_heuristic(&Clifford::new(3, 4096, 512, true), DType::F32, None);
         assert_eq!((b.team(), b.variant.vpt, b.variant.stream_w), (256, 2, false));

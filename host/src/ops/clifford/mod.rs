@@ -107,12 +107,9 @@ pub fn all_entries() -> Vec<String> {
             for var in kc::BWD_VARIANTS {
                 v.push(kc::bwd_entry_name(dim, dt, var).as_str().to_string());
             }
-            for vec in [true, false] {
-                v.push(kc::split_entry_names(dim, dt, vec).0.as_str().to_string());
-            }
-            let feat = kc::split_entry_names(dim, dt, false).1;
+            let (stats, feat) = kc::split_entry_names(dim, dt);
+            v.push(stats.as_str().to_string());
             v.push(feat.as_str().to_string());
-            v.push(format!("{}_lean", feat.as_str()));
             v.push(format!("ft_clifford_fcgp_prod_d{dim}_{}", dt.name()));
             v.push(format!("ft_clifford_fcgp_nbwd_d{dim}_{}", dt.name()));
             v.push(format!("ft_clifford_fcgp_pbwd_d{dim}_{}", dt.name()));

@@ -209,10 +209,9 @@ fn gpu_backward<T: Scalar>(
     let variant = runnable_bwd_variant::<T>(cfg, p, &[px, py, pg, pdx, pdy]);
     if variant.is_split() {
         // SAFETY: the lengths were checked by the caller, the workspace grown to
-        // `sgp_backward_workspace_len`; `runnable_bwd_variant` keeps 4-feature accesses only
-        // where N, the pointers and the plane allow them; the guards live past the launches.
+        // `sgp_backward_workspace_len`; the guards live past the launches.
         let (parts, nparts) =
-            unsafe { super::sgp_bwd_split::launch::<T>(cs, gpu, p, cfg, variant, [px, py, pg, pw, pdx, pdy], pws) }?;
+            unsafe { super::sgp_bwd_split::launch::<T>(cs, gpu, p, cfg, [px, py, pg, pw, pdx, pdy], pws) }?;
         dw_reduce::<T>(cs, gpu, t.w, p.n, (parts, pdw), nparts)?;
         drop((gx, gy, gw, gg, gdx, gdy, gdw, gws));
         return Ok(());
@@ -288,7 +287,7 @@ fn dw_reduce<T: Scalar>(
 }
 
 /// The backward variant that runs: the config's, or (a pointer or the plane not aligned to 4
-/// elements) the split form's one-feature statistics, or its one-feature form with four times the accesses when compiled, else the
+/// elements) its one-feature form with four times the accesses when compiled, else the
 /// two-pass one-feature kernel.
 fn runnable_bwd_variant<T: Scalar>(cfg: &CliffordConfig, p: &Clifford, ptrs: &[u64]) -> RowVariant {
     let v = cfg.variant;
@@ -296,9 +295,7 @@ fn runnable_bwd_variant<T: Scalar>(cfg: &CliffordConfig, p: &Clifford, ptrs: &[u
     if !v.vec || aligned {
         return v;
     }
-    if v.is_split() {
-        return RowVariant { vec: false, ..v };
-    }
+
     let one = RowVariant { vec: false, vpt: v.vpt * 4, stream_w: v.stream_w };
     if v.vpt > 0 && kc::BWD_VARIANTS.contains(&one) { one } else { RowVariant { vec: false, vpt: 0, stream_w: false } }
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
-use ferrotune_kernels::clifford::{self as kc, RowVariant};
+use ferrotune_kernels::clifford as kc;
 
 use super::{Clifford, CliffordConfig, OP, SCRATCH_BYTES, check_threads};
 use crate::DType;
@@ -60,35 +60,30 @@ pub fn split_workspace_len(p: &Clifford, cfg: &CliffordConfig, sm_count: u32) ->
         .ok_or(Error::InvalidConfig { op: OP, why: format!("the split backward's workspace of {p:?} overflows") })
 }
 
-/// The feature kernel's entry for `dim` and `dtype`: `FERROTUNE_CLIFFORD_SPLIT_LEAN=1` takes
-/// the `_lean` form (fewer registers, more multiplies), for A/B runs.
+/// The feature kernel's entry for `dim` and `dtype` (the one whose block the config sets).
 pub fn feat_entry(dim: u32, dtype: DType) -> String {
-    let (_, f) = kc::split_entry_names(dim, dtype, false);
-    let lean = std::env::var("FERROTUNE_CLIFFORD_SPLIT_LEAN").is_ok_and(|v| v == "1");
-    format!("{}{}", f.as_str(), if lean { "_lean" } else { "" })
+    kc::split_entry_names(dim, dtype).1.as_str().to_string()
 }
 
-/// The statistics kernel's team for `n` features in accesses of `lanes`: a power of two up to
-/// the block, about two accesses a thread.
-fn stats_team(n: usize, lanes: usize) -> u32 {
-    (n.div_ceil(lanes).div_ceil(2).next_power_of_two()).clamp(1, STATS_THREADS as usize) as u32
+/// The statistics kernel's team for `n` features: a power of two up to the block, about two
+/// features a thread.
+fn stats_team(n: usize) -> u32 {
+    (n.div_ceil(2).next_power_of_two()).clamp(1, STATS_THREADS as usize) as u32
 }
 
-/// Launches the split backward of `p` (`variant.vec`: 4-feature accesses of the statistics):
-/// `ptrs` = (x, y, go, w, dx, dy), `ws` the workspace ([`split_workspace_len`] f32). Returns
-/// where the partials start and how many there are, for the weight-gradient reduction.
+/// Launches the split backward of `p`: `ptrs` = (x, y, go, w, dx, dy), `pws` the workspace
+/// ([`split_workspace_len`] f32). Returns where the partials start and how many there are, for
+/// the weight-gradient reduction.
 ///
 /// # Safety
 /// The tensors hold `C * B * N` elements (w `N * W`), the workspace
-/// [`split_workspace_len`] f32, all alive until the launches complete; with `variant.vec`, N
-/// % 4 == 0 and the pointers and the plane are aligned to 4 elements.
+/// [`split_workspace_len`] f32, all alive until the launches complete.
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn launch<T: crate::buffer::Scalar>(
     cs: &Arc<CudaStream>,
     gpu: &Gpu,
     p: &Clifford,
     cfg: &CliffordConfig,
-    variant: RowVariant,
     [px, py, pg, pw, pdx, pdy]: [u64; 6],
     pws: u64,
 ) -> Result<(u64, usize)> {
@@ -97,10 +92,10 @@ pub(super) unsafe fn launch<T: crate::buffer::Scalar>(
     let coefs = pws;
     let parts = pws + (b * kc::SPLIT_COEFS * 4) as u64;
     if p.normalize {
-        let (sname, _) = kc::split_entry_names(p.dim, T::DTYPE, variant.vec);
+        let (sname, _) = kc::split_entry_names(p.dim, T::DTYPE);
         let sname = sname.as_str();
         let k = gpu.kernels()?.function(sname)?;
-        let team = stats_team(n, variant.lanes());
+        let team = stats_team(n);
         // A power of two (so a multiple of the team) that the kernel's registers allow.
         let fits = STATS_THREADS.min(k.max_threads).max(1);
         let threads = (1u32 << (31 - fits.leading_zeros())).max(team);
@@ -141,6 +136,7 @@ pub(super) unsafe fn launch<T: crate::buffer::Scalar>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferrotune_kernels::clifford::RowVariant;
 
     fn cfg(threads: u32, blocks_per_sm: u32) -> CliffordConfig {
         CliffordConfig {
@@ -178,9 +174,9 @@ mod tests {
 
     #[test]
     fn stats_team_is_a_power_of_two_within_the_block() {
-        assert_eq!(stats_team(1, 1), 1);
-        assert_eq!(stats_team(777, 1), 256);
-        assert_eq!(stats_team(64, 4), 8);
-        assert_eq!(stats_team(100_000, 4), 256);
+        assert_eq!(stats_team(1), 1);
+        assert_eq!(stats_team(777), 256);
+        assert_eq!(stats_team(64), 32);
+        assert_eq!(stats_team(100_000), 256);
     }
 }
