@@ -258,15 +258,28 @@ impl CliffordConfig {
     }
 
     /// The built-in choice for the backward, refit from the H100 sweep
-    /// (bench/results/clifford-run3/, B4096 N 512/777/1024): the one-pass kernel keeping a row
-    /// and its weights in registers, two features per thread (teams of up to 256, 512 in 2D),
-    /// else four (teams of up to 256; in 3D only to N = 896: at N = 1024 the two-pass form was
-    /// 5% faster), else the two-pass form ([`CliffordConfig::backward_form`]). As many blocks
-    /// per SM as the registers allow loop over the rows; each team's weight gradient stays in
-    /// registers. The `_p{n}s` kernels (weights and gradient in shared memory) lost every sweep
-    /// point (their registers are capped and spill) and are left to the tuner's space.
-    pub fn backward_heuristic(p: &Clifford, _dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
+    /// (bench/results/clifford-run3/, B4096 N 512/777/1024) and the H200 sweeps of the split
+    /// form (bench/results/clifsplit-85019bae3894/, runs 2-3): the one-pass kernel keeping a
+    /// row and its weights in registers, two features per thread (teams of up to 256, 512 in
+    /// 2D), else four (2D, teams of up to 256); 3D rows past 512 features and every longer row
+    /// take the split form ([`CliffordConfig::split_backward`]: at 3D B4096 N 1024 0.436 ms
+    /// fwd+bwd against 0.549 for the two-pass form, N 777 0.389 against 0.469 for four
+    /// features a thread). 16-bit 2D rows of 512 features or more take four-feature accesses
+    /// where they fill a team exactly (N / 4 a power of two up to 256: bf16 N 1024 0.153 ms
+    /// against 0.177 for two features a thread), else the split form (N 640, 777, 1536: 3-6%
+    /// ahead of the best one-pass config). As many blocks per SM as the registers allow loop
+    /// over the rows; each team's weight gradient stays in registers. The `_p{n}s` kernels
+    /// and the two-pass ones are left to the tuner's space.
+    pub fn backward_heuristic(p: &Clifford, dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
         let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
+        if dtype != DType::F32 && p.dim == 2 && p.n >= 512 {
+            let team = p.n / 4;
+            let v4 = RowVariant { vec: true, vpt: 1, stream_w: false };
+            if p.n.is_multiple_of(4) && team.is_power_of_two() && team <= 256 {
+                return Self::resident(p, v4, team as u32, true, max_threads);
+            }
+            return Self::split_backward(p);
+        }
         for vpt in [2u32, 4] {
             // 3D rows past 512 features: the four-feature one-pass kernel spills (255
             // registers); the split form takes them.
@@ -506,6 +519,15 @@ mod tests {
         // f32 keeps its own order.
         let f = CliffordConfig::heuristic(&Clifford::new(2, 4096, 512, true), DType::F32, None);
         assert_eq!(f.variant, RowVariant { vec: false, vpt: 2, stream_w: false });
+        // 16-bit 2D rows from 512 features: four-feature accesses filling a team, else split.
+        let b = CliffordConfig::backward_heuristic(&Clifford::new(2, 4096, 1024, true), DType::Bf16, None);
+        assert_eq!((b.team(), b.variant), (256, RowVariant { vec: true, vpt: 1, stream_w: false }));
+        for n in [640, 777, 1536] {
+            let b = CliffordConfig::backward_heuristic(&Clifford::new(2, 4096, n, true), DType::F16, None);
+            assert!(b.variant.is_split(), "{n}: {b:?}");
+            let f = CliffordConfig::backward_heuristic(&Clifford::new(2, 4096, n, true), DType::F32, None);
+            assert_eq!(f.variant.is_split(), n > 1024, "{n}: {f:?}");
+        }
         // The backward's split form (3D, N > 512) is the same for every dtype: one feature a
         // thread in blocks of 64.
         for n in [513, 777, 1024, 100_000] {
