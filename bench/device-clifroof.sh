@@ -14,7 +14,7 @@
 #   ab     the fwd+bwd rows of `bench` (f32, bf16) and the split-backward GPU tests again with
 #          AB_ENV set (an environment variable=value that switches a form), and SWEEP_ROWS with it when
 #          AB_SWEEP=1: two forms timed in one call;
-#   ncu    one launch of each kernel of fwd+bwd (NCU_SHAPES);
+#   ncu    one launch of each kernel of fwd+bwd (NCU_SHAPES; NCU_KERNELS, NCU_COUNT launches);
 #   san    compute-sanitizer memcheck, racecheck and synccheck on SAN_TESTS (default the
 #          Clifford forward, backward and split-backward tests).
 # (Runs 2-3 of bench/results/clifroof-5bda29ff586e/ ran the staged kernels' parts of an earlier
@@ -69,7 +69,7 @@ fi
 if [[ $PART == *ncu* ]]; then
   for s in ${NCU_SHAPES:-4096x512 4096x777}; do
     f=$R/ncu-$s
-    timeout ${T_NCU:-120} ncu -k regex:ft_clifford --launch-count ${NCU_COUNT:-6} \
+    timeout ${T_NCU:-120} ncu -k ${NCU_KERNELS:-regex:ft_clifford} --launch-count ${NCU_COUNT:-6} \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
       .carry/xtask bench --ops clifford --clifford-rows fwdbwd --dtypes f32 --iters 1 --warmup 0 --shapes $s > $f.txt 2>&1
     echo "ncu $s exit $?"
