@@ -3,7 +3,7 @@
 //! differences in `clifford.rs`) on edge and long rows, every dtype, with and without the norm,
 //! feature tiles that leave threads idle, one chunk or many; and its config rules on the CPU.
 
-use ferrotune::ops::clifford::{Clifford, CliffordConfig, CliffordVariant, split_grid};
+use ferrotune::ops::clifford::{Clifford, CliffordConfig, split_grid};
 use ferrotune::{Backend, DType, Scalar, bf16, f16};
 use ferrotune_testkit::{Rng, cpu_backend, cuda_backend};
 
@@ -23,13 +23,7 @@ const SHAPES: [(usize, usize, bool); 9] = [
 ];
 
 fn split(threads: u32, blocks_per_sm: u32) -> CliffordConfig {
-    CliffordConfig {
-        threads,
-        rows_per_block: 1,
-        variant: CliffordVariant { vec: false, vpt: 0, stream_w: true },
-        blocks_per_sm,
-        cpu_rows: 1,
-    }
+    CliffordConfig::split(threads, blocks_per_sm)
 }
 
 fn gpu_split_typed<T: Scalar>(gpu: &Backend) -> usize {

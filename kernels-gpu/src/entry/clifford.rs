@@ -15,7 +15,7 @@
 //! in local memory.
 #![allow(clippy::needless_range_loop)]
 
-use super::clifford_io::{SCRATCH, ld, ld_mv, row_stats, st_mv, team_sum, weights_of};
+use super::clifford_io::{SCRATCH, each_dim_dtype, ld, ld_mv, row_stats, st_mv, team_sum, weights_of};
 use crate::arch::nvptx::{
     block_dim_x, block_idx_x, dyn_smem_addr, grid_dim_x, ld_shared_f32, red_global_add_f32, red_shared_add_f32,
     st_shared_f32, sync_threads, thread_idx_x,
@@ -401,17 +401,6 @@ macro_rules! each_row_variant {
         $m!($($a),*, "v1", 1, "2", 2);
         $m!($($a),*, "v1", 1, "4", 4);
         $m!($($a),*, "v1", 1, "0", 0);
-    };
-}
-
-macro_rules! each_dim_dtype {
-    ($m:ident) => {
-        $m!(Cl2, "2", f32, "f32");
-        $m!(Cl2, "2", f16, "f16");
-        $m!(Cl2, "2", bf16, "bf16");
-        $m!(Cl3, "3", f32, "f32");
-        $m!(Cl3, "3", f16, "f16");
-        $m!(Cl3, "3", bf16, "bf16");
     };
 }
 

@@ -18,7 +18,7 @@
 //! in registers, which made the one-pass 3D kernels spill past 512 features.
 #![allow(clippy::needless_range_loop)]
 
-use super::clifford_io::{ld_mv, row_stats, st_mv, weights_of};
+use super::clifford_io::{each_dim_dtype, ld_mv, row_stats, st_mv, weights_of};
 use crate::arch::nvptx::{block_dim_x, block_idx_x, block_idx_y, grid_dim_x, opaque_u64, thread_idx_x};
 use crate::clifford::{Algebra, Cl2, Cl3, MAX_G, MAX_W, SPLIT_COEFS as COEFS, bwd_feature, norm_backward_coefs};
 use crate::element::Element;
@@ -186,9 +186,4 @@ macro_rules! split_entries {
     };
 }
 
-split_entries!(Cl2, "2", f32, "f32");
-split_entries!(Cl2, "2", f16, "f16");
-split_entries!(Cl2, "2", bf16, "bf16");
-split_entries!(Cl3, "3", f32, "f32");
-split_entries!(Cl3, "3", f16, "f16");
-split_entries!(Cl3, "3", bf16, "bf16");
+each_dim_dtype!(split_entries);

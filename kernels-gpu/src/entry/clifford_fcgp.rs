@@ -8,7 +8,7 @@
 //! `prod_at`).
 #![allow(clippy::needless_range_loop)]
 
-use super::clifford_io::{ld_mv, team_sum};
+use super::clifford_io::{each_dim_dtype, ld_mv, team_sum};
 use crate::arch::nvptx::{
     block_dim_x, block_idx_x, block_idx_y, dyn_smem_addr, grid_dim_x, ld_shared_f32, st_shared_f32, sync_threads,
     thread_idx_x,
@@ -260,9 +260,4 @@ macro_rules! fcgp_bwd_entries {
     };
 }
 
-fcgp_bwd_entries!(Cl2, "2", f32, "f32");
-fcgp_bwd_entries!(Cl2, "2", f16, "f16");
-fcgp_bwd_entries!(Cl2, "2", bf16, "bf16");
-fcgp_bwd_entries!(Cl3, "3", f32, "f32");
-fcgp_bwd_entries!(Cl3, "3", f16, "f16");
-fcgp_bwd_entries!(Cl3, "3", bf16, "bf16");
+each_dim_dtype!(fcgp_bwd_entries);

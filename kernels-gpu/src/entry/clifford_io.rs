@@ -10,6 +10,21 @@ use crate::arch::nvptx::{
 use crate::clifford::{Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, bwd_stats_feature};
 use crate::element::Element;
 
+/// Calls `$m!(algebra, "dim", type, "dtype")` for each of the six (algebra, element type)
+/// pairs the Clifford entries are compiled for (the caller has `Cl2`, `Cl3`, `f16`, `bf16` in
+/// scope).
+macro_rules! each_dim_dtype {
+    ($m:ident) => {
+        $m!(Cl2, "2", f32, "f32");
+        $m!(Cl2, "2", f16, "f16");
+        $m!(Cl2, "2", bf16, "bf16");
+        $m!(Cl3, "3", f32, "f32");
+        $m!(Cl3, "3", f16, "f16");
+        $m!(Cl3, "3", bf16, "bf16");
+    };
+}
+pub(super) use each_dim_dtype;
+
 /// Bytes of team-reduction scratch at the start of the dynamic shared memory.
 pub(super) const SCRATCH: u32 = 1024;
 

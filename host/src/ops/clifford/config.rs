@@ -302,12 +302,18 @@ impl CliffordConfig {
     /// ms fwd+bwd; 128 or 256 threads and 2-8 blocks per SM 1-10% slower,
     /// bench/results/clifsplit-*/run2).
     pub fn split_backward(p: &Clifford) -> CliffordConfig {
+        CliffordConfig { cpu_rows: (4096 / p.n.max(1)).max(1), ..Self::split(64, 0) }
+    }
+
+    /// A split-backward config: feature tiles of `threads`, `blocks_per_sm` for the chunk rule
+    /// (0: as many as 2,048 threads an SM), one CPU row per task.
+    pub fn split(threads: u32, blocks_per_sm: u32) -> CliffordConfig {
         CliffordConfig {
-            threads: 64,
+            threads,
             rows_per_block: 1,
             variant: RowVariant { vec: false, vpt: 0, stream_w: true },
-            blocks_per_sm: 0,
-            cpu_rows: (4096 / p.n.max(1)).max(1),
+            blocks_per_sm,
+            cpu_rows: 1,
         }
     }
 

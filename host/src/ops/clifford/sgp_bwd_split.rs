@@ -136,16 +136,9 @@ pub(super) unsafe fn launch<T: crate::buffer::Scalar>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrotune_kernels::clifford::RowVariant;
 
     fn cfg(threads: u32, blocks_per_sm: u32) -> CliffordConfig {
-        CliffordConfig {
-            threads,
-            rows_per_block: 1,
-            variant: RowVariant { vec: false, vpt: 0, stream_w: true },
-            blocks_per_sm,
-            cpu_rows: 1,
-        }
+        CliffordConfig::split(threads, blocks_per_sm)
     }
 
     #[test]
