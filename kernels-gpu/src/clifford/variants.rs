@@ -35,6 +35,12 @@ impl RowVariant {
         (if self.vec { "v4" } else { "v1" }, self.vpt)
     }
 
+    /// Whether this backward variant is the split form ([`BWD_SPLIT`]; `vec` is not
+    /// compiled for it).
+    pub const fn is_split(self) -> bool {
+        self.vpt == 0 && self.stream_w
+    }
+
     /// Most features one row can have with `team` threads per row (None: any).
     pub fn max_features(self, team: usize) -> Option<usize> {
         (self.vpt > 0).then(|| team * self.vpt as usize * self.lanes())
@@ -91,14 +97,6 @@ pub const BWD_SPLIT: [RowVariant; 1] = [RowVariant { vec: false, vpt: 0, stream_
 /// f32 per row of the split backward's norm coefficients (`inv` at `0..G`, `k` at
 /// `MAX_G..MAX_G + G`).
 pub const SPLIT_COEFS: usize = 2 * super::MAX_G;
-
-impl RowVariant {
-    /// Whether this backward variant is the split form ([`BWD_SPLIT`]; `vec` is not
-    /// compiled for it).
-    pub const fn is_split(self) -> bool {
-        self.vpt == 0 && self.stream_w
-    }
-}
 
 /// The split backward's entry points `(statistics, features)` for `dim` and `dtype`.
 pub fn split_entry_names(dim: u32, dtype: DType) -> (crate::gemm::EntryName, crate::gemm::EntryName) {

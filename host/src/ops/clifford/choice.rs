@@ -14,8 +14,9 @@ use crate::tuned::{CliffordPass, Source, clifford_explain_in};
 use crate::tuned_clifford::clifford_config_for;
 
 /// The entry point of the backward for `v`: the split form's feature kernel (whose block is the
-/// config's), the one-pass kernel (`vpt` > 0) or the two-pass one (its `_g` form, weights in global memory, is picked at launch when they do not fit in shared
-/// memory; both have the same registers).
+/// config's), the one-pass kernel (`vpt` > 0) or the two-pass one (its `_g` form, weights in
+/// global memory, is picked at launch when they do not fit in shared memory; both have the
+/// same registers).
 pub fn backward_entry(dim: u32, dtype: DType, v: RowVariant) -> String {
     if v.is_split() {
         super::sgp_bwd_split::feat_entry(dim, dtype)

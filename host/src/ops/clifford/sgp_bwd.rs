@@ -295,7 +295,6 @@ fn runnable_bwd_variant<T: Scalar>(cfg: &CliffordConfig, p: &Clifford, ptrs: &[u
     if !v.vec || aligned {
         return v;
     }
-
     let one = RowVariant { vec: false, vpt: v.vpt * 4, stream_w: v.stream_w };
     if v.vpt > 0 && kc::BWD_VARIANTS.contains(&one) { one } else { RowVariant { vec: false, vpt: 0, stream_w: false } }
 }
