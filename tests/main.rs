@@ -10,6 +10,7 @@ mod elementwise;
 mod elementwise_range;
 mod errors;
 mod gemm;
+mod gemm_ffma;
 mod gemm_graph;
 mod gemm_sm90;
 mod gemm_sm90_split;

@@ -97,7 +97,7 @@ pub struct GemmVariant {
     pub align: u8,
     /// f32 output (16-bit inputs only; f32 inputs always give f32).
     pub out_f32: bool,
-    /// Index into [`tc::TILES`] (tensor cores) or 0 (FFMA, one tile).
+    /// Index into [`tc::TILES`] (tensor cores) or [`ffma::TILES`] (FFMA).
     pub tile: u8,
 }
 
@@ -117,7 +117,7 @@ impl GemmVariant {
     /// Block tile rows, columns and threads of this variant.
     pub fn block(&self) -> (usize, usize, u32) {
         match self.math {
-            Math::Ffma => (ffma::BM, ffma::BN, ffma::THREADS),
+            Math::Ffma => (ffma::TILES[self.tile as usize], ffma::BN, ffma::THREADS),
             _ => {
                 let t = tc::TILES[self.tile as usize];
                 (t.bm(), t.bn(), t.threads())
@@ -152,7 +152,10 @@ impl GemmVariant {
         n.push(self.out_dtype().name());
         n.push("_");
         match self.math {
-            Math::Ffma => n.push("128x128x8"),
+            Math::Ffma => {
+                n.push_num(ffma::TILES[self.tile as usize]);
+                n.push("x128x8");
+            }
             _ => tc::TILES[self.tile as usize].push_name(&mut n, self.dtype.size_bytes()),
         }
         n
@@ -186,7 +189,7 @@ impl GemmVariant {
                 let defaults = Self::aligns(math).iter().flat_map(move |&align| {
                     outs.iter().map(move |&out_f32| GemmVariant { dtype, math, a, b, align, out_f32, tile: 0 })
                 });
-                let tiles = if math == Math::Ffma { 1..1 } else { 1..tc::TILES.len() };
+                let tiles = if math == Math::Ffma { 1..ffma::TILES.len() } else { 1..tc::TILES.len() };
                 let own = GemmVariant { dtype, math, a, b, align: 16, out_f32: dtype == DType::F32, tile: 0 };
                 let tuned = tiles.map(move |t| GemmVariant { tile: t as u8, ..own });
                 let narrow: &'static [usize] = if math == Math::Ffma { &[] } else { &tc::NARROW_TILES };
@@ -203,7 +206,7 @@ impl GemmVariant {
         // f32 inputs always give f32 (the flag is not part of their names).
         let own_out = self.dtype == DType::F32 || !self.out_f32;
         match self.math {
-            Math::Ffma => self.tile == 0,
+            Math::Ffma => self.tile == 0 || ((self.tile as usize) < ffma::TILES.len() && self.align == 16),
             _ if self.tile == 0 => true,
             _ => {
                 (self.tile as usize) < tc::TILES.len()
@@ -390,14 +393,32 @@ pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
     })
 }
 
-/// Tile shape of the FFMA kernel (f32): block 128 x 128 x 8, 256 threads of 8 x 8 outputs.
+/// Tile shapes of the FFMA kernel (f32): blocks of `TILES[t]` x 128 x 8, 256 threads of
+/// `TILES[t] / 16` x 8 outputs each.
 pub mod ffma {
-    pub const BM: usize = 128;
+    /// Block rows of each FFMA tile: tile 0 (128, 64 accumulators a thread, two blocks an SM)
+    /// and tile 1 (256, 128 accumulators, one block an SM, half the shared-memory reads per
+    /// multiply-add: the shape cuBLAS's exact-f32 kernel has on Hopper).
+    pub const TILES: [usize; 2] = [128, 256];
     pub const BN: usize = 128;
     pub const BK: usize = 8;
     pub const THREADS: u32 = 256;
-    /// Row pitch of the K-major tiles (floats): BM plus 4 keeps 16-byte alignment.
-    pub const PITCH: usize = BM + 4;
+    /// Row pitch of a K-major tile of `rows` rows (floats): plus 4 keeps 16-byte alignment.
+    pub const fn pitch(rows: usize) -> usize {
+        rows + 4
+    }
+    /// Bytes of one shared-memory stage (the A and B tiles) of a block of `bm` rows.
+    pub const fn stage_bytes(bm: usize) -> usize {
+        BK * (pitch(bm) + pitch(BN)) * 4
+    }
+    /// The built-in tile for an exact-f32 problem: the 256-row tile where its blocks fill
+    /// every SM at least `FULL_WAVES` times over (one block an SM), else the 128-row one.
+    pub fn tile_for(m: usize, n: usize, batch: usize, sms: usize) -> u8 {
+        let blocks = m.div_ceil(TILES[1]) * n.div_ceil(BN) * batch.max(1);
+        if blocks >= FULL_WAVES * sms.max(1) { 1 } else { 0 }
+    }
+    /// See [`tile_for`].
+    pub const FULL_WAVES: usize = 2;
 }
 
 /// CPU path: one row of f32 accumulators becomes `act(alpha * acc + beta * c + bias)` in
@@ -422,10 +443,10 @@ mod tests {
     #[test]
     fn variant_names_are_unique_and_well_formed() {
         let all: alloc_free::Names = GemmVariant::all().collect();
-        // FFMA: 4 layouts x 2 widths; tf32: 4 layouts x (3 widths of tile 0 + 7 tiles + the
+        // FFMA: 4 layouts x (2 widths + the 256-row tile); tf32: 4 layouts x (3 widths of tile 0 + 7 tiles + the
         // narrow tiles at 8 bytes); f16/bf16: 4 layouts x (4 widths x 2 outputs + 7 + narrow).
         let narrow = tc::NARROW_TILES.len();
-        assert_eq!(all.len, 8 + 4 * (3 + 7 + narrow) + 2 * 4 * (4 * 2 + 7 + narrow));
+        assert_eq!(all.len, 8 + 4 + 4 * (3 + 7 + narrow) + 2 * 4 * (4 * 2 + 7 + narrow));
         assert!(GemmVariant::all().all(|v| v.is_compiled()));
         for i in 0..all.len {
             for j in 0..i {

@@ -296,11 +296,12 @@ fn plan_families(
             why: format!("the call forces Hopper path {:?}, which it cannot take: {why}", g.path),
         }),
         Err(why) => {
-            let v = variant_chosen(g, dtype, out, pa, pb, cfg)?;
+            let (v, tile_why) =
+                crate::ops::gemm_ffma::with_tile(variant_chosen(g, dtype, out, pa, pb, cfg)?, g, sm_count);
             Ok(GemmPlan {
                 family: Family::Launch(Launch::Tiles(v)),
                 cfg,
-                reason: format!("not the Hopper path: {why}"),
+                reason: format!("not the Hopper path: {why}{tile_why}"),
             })
         }
     }

@@ -10,6 +10,7 @@ pub(crate) mod elementwise_cpu;
 mod f16c;
 pub mod gemm;
 pub(crate) mod gemm_cpu;
+pub(crate) mod gemm_ffma;
 mod gemm_operands;
 pub mod gemm_plan;
 mod gemm_plan_small_m;

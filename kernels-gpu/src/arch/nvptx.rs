@@ -239,6 +239,8 @@ pub fn f32x2_to_f16x2(lo: f32, hi: f32) -> u32 {
 
 // Operand tiles of the GEMM kernels: two pipeline stages of A and B, 40 KiB (fits the 48 KiB
 // of static shared memory every block gets without opting in).
+/// Bytes of the module-scope shared buffer the `mma.sync` and FFMA GEMM entries use.
+pub const GEMM_SMEM_BYTES: usize = 40960;
 core::arch::global_asm!(".shared .align 16 .b8 ft_gemm_smem[40960];");
 
 /// Shared-space address of the GEMM tile buffers (40960 bytes).

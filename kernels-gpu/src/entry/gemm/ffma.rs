@@ -1,5 +1,8 @@
-//! FFMA GEMM (exact f32): register-blocked 128 x 128 x 8 outer products with two shared-memory
-//! stages filled from registers, and its entry points `ft_gemm_f32_<ab>_v<al>_f32_128x128x8`.
+//! FFMA GEMM (exact f32): register-blocked `BM` x 128 x 8 outer products (`BM` 128 or 256,
+//! `ffma::TILES`) with two shared-memory stages filled from registers, and its entry points
+//! `ft_gemm_f32_<ab>_v<al>_f32_<BM>x128x8` (the 256-row tile at 16-byte loads only).
+
+#![allow(clippy::needless_range_loop)]
 
 use super::{OutArgs, Problem, sat_sub};
 use crate::arch::nvptx::{
@@ -45,13 +48,26 @@ unsafe fn store_out<O: Element>(c: *const O, d: *mut O, bias: *const O, out: Out
 // ---------------------------------------------------------------------------------------------
 // FFMA kernel (f32).
 
-const FF_TILE_BYTES: u32 = (ffma::BK * ffma::PITCH * 4) as u32;
-const FF_STAGE_BYTES: u32 = 2 * FF_TILE_BYTES;
+/// Operand loads per thread and k-tile: a tile of `rows` x 8 is `2 rows` 4-float chunks over
+/// 256 threads (the tiles' row counts are multiples of 128).
+const MAX_LOADS: usize = ffma::TILES[ffma::TILES.len() - 1] / 128;
 
-/// Global -> registers for one 128 x 8 f32 operand tile (rows M or N): 4 elements per thread.
-/// Returns the values and, for the store, nothing else: the mapping is recomputed there.
+// Two stages of the largest tile fit the module's shared GEMM buffer.
+const _: () = assert!(2 * ffma::stage_bytes(ffma::TILES[ffma::TILES.len() - 1]) <= crate::arch::nvptx::GEMM_SMEM_BYTES);
+
+/// Where load `j` of thread `tid` falls in a `rows` x 8 operand tile: `(row, k)` of its first
+/// element; `KCONTIG` operands take 4 along k (two chunks a row), the others 4 along rows.
 #[inline(always)]
-unsafe fn ff_load_tile<const KCONTIG: bool, const VEC: bool>(
+fn ff_chunk<const KCONTIG: bool>(rows: usize, tid: usize, j: usize) -> (usize, usize) {
+    let c = tid + j * ffma::THREADS as usize;
+    if KCONTIG { (c / 2, (c % 2) * 4) } else { ((c % (rows / 4)) * 4, c / (rows / 4)) }
+}
+
+/// Global -> registers for one `rows` x 8 f32 operand tile (rows M or N): `rows / 128` chunks
+/// of 4 per thread (the rest of the array unused). The store recomputes the mapping.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn ff_load_tile<const KCONTIG: bool, const VEC: bool, const ROWS: usize>(
     p: *const f32,
     ld: usize,
     row0: usize,
@@ -59,50 +75,54 @@ unsafe fn ff_load_tile<const KCONTIG: bool, const VEC: bool>(
     k0: usize,
     k: usize,
     tid: usize,
-) -> [f32; 4] {
-    if KCONTIG {
-        // (128 rows, 2 chunks of 4 along k)
-        let (r, kc) = (tid / 2, (tid % 2) * 4);
+) -> [[f32; 4]; MAX_LOADS] {
+    let mut v = [[0.0f32; 4]; MAX_LOADS];
+    for j in 0..ROWS / 128 {
+        let (r, kc) = ff_chunk::<KCONTIG>(ROWS, tid, j);
         let (gr, gk) = (row0 + r, k0 + kc);
-        let valid = if gr < rows { sat_sub(k, gk).min(4) } else { 0 };
         // SAFETY: only valid elements are read.
-        unsafe { load4_f32::<VEC>(p, gr * ld + gk, valid) }
-    } else {
-        // (8 k, 32 chunks of 4 along rows)
-        let (kk, rc) = (tid / 32, (tid % 32) * 4);
-        let (gk, gr) = (k0 + kk, row0 + rc);
-        let valid = if gk < k { sat_sub(rows, gr).min(4) } else { 0 };
-        // SAFETY: only valid elements are read.
-        unsafe { load4_f32::<VEC>(p, gk * ld + gr, valid) }
+        v[j] = if KCONTIG {
+            let valid = if gr < rows { sat_sub(k, gk).min(4) } else { 0 };
+            unsafe { load4_f32::<VEC>(p, gr * ld + gk, valid) }
+        } else {
+            let valid = if gk < k { sat_sub(rows, gr).min(4) } else { 0 };
+            unsafe { load4_f32::<VEC>(p, gk * ld + gr, valid) }
+        };
     }
+    v
 }
 
-/// Registers -> shared, stored row-contiguous per k: `(r, kk)` at `base + (kk * PITCH + r) * 4`.
+/// Registers -> shared, stored row-contiguous per k: `(r, kk)` at `base + (kk * pitch + r) * 4`.
 #[inline(always)]
-unsafe fn ff_store_tile<const KCONTIG: bool>(base: u32, v: [f32; 4], tid: usize) {
-    if KCONTIG {
-        let (r, kc) = (tid / 2, (tid % 2) * 4);
-        #[allow(clippy::needless_range_loop)]
-        for e in 0..4 {
-            // SAFETY: kc + e < 8, r < 128: inside the tile.
-            unsafe { st_shared_f32(base + (((kc + e) * ffma::PITCH + r) * 4) as u32, v[e]) };
+unsafe fn ff_store_tile<const KCONTIG: bool, const ROWS: usize>(base: u32, v: [[f32; 4]; MAX_LOADS], tid: usize) {
+    let pitch = ffma::pitch(ROWS);
+    for j in 0..ROWS / 128 {
+        let (r, kc) = ff_chunk::<KCONTIG>(ROWS, tid, j);
+        if KCONTIG {
+            for e in 0..4 {
+                // SAFETY: kc + e < 8, r < ROWS: inside the tile.
+                unsafe { st_shared_f32(base + (((kc + e) * pitch + r) * 4) as u32, v[j][e]) };
+            }
+        } else {
+            // SAFETY: 16-byte aligned (pitch and r multiples of 4), inside the tile.
+            unsafe { st_shared_v4(base + ((kc * pitch + r) * 4) as u32, v[j].map(f32::to_bits)) };
         }
-    } else {
-        let (kk, rc) = (tid / 32, (tid % 32) * 4);
-        // SAFETY: 16-byte aligned (PITCH and rc multiples of 4), inside the tile.
-        unsafe { st_shared_v4(base + ((kk * ffma::PITCH + rc) * 4) as u32, v.map(f32::to_bits)) };
     }
 }
 
-/// One 128 x 128 output tile of `D = epilogue(A B)` in f32 FFMA; each thread owns 8 x 8
-/// outputs as four 4 x 4 blocks (rows `ty*4` and `64 + ty*4`, columns `tx*4` and `64 + tx*4`)
-/// so its shared-memory reads are 16-byte vectors.
+/// Accumulator rows of the largest tile per thread.
+const MAX_ROWS: usize = ffma::TILES[ffma::TILES.len() - 1] / 16;
+
+/// One `BM` x 128 output tile of `D = epilogue(A B)` in f32 FFMA; each thread owns `BM / 16`
+/// x 8 outputs as 4 x 4 blocks (rows `q * 64 + ty * 4`, columns `tx * 4` and `64 + tx * 4`)
+/// so its shared-memory reads are 16-byte vectors. `BM` = 256 reads half as much shared memory
+/// per multiply-add as 128 (six 16-byte reads for 128 of them, against four for 64).
 ///
 /// # Safety
 /// Launched with 256 threads; pointers cover the problem; for `VEC` A and B are 16-byte
 /// aligned and `lda`, `ldb` multiples of 4.
 #[inline(always)]
-unsafe fn ffma_gemm<const A_ROW: bool, const B_KC: bool, const VEC: bool>(
+unsafe fn ffma_gemm<const A_ROW: bool, const B_KC: bool, const VEC: bool, const BM: usize>(
     a: *const f32,
     b: *const f32,
     c: *const f32,
@@ -110,84 +130,94 @@ unsafe fn ffma_gemm<const A_ROW: bool, const B_KC: bool, const VEC: bool>(
     bias: *const f32,
     pr: Problem,
 ) {
+    const BN: usize = ffma::BN;
     let tid = thread_idx_x() as usize;
     let (tx, ty) = (tid % 16, tid / 16);
-    let bm = block_idx_y() as usize * ffma::BM;
-    let bn = block_idx_x() as usize * ffma::BN;
+    let bm = block_idx_y() as usize * BM;
+    let bn = block_idx_x() as usize * BN;
     let smem = gemm_smem_addr();
-    let load_a = |k0: usize| unsafe { ff_load_tile::<A_ROW, VEC>(a, pr.lda, bm, pr.m, k0, pr.k, tid) };
-    let load_b = |k0: usize| unsafe { ff_load_tile::<B_KC, VEC>(b, pr.ldb, bn, pr.n, k0, pr.k, tid) };
+    let (a_bytes, stage_bytes) = ((ffma::BK * ffma::pitch(BM) * 4) as u32, ffma::stage_bytes(BM) as u32);
+    let load_a = |k0: usize| unsafe { ff_load_tile::<A_ROW, VEC, BM>(a, pr.lda, bm, pr.m, k0, pr.k, tid) };
+    let load_b = |k0: usize| unsafe { ff_load_tile::<B_KC, VEC, BN>(b, pr.ldb, bn, pr.n, k0, pr.k, tid) };
 
-    let mut acc = [[0.0f32; 8]; 8];
+    let mut acc = [[0.0f32; 8]; MAX_ROWS];
     let ktiles = pr.k.div_ceil(ffma::BK);
     let (mut ra, mut rb) = (load_a(0), load_b(0));
     // SAFETY: stage 0 inside the GEMM buffer; all threads reach the barrier.
     unsafe {
-        ff_store_tile::<A_ROW>(smem, ra, tid);
-        ff_store_tile::<B_KC>(smem + FF_TILE_BYTES, rb, tid);
+        ff_store_tile::<A_ROW, BM>(smem, ra, tid);
+        ff_store_tile::<B_KC, BN>(smem + a_bytes, rb, tid);
         sync_threads();
     }
     for kt in 0..ktiles {
-        let stage = smem + (kt % 2) as u32 * FF_STAGE_BYTES;
+        let stage = smem + (kt % 2) as u32 * stage_bytes;
         let has_next = kt + 1 < ktiles;
         if has_next {
             ra = load_a((kt + 1) * ffma::BK);
             rb = load_b((kt + 1) * ffma::BK);
         }
         for kk in 0..ffma::BK {
-            let row = stage + (kk * ffma::PITCH * 4) as u32;
-            let brow = row + FF_TILE_BYTES;
-            // SAFETY: 16-byte aligned reads inside the tiles.
-            let (a0, a1, b0, b1) = unsafe {
-                (
-                    ld_shared_v4_f32(row + (ty * 16) as u32),
-                    ld_shared_v4_f32(row + (256 + ty * 16) as u32),
-                    ld_shared_v4_f32(brow + (tx * 16) as u32),
-                    ld_shared_v4_f32(brow + (256 + tx * 16) as u32),
-                )
-            };
-            let av = [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]];
+            let row = stage + (kk * ffma::pitch(BM) * 4) as u32;
+            let brow = stage + a_bytes + (kk * ffma::pitch(BN) * 4) as u32;
+            let mut av = [0.0f32; MAX_ROWS];
+            for q in 0..BM / 64 {
+                // SAFETY: 16-byte aligned reads inside the A tile.
+                let v = unsafe { ld_shared_v4_f32(row + ((q * 64 + ty * 4) * 4) as u32) };
+                for e in 0..4 {
+                    av[q * 4 + e] = v[e];
+                }
+            }
+            // SAFETY: 16-byte aligned reads inside the B tile.
+            let (b0, b1) =
+                unsafe { (ld_shared_v4_f32(brow + (tx * 16) as u32), ld_shared_v4_f32(brow + (256 + tx * 16) as u32)) };
             let bv = [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]];
-            for (i, row) in acc.iter_mut().enumerate() {
-                for (j, cell) in row.iter_mut().enumerate() {
-                    *cell = crate::arch::fmaf(av[i], bv[j], *cell);
+            for i in 0..BM / 16 {
+                for j in 0..8 {
+                    acc[i][j] = crate::arch::fmaf(av[i], bv[j], acc[i][j]);
                 }
             }
         }
         if has_next {
-            let next = smem + ((kt + 1) % 2) as u32 * FF_STAGE_BYTES;
+            let next = smem + ((kt + 1) % 2) as u32 * stage_bytes;
             // SAFETY: the other stage was last read before the previous barrier.
             unsafe {
-                ff_store_tile::<A_ROW>(next, ra, tid);
-                ff_store_tile::<B_KC>(next + FF_TILE_BYTES, rb, tid);
+                ff_store_tile::<A_ROW, BM>(next, ra, tid);
+                ff_store_tile::<B_KC, BN>(next + a_bytes, rb, tid);
             }
         }
         // SAFETY: uniform trip count.
         unsafe { sync_threads() };
     }
-    for (i, row) in acc.iter().enumerate() {
-        let gm = bm + if i < 4 { ty * 4 + i } else { 64 + ty * 4 + i - 4 };
-        for (j, &v) in row.iter().enumerate() {
+    for i in 0..BM / 16 {
+        let gm = bm + (i / 4) * 64 + ty * 4 + i % 4;
+        for j in 0..8 {
             let gn = bn + if j < 4 { tx * 4 + j } else { 64 + tx * 4 + j - 4 };
             // SAFETY: predicated inside.
-            unsafe { store_out(c, d, bias, pr.out(), gm, gn, v) };
+            unsafe { store_out(c, d, bias, pr.out(), gm, gn, acc[i][j]) };
         }
     }
 }
 
-// FFMA (f32): arguments A row-major, B column-major, 16-byte loads.
+// FFMA (f32): layouts, load width (16 bytes or 4), block rows (`ffma::TILES`).
 macro_rules! ffma_entry {
-    ($ab:literal, $ar:literal, $bc:literal, $al:literal, $vec:literal) => {
-        gemm_entry!(concat!("ft_gemm_f32_", $ab, "_v", $al, "_f32_128x128x8"), f32, f32, |a, b, c, d, bias, pr| {
-            ffma_gemm::<$ar, $bc, $vec>(a, b, c, d, bias, pr)
-        });
+    ($ab:literal, $ar:literal, $bc:literal, $al:literal, $vec:literal, $bm:literal) => {
+        gemm_entry!(
+            concat!("ft_gemm_f32_", $ab, "_v", $al, "_f32_", $bm, "x128x8"),
+            f32,
+            f32,
+            |a, b, c, d, bias, pr| { ffma_gemm::<$ar, $bc, $vec, $bm>(a, b, c, d, bias, pr) }
+        );
     };
 }
-ffma_entry!("rr", true, false, 16, true);
-ffma_entry!("rc", true, true, 16, true);
-ffma_entry!("cr", false, false, 16, true);
-ffma_entry!("cc", false, true, 16, true);
-ffma_entry!("rr", true, false, 4, false);
-ffma_entry!("rc", true, true, 4, false);
-ffma_entry!("cr", false, false, 4, false);
-ffma_entry!("cc", false, true, 4, false);
+ffma_entry!("rr", true, false, 16, true, 128);
+ffma_entry!("rc", true, true, 16, true, 128);
+ffma_entry!("cr", false, false, 16, true, 128);
+ffma_entry!("cc", false, true, 16, true, 128);
+ffma_entry!("rr", true, false, 4, false, 128);
+ffma_entry!("rc", true, true, 4, false, 128);
+ffma_entry!("cr", false, false, 4, false, 128);
+ffma_entry!("cc", false, true, 4, false, 128);
+ffma_entry!("rr", true, false, 16, true, 256);
+ffma_entry!("rc", true, true, 16, true, 256);
+ffma_entry!("cr", false, false, 16, true, 256);
+ffma_entry!("cc", false, true, 16, true, 256);

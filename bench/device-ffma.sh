@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One device call for the exact-f32 FFMA GEMM (issue 12 item 5): the GEMM tests of the f32
+# path, `bench --ops gemm --dtypes f32` against cuBLAS, the torch f32 peer (TF32 off) in the
+# same call, Nsight Compute on our FFMA kernel and cuBLAS's, and compute-sanitizer on the FFMA
+# tests. PART: any of check,bench,ncu,san (default all). FFMA_TILES: the FFMA tiles to force
+# one by one beside the plan (`FERROTUNE_FFMA_TILE`), e.g. "0 1". Results in $OUT/ffma.tgz.
+set -uo pipefail
+BUDGET=${BUDGET:-560}; PART=${PART:-check,bench,ncu,san}
+source bench/device-lib.sh
+has() { [[ ",$PART," == *",$1,"* ]]; }
+SHAPES=${SHAPES:-4096x4096x4096,8192x8192x8192,2048x2048x2048,4000x4000x4000,1000x3000x700,8192x3072x768,512x3072x768,3000x5000x1000,1536x1536x4099}
+if has check; then
+  stamp "tests"
+  timeout $(cap 200) $T --test-threads=4 ffma gpu_gemm_matches_f64 gpu_gemm_large_k > $R/tests.txt 2>&1
+  echo "tests exit $?"; grep -E "test result|panicked|FAILED|skipped" $R/tests.txt | head -20
+fi
+if has bench; then
+  for t in plan ${FFMA_TILES:-}; do
+    stamp "bench f32 ($t)"
+    if [ "$t" = plan ]; then env=""; else env="FERROTUNE_FFMA_TILE=$t"; fi
+    env $env timeout $(cap 150) $X bench --ops gemm --dtypes f32 --shapes $SHAPES --iters 20 --warmup 3 \
+      --json $R/gemm-f32-$t.json > $R/gemm-f32-$t.txt 2>&1
+    echo "bench $t exit $?"; grep -E "^gemm|f32 " $R/gemm-f32-$t.txt | grep -v "^ *$" | cut -c1-170 | head -24
+  done
+  stamp "torch f32"
+  timeout $(cap 120) python3 benches/torch_gemm.py --shapes $SHAPES --dtypes f32 --warmup 3 --iters 20 \
+    --json $R/torch-f32.json > $R/torch-f32.txt 2>&1
+  echo "torch exit $?"; tail -12 $R/torch-f32.txt | cut -c1-160
+fi
+if has ncu; then
+  for t in ${FFMA_TILES:-plan}; do
+    if [ "$t" = plan ]; then env=""; else env="FERROTUNE_FFMA_TILE=$t"; fi
+    stamp "ncu ours ($t)"
+    env $env timeout $(cap 90) ncu -k regex:ft_gemm_f32 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+      --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+      $X bench --ops gemm --dtypes f32 --shapes 4096x4096x4096 --iters 1 --warmup 0 > $R/ncu-ours-$t.txt 2>&1
+    echo "ncu exit $?"; grep -E "ft_gemm|Duration|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Issued Warp|No Eligible|Shared Memory Configuration Size|Block Limit" $R/ncu-ours-$t.txt | head -16
+  done
+  stamp "ncu cuBLAS"
+  timeout $(cap 90) ncu -k 'regex:^(?!ft_)' --launch-count 4 --section SpeedOfLight --section LaunchStats --section Occupancy \
+    $X bench --ops gemm --dtypes f32 --shapes 4096x4096x4096 --iters 1 --warmup 0 > $R/ncu-cublas.txt 2>&1
+  echo "ncu exit $?"; grep -E "^  [a-zA-Z_].*\(|Duration|Compute \(SM\) Throughput|Registers Per|Block Size|Grid Size|Shared Memory Per|Achieved Occupancy" $R/ncu-cublas.txt | head -40
+fi
+if has san; then
+  for tool in memcheck racecheck synccheck; do
+    timeout $(cap 120) compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 ffma gpu_gemm_matches_f64 > $R/san-$tool.txt 2>&1
+    echo "$tool: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test result' $R/san-$tool.txt | tail -2 | tr '\n' ' ')"
+  done
+fi
+cp $R/device.txt $R/device-info.txt 2>/dev/null
+tar -czf $OUT/ffma.tgz -C $R .
+stamp "done"
