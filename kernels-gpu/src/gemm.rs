@@ -411,14 +411,18 @@ pub mod ffma {
     pub const fn stage_bytes(bm: usize) -> usize {
         BK * (pitch(bm) + pitch(BN)) * 4
     }
-    /// The built-in tile for an exact-f32 problem: the 256-row tile where its blocks fill
-    /// every SM at least `FULL_WAVES` times over (one block an SM), else the 128-row one.
+    /// The built-in tile for an exact-f32 problem: the 256-row tile where its blocks (one an
+    /// SM) fill at least [`WAVE_TENTHS`] tenths of the SMs, else the 128-row one. From one wave
+    /// on, the two tiles quantise alike (an SM holds one 256-row block or two 128-row ones) and
+    /// the 256-row tile does more per cycle; below it, the 128-row tile's twice as many blocks
+    /// reach more SMs (bench/results/ffma-097966e9a9d9/: 2048^3, 128 blocks on 132 SMs, 0.76-0.77x
+    /// cuBLAS against 0.74x; 1000x3000x700, 96 blocks, 0.59-0.63x against 0.64-0.67x).
     pub fn tile_for(m: usize, n: usize, batch: usize, sms: usize) -> u8 {
         let blocks = m.div_ceil(TILES[1]) * n.div_ceil(BN) * batch.max(1);
-        if blocks >= FULL_WAVES * sms.max(1) { 1 } else { 0 }
+        if blocks * 10 >= WAVE_TENTHS * sms.max(1) { 1 } else { 0 }
     }
     /// See [`tile_for`].
-    pub const FULL_WAVES: usize = 2;
+    pub const WAVE_TENTHS: usize = 9;
 }
 
 /// CPU path: one row of f32 accumulators becomes `act(alpha * acc + beta * c + bias)` in

@@ -1,6 +1,6 @@
 //! The FFMA family's host side (exact f32, `kernels-gpu`'s `entry/gemm/ffma.rs`): which of
 //! `ffma::TILES` a problem runs. The built-in rule is `ffma::tile_for` (the 256-row tile where
-//! its blocks fill every SM at least `ffma::FULL_WAVES` times); an explicit `Gemm::tile` below
+//! its blocks fill at least nine tenths of the SMs, `ffma::WAVE_TENTHS`); an explicit `Gemm::tile` below
 //! `ffma::TILES.len()` or `FERROTUNE_FFMA_TILE=0|1` (the bench's A/B columns) picks one. Not a
 //! tuner parameter yet.
 
@@ -25,8 +25,10 @@ pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, sm_count: u32) -> (GemmVariant
     if (tile as usize) < ffma::TILES.len() && cand.is_compiled() {
         let why = match (forced, tile) {
             (Some(_), _) => "forced by the call's tile or FERROTUNE_FFMA_TILE".to_string(),
-            (None, 1) => format!("its blocks fill the {sm_count} SMs at least {} times", ffma::FULL_WAVES),
-            (None, _) => format!("fewer than {} blocks of 256 x 128 an SM", ffma::FULL_WAVES),
+            (None, 1) => format!("its blocks fill at least {}/10 of the {sm_count} SMs", ffma::WAVE_TENTHS),
+            (None, _) => {
+                format!("blocks of 256 x 128 would fill under {}/10 of the {sm_count} SMs", ffma::WAVE_TENTHS)
+            }
         };
         (cand, format!("; FFMA tile {} ({why})", name(tile)))
     } else {
@@ -60,11 +62,15 @@ mod tests {
         // 512 x 3072: 2 x 24 = 48 blocks, under one wave.
         let (v, why) = with_tile(ffma_v(16), &Gemm::new(512, 3072, 768), 132);
         assert_eq!((v.tile, v.entry_name().as_str()), (0, "ft_gemm_f32_rc_v16_f32_128x128x8"), "{why}");
-        // The boundary: 2 x 132 = 264 blocks.
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 12, 128 * 22, 64), 132).0.tile, 1);
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 12, 128 * 22 - 128, 64), 132).0.tile, 0);
-        // A batch counts its blocks.
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(512, 3072, 768).batched(6), 132).0.tile, 1);
+        // 2048^2: 128 blocks, nine tenths of 132 SMs and more; 1000 x 3000: 4 x 24 = 96, less.
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(2048, 2048, 2048), 132).0.tile, 1);
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(1000, 3000, 700), 132).0.tile, 0);
+        // The boundary: 118.8 blocks.
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 7, 128 * 17, 64), 132).0.tile, 1);
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 7, 128 * 17 - 128, 64), 132).0.tile, 0);
+        // A batch counts its blocks: 48 blocks a matrix.
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(512, 3072, 768).batched(3), 132).0.tile, 1);
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(512, 3072, 768).batched(2), 132).0.tile, 0);
     }
 
     #[test]
