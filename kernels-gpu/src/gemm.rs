@@ -411,15 +411,19 @@ pub mod ffma {
     pub const fn stage_bytes(bm: usize) -> usize {
         BK * (pitch(bm) + pitch(BN)) * 4
     }
-    /// The built-in tile for an exact-f32 problem: the 256-row tile where its blocks (one an
-    /// SM) fill at least [`WAVE_TENTHS`] tenths of the SMs, else the 128-row one. From one wave
-    /// on, the two tiles quantise alike (an SM holds one 256-row block or two 128-row ones) and
-    /// the 256-row tile does more per cycle; below it, the 128-row tile's twice as many blocks
-    /// reach more SMs (bench/results/ffma-097966e9a9d9/: 2048^3, 128 blocks on 132 SMs, 0.76-0.77x
-    /// cuBLAS against 0.74x; 1000x3000x700, 96 blocks, 0.59-0.63x against 0.64-0.67x).
+    /// The built-in tile for an exact-f32 problem: the 256-row tile (one block an SM) where
+    /// its blocks make two whole waves or more, or where their last wave is at least
+    /// [`WAVE_TENTHS`] tenths full (one wave of 128 blocks on 132 SMs: 2048^3 ran 0.76-0.77x
+    /// cuBLAS on it against 0.74x); else the 128-row one, whose twice as many blocks spread a
+    /// short or ragged last wave over more SMs (one wave and 12 blocks, 2304x2048x2048: 0.58x
+    /// on the 256-row tile; 96 blocks, 1000x3000x700: 0.59-0.63x against 0.64-0.67x;
+    /// bench/results/ffma-097966e9a9d9/).
     pub fn tile_for(m: usize, n: usize, batch: usize, sms: usize) -> u8 {
+        let sms = sms.max(1);
         let blocks = m.div_ceil(TILES[1]) * n.div_ceil(BN) * batch.max(1);
-        if blocks * 10 >= WAVE_TENTHS * sms.max(1) { 1 } else { 0 }
+        let (waves, tail) = (blocks / sms, blocks % sms);
+        let fills = if tail == 0 { waves >= 1 } else { tail * 10 >= WAVE_TENTHS * sms };
+        if waves >= 2 || fills { 1 } else { 0 }
     }
     /// See [`tile_for`].
     pub const WAVE_TENTHS: usize = 9;
