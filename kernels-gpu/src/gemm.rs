@@ -412,21 +412,18 @@ pub mod ffma {
         BK * (pitch(bm) + pitch(BN)) * 4
     }
     /// The built-in tile for an exact-f32 problem: the 256-row tile (one block an SM) where
-    /// its blocks make two whole waves or more, or where their last wave is at least
-    /// [`WAVE_TENTHS`] tenths full (one wave of 128 blocks on 132 SMs: 2048^3 ran 0.76-0.77x
-    /// cuBLAS on it against 0.74x); else the 128-row one, whose twice as many blocks spread a
-    /// short or ragged last wave over more SMs (one wave and 12 blocks, 2304x2048x2048: 0.58x
-    /// on the 256-row tile; 96 blocks, 1000x3000x700: 0.59-0.63x against 0.64-0.67x;
-    /// bench/results/ffma-097966e9a9d9/).
+    /// its blocks fill at least [`WAVE_TENTHS`] tenths of the SMs, else the 128-row one, whose
+    /// twice as many blocks reach more SMs on small problems. Measured on the H200
+    /// (bench/results/ffma-097966e9a9d9/, runs 3-6, ours / cuBLAS): the 256-row tile won from
+    /// 112 blocks on 132 SMs up (1792x2048x2048 0.79x against 0.77x, 2048^3 0.77x against
+    /// 0.74x, a ragged second wave too: 2304x2048x2048 0.58-0.60x against 0.56x), the 128-row
+    /// one below (1000x3000x700, 96 blocks, 0.64-0.67x against 0.59-0.63x).
     pub fn tile_for(m: usize, n: usize, batch: usize, sms: usize) -> u8 {
-        let sms = sms.max(1);
         let blocks = m.div_ceil(TILES[1]) * n.div_ceil(BN) * batch.max(1);
-        let (waves, tail) = (blocks / sms, blocks % sms);
-        let fills = if tail == 0 { waves >= 1 } else { tail * 10 >= WAVE_TENTHS * sms };
-        if waves >= 2 || fills { 1 } else { 0 }
+        if blocks * 10 >= WAVE_TENTHS * sms.max(1) { 1 } else { 0 }
     }
     /// See [`tile_for`].
-    pub const WAVE_TENTHS: usize = 9;
+    pub const WAVE_TENTHS: usize = 8;
 }
 
 /// CPU path: one row of f32 accumulators becomes `act(alpha * acc + beta * c + bias)` in

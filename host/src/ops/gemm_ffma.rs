@@ -1,6 +1,6 @@
 //! The FFMA family's host side (exact f32, `kernels-gpu`'s `entry/gemm/ffma.rs`): which of
-//! `ffma::TILES` a problem runs. The built-in rule is `ffma::tile_for` (the 256-row tile for two
-//! whole waves of its blocks or more, or a last wave at least nine tenths full); an explicit `Gemm::tile` below
+//! `ffma::TILES` a problem runs. The built-in rule is `ffma::tile_for` (the 256-row tile where
+//! its blocks fill at least eight tenths of the SMs, `ffma::WAVE_TENTHS`); an explicit `Gemm::tile` below
 //! `ffma::TILES.len()` or `FERROTUNE_FFMA_TILE=0|1` (the bench's A/B columns) picks one. Not a
 //! tuner parameter yet.
 
@@ -25,14 +25,10 @@ pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, sm_count: u32) -> (GemmVariant
     if (tile as usize) < ffma::TILES.len() && cand.is_compiled() {
         let why = match (forced, tile) {
             (Some(_), _) => "forced by the call's tile or FERROTUNE_FFMA_TILE".to_string(),
-            (None, 1) => format!(
-                "its blocks make two waves or more on the {sm_count} SMs, or a last wave at least {}/10 full",
-                ffma::WAVE_TENTHS
-            ),
-            (None, _) => format!(
-                "blocks of 256 x 128 would make under two waves on the {sm_count} SMs with a last one under {}/10 full",
-                ffma::WAVE_TENTHS
-            ),
+            (None, 1) => format!("its blocks fill at least {}/10 of the {sm_count} SMs", ffma::WAVE_TENTHS),
+            (None, _) => {
+                format!("blocks of 256 x 128 would fill under {}/10 of the {sm_count} SMs", ffma::WAVE_TENTHS)
+            }
         };
         (cand, format!("; FFMA tile {} ({why})", name(tile)))
     } else {
@@ -66,22 +62,19 @@ mod tests {
         // 512 x 3072: 2 x 24 = 48 blocks, under one wave.
         let (v, why) = with_tile(ffma_v(16), &Gemm::new(512, 3072, 768), 132);
         assert_eq!((v.tile, v.entry_name().as_str()), (0, "ft_gemm_f32_rc_v16_f32_128x128x8"), "{why}");
-        // 2048^2: 128 blocks, nine tenths of 132 SMs and more; 1000 x 3000: 4 x 24 = 96, less.
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(2048, 2048, 2048), 132).0.tile, 1);
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(1000, 3000, 700), 132).0.tile, 0);
-        // The boundary: 118.8 blocks.
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 7, 128 * 17, 64), 132).0.tile, 1);
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 7, 128 * 17 - 128, 64), 132).0.tile, 0);
-        // One wave and a ragged one: 2304 x 2048 is 9 x 16 = 144 blocks (132 + 12): 128 rows.
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(2304, 2048, 2048), 132).0.tile, 0);
-        // One wave and a nearly full one (132 + 120), exactly two, and two and a ragged one.
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 21, 128 * 12, 64), 132).0.tile, 1);
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 22, 128 * 12, 64), 132).0.tile, 1);
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 12, 128 * 23, 64), 132).0.tile, 1);
-        // A batch counts its blocks: 48 blocks a matrix (288: two waves and more; 144: one and
-        // a ragged one).
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(512, 3072, 768).batched(6), 132).0.tile, 1);
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(512, 3072, 768).batched(3), 132).0.tile, 0);
+        // 2048^2: 128 blocks; 1792 x 2048: 112; 2304 x 2048: 144 (a ragged second wave);
+        // 1000 x 3000: 4 x 24 = 96, under eight tenths of 132 SMs.
+        for (m, n, k, tile) in
+            [(2048, 2048, 2048, 1), (1792, 2048, 2048, 1), (2304, 2048, 2048, 1), (1000, 3000, 700, 0)]
+        {
+            assert_eq!(with_tile(ffma_v(16), &Gemm::new(m, n, k), 132).0.tile, tile, "{m}x{n}x{k}");
+        }
+        // The boundary: 105.6 blocks.
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 2, 128 * 53, 64), 132).0.tile, 1);
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 2, 128 * 53 - 128, 64), 132).0.tile, 0);
+        // A batch counts its blocks: 48 blocks a matrix.
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(512, 3072, 768).batched(3), 132).0.tile, 1);
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(512, 3072, 768).batched(2), 132).0.tile, 0);
     }
 
     #[test]
