@@ -31,6 +31,8 @@ pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, sm_count: u32) -> (GemmVariant
             }
         };
         (cand, format!("; FFMA tile {} ({why})", name(tile)))
+    } else if (tile as usize) >= ffma::TILES.len() {
+        (v, format!("; FFMA tile {} (FERROTUNE_FFMA_TILE={tile} names no tile: 0..{})", name(0), ffma::TILES.len()))
     } else {
         (v, format!("; FFMA tile {} (tile {tile} needs 16-byte loads; these operands allow {})", name(0), v.align))
     }
