@@ -411,17 +411,33 @@ pub mod ffma {
     pub const fn stage_bytes(bm: usize) -> usize {
         BK * (pitch(bm) + pitch(BN)) * 4
     }
-    /// The built-in tile for an exact-f32 problem: the 256-row tile (one block an SM) where
-    /// its blocks fill at least [`WAVE_TENTHS`] tenths of the SMs, else the 128-row one, whose
-    /// twice as many blocks reach more SMs on small problems. Measured on the H200
-    /// (bench/results/ffma-097966e9a9d9/, runs 3-6, ours / cuBLAS): the 256-row tile won from
-    /// 112 blocks on 132 SMs up (1792x2048x2048 0.79x against 0.77x, 2048^3 0.77x against
-    /// 0.74x, a ragged second wave too: 2304x2048x2048 0.58-0.60x against 0.56x), the 128-row
-    /// one below (1000x3000x700, 96 blocks, 0.64-0.67x against 0.59-0.63x).
-    pub fn tile_for(m: usize, n: usize, batch: usize, sms: usize) -> u8 {
+    /// The built-in tile for an exact-f32 problem: the 256-row tile (one block an SM) for a
+    /// long K ([`K_MIN`] and up) where its blocks keep the SMs busy, at least [`WAVE_TENTHS`]
+    /// tenths of them in one wave and on average three quarters over its waves; else the
+    /// 128-row one (two blocks an SM: one block's start and epilogue overlap the other's main
+    /// loop, and its smaller blocks even out a ragged last wave).
+    ///
+    /// Measured on the H200 with fragments double-buffered (bench/results/ffma-7eada27ec71e/,
+    /// ours / cuBLAS, 256-row against 128-row, run 2):
+    /// - long K, full waves: 4096^3 0.871x / 0.859x, 8192^3 0.904x / 0.875x, 2048x4096x6144
+    ///   0.886x / 0.862x, 2000x6000x4000 0.887x / 0.872x; ties at 4000^3 and 4096x4096x3072;
+    /// - ragged waves: 2560x2560x5000 (200 blocks on 132 SMs, 0.76 of two waves) 0.769x /
+    ///   0.742x, 3072^3 (288 blocks, 0.73 of three waves) 0.729x / 0.851x;
+    /// - K of 2048 and below, the 128-row tile ahead whatever the block count: 2048^3 0.790x /
+    ///   0.797x, 6144x2048x1536 0.776x / 0.806x, 3000x5000x1000 0.764x / 0.800x, 8192x3072x768
+    ///   0.729x / 0.765x, 4096x4096x2048 0.814x / 0.826x.
+    ///
+    /// Before the double buffer, the 256-row tile had won from 112 blocks up
+    /// (bench/results/ffma-097966e9a9d9/, runs 3-6).
+    pub fn tile_for(m: usize, n: usize, k: usize, batch: usize, sms: usize) -> u8 {
+        let sms = sms.max(1);
         let blocks = m.div_ceil(TILES[1]) * n.div_ceil(BN) * batch.max(1);
-        if blocks * 10 >= WAVE_TENTHS * sms.max(1) { 1 } else { 0 }
+        let slots = blocks.div_ceil(sms) * sms;
+        let busy = blocks * 10 >= WAVE_TENTHS * sms && blocks * 4 >= 3 * slots;
+        if k >= K_MIN && busy { 1 } else { 0 }
     }
+    /// See [`tile_for`]: between the measured 2048 (the 128-row tile ahead) and 3072 (a tie).
+    pub const K_MIN: usize = 3072;
     /// See [`tile_for`].
     pub const WAVE_TENTHS: usize = 8;
 }

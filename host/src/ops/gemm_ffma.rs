@@ -1,6 +1,7 @@
 //! The FFMA family's host side (exact f32, `kernels-gpu`'s `entry/gemm/ffma.rs`): which of
-//! `ffma::TILES` a problem runs. The built-in rule is `ffma::tile_for` (the 256-row tile where
-//! its blocks fill at least eight tenths of the SMs, `ffma::WAVE_TENTHS`); an explicit `Gemm::tile` below
+//! `ffma::TILES` a problem runs. The built-in rule is `ffma::tile_for` (the 256-row tile for
+//! K of `ffma::K_MIN` and up where its blocks keep the SMs busy: eight tenths of them in one
+//! wave, `ffma::WAVE_TENTHS`, and three quarters over its waves); an explicit `Gemm::tile` below
 //! `ffma::TILES.len()` or `FERROTUNE_FFMA_TILE=0|1` (the bench's A/B columns) picks one. Not a
 //! tuner parameter yet.
 
@@ -19,16 +20,22 @@ pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, sm_count: u32) -> (GemmVariant
         .filter(|&t| t < ffma::TILES.len())
         .map(|t| t as u8)
         .or_else(|| std::env::var("FERROTUNE_FFMA_TILE").ok().and_then(|t| t.parse::<u8>().ok()));
-    let tile = forced.unwrap_or_else(|| ffma::tile_for(g.m, g.n, g.batch, sm_count as usize));
+    let tile = forced.unwrap_or_else(|| ffma::tile_for(g.m, g.n, g.k, g.batch, sm_count as usize));
     let cand = GemmVariant { tile, ..v };
     let name = |t: u8| format!("{}x{}", ffma::TILES[t as usize], ffma::BN);
     if (tile as usize) < ffma::TILES.len() && cand.is_compiled() {
         let why = match (forced, tile) {
             (Some(_), _) => "forced by the call's tile or FERROTUNE_FFMA_TILE".to_string(),
-            (None, 1) => format!("its blocks fill at least {}/10 of the {sm_count} SMs", ffma::WAVE_TENTHS),
-            (None, _) => {
-                format!("blocks of 256 x 128 would fill under {}/10 of the {sm_count} SMs", ffma::WAVE_TENTHS)
-            }
+            (None, 1) => format!(
+                "K >= {} and its blocks keep the {sm_count} SMs busy (at least {}/10 in one wave, 3/4 over its waves)",
+                ffma::K_MIN,
+                ffma::WAVE_TENTHS
+            ),
+            (None, _) if g.k < ffma::K_MIN => format!("K < {}: two blocks an SM", ffma::K_MIN),
+            (None, _) => format!(
+                "blocks of 256 x 128 would leave the {sm_count} SMs idle (under {}/10 in one wave or 3/4 over its waves)",
+                ffma::WAVE_TENTHS
+            ),
         };
         (cand, format!("; FFMA tile {} ({why})", name(tile)))
     } else if (tile as usize) >= ffma::TILES.len() {
@@ -57,26 +64,42 @@ mod tests {
     }
 
     #[test]
-    fn big_problems_take_the_256_row_tile_small_ones_the_128() {
+    fn long_k_big_problems_take_the_256_row_tile_the_rest_the_128() {
         // 4096^2: 16 x 32 = 512 blocks of 256 x 128 on 132 SMs (3.9 waves).
         let (v, why) = with_tile(ffma_v(16), &Gemm::new(4096, 4096, 4096), 132);
         assert_eq!((v.tile, v.entry_name().as_str()), (1, "ft_gemm_f32_rc_v16_f32_256x128x8"), "{why}");
         // 512 x 3072: 2 x 24 = 48 blocks, under one wave.
         let (v, why) = with_tile(ffma_v(16), &Gemm::new(512, 3072, 768), 132);
         assert_eq!((v.tile, v.entry_name().as_str()), (0, "ft_gemm_f32_rc_v16_f32_128x128x8"), "{why}");
-        // 2048^2: 128 blocks; 1792 x 2048: 112; 2304 x 2048: 144 (a ragged second wave);
-        // 1000 x 3000: 4 x 24 = 96, under eight tenths of 132 SMs.
-        for (m, n, k, tile) in
-            [(2048, 2048, 2048, 1), (1792, 2048, 2048, 1), (2304, 2048, 2048, 1), (1000, 3000, 700, 0)]
-        {
+        // K below ffma::K_MIN keeps the 128-row tile whatever the block count: 2048^3 (128
+        // blocks of 256 x 128), 6144x2048x1536 (384), 8192x3072x768 (768).
+        for (m, n, k) in [(2048, 2048, 2048), (6144, 2048, 1536), (8192, 3072, 768)] {
+            let (v, why) = with_tile(ffma_v(16), &Gemm::new(m, n, k), 132);
+            assert_eq!(v.tile, 0, "{m}x{n}x{k}: {why}");
+            assert!(why.contains("K < 3072"), "{why}");
+        }
+        // A long K: 2048 x 2048 (128 blocks), 1792 x 2048 (112) take the 256-row tile; 2304 x
+        // 2048 (144, 0.55 of two waves) and 1000 x 3000 (96, under eight tenths) do not.
+        for (m, n, k, tile) in [
+            (2048, 2048, 4096, 1),
+            (1792, 2048, 3072, 1),
+            (2304, 2048, 8192, 0),
+            (1000, 3000, 8192, 0),
+            (4096, 4096, 3071, 0),
+        ] {
             assert_eq!(with_tile(ffma_v(16), &Gemm::new(m, n, k), 132).0.tile, tile, "{m}x{n}x{k}");
         }
-        // The boundary: 105.6 blocks.
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 2, 128 * 53, 64), 132).0.tile, 1);
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 2, 128 * 53 - 128, 64), 132).0.tile, 0);
-        // A batch counts its blocks: 48 blocks a matrix.
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(512, 3072, 768).batched(3), 132).0.tile, 1);
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(512, 3072, 768).batched(2), 132).0.tile, 0);
+        // Ragged waves: 3072^3 has 288 blocks (0.73 of three waves), 2560 x 2560 200 (0.76 of two).
+        let (v, why) = with_tile(ffma_v(16), &Gemm::new(3072, 3072, 3072), 132);
+        assert_eq!(v.tile, 0, "{why}");
+        assert!(why.contains("idle"), "{why}");
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(2560, 2560, 5000), 132).0.tile, 1);
+        // The wave boundary: 105.6 blocks.
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 2, 128 * 53, 4096), 132).0.tile, 1);
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 2, 128 * 53 - 128, 4096), 132).0.tile, 0);
+        // A batch counts its blocks: 48 blocks a matrix (240 of 264 slots for 5, 96 of 132 for 2).
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(512, 3072, 4096).batched(5), 132).0.tile, 1);
+        assert_eq!(with_tile(ffma_v(16), &Gemm::new(512, 3072, 4096).batched(2), 132).0.tile, 0);
     }
 
     #[test]

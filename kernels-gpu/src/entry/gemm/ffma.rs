@@ -1,5 +1,6 @@
 //! FFMA GEMM (exact f32): register-blocked `BM` x 128 x 8 outer products (`BM` 128 or 256,
-//! `ffma::TILES`) with two shared-memory stages filled from registers, and its entry points
+//! `ffma::TILES`) with two shared-memory stages filled from registers, fragments double-
+//! buffered across k in the 16-byte forms, and its entry points
 //! `ft_gemm_f32_<ab>_v<al>_f32_<BM>x128x8` (the 256-row tile at 16-byte loads only).
 
 #![allow(clippy::needless_range_loop)]
@@ -118,11 +119,18 @@ const MAX_ROWS: usize = ffma::TILES[ffma::TILES.len() - 1] / 16;
 /// so its shared-memory reads are 16-byte vectors. `BM` = 256 reads half as much shared memory
 /// per multiply-add as 128 (six 16-byte reads for 128 of them, against four for 64).
 ///
+/// With `DB` a thread reads row `kk + 1`'s fragments before row `kk`'s products, and at the
+/// k-tile's last row stores the next stage, passes the one barrier of the k-tile and reads the
+/// next stage's first row, all before that row's products; without it the reads of a row
+/// precede its products and the store and barrier follow the k-tile. On the H200 `DB` took the
+/// 128-row tile from 0.79x to 0.86x cuBLAS at 4096^3 and the 256-row one from 0.85x to 0.87x
+/// (bench/results/ffma-7eada27ec71e/run1).
+///
 /// # Safety
 /// Launched with 256 threads; pointers cover the problem; for `VEC` A and B are 16-byte
 /// aligned and `lda`, `ldb` multiples of 4.
 #[inline(always)]
-unsafe fn ffma_gemm<const A_ROW: bool, const B_KC: bool, const VEC: bool, const BM: usize>(
+unsafe fn ffma_gemm<const A_ROW: bool, const B_KC: bool, const VEC: bool, const BM: usize, const DB: bool>(
     a: *const f32,
     b: *const f32,
     c: *const f32,
@@ -149,44 +157,72 @@ unsafe fn ffma_gemm<const A_ROW: bool, const B_KC: bool, const VEC: bool, const 
         ff_store_tile::<B_KC, BN>(smem + a_bytes, rb, tid);
         sync_threads();
     }
+    // This thread's fragments of row `kk` of a stage: `BM / 16` values of A, 8 of B.
+    let frag = |stage: u32, kk: usize| -> ([f32; MAX_ROWS], [f32; 8]) {
+        let row = stage + (kk * ffma::pitch(BM) * 4) as u32;
+        let brow = stage + a_bytes + (kk * ffma::pitch(BN) * 4) as u32;
+        let mut av = [0.0f32; MAX_ROWS];
+        for q in 0..BM / 64 {
+            // SAFETY: 16-byte aligned reads inside the A tile.
+            let v = unsafe { ld_shared_v4_f32(row + ((q * 64 + ty * 4) * 4) as u32) };
+            for e in 0..4 {
+                av[q * 4 + e] = v[e];
+            }
+        }
+        // SAFETY: 16-byte aligned reads inside the B tile.
+        let (b0, b1) =
+            unsafe { (ld_shared_v4_f32(brow + (tx * 16) as u32), ld_shared_v4_f32(brow + (256 + tx * 16) as u32)) };
+        (av, [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]])
+    };
+    let mut cur = if DB { frag(smem, 0) } else { ([0.0f32; MAX_ROWS], [0.0f32; 8]) };
     for kt in 0..ktiles {
         let stage = smem + (kt % 2) as u32 * stage_bytes;
+        let next = smem + ((kt + 1) % 2) as u32 * stage_bytes;
         let has_next = kt + 1 < ktiles;
         if has_next {
             ra = load_a((kt + 1) * ffma::BK);
             rb = load_b((kt + 1) * ffma::BK);
         }
         for kk in 0..ffma::BK {
-            let row = stage + (kk * ffma::pitch(BM) * 4) as u32;
-            let brow = stage + a_bytes + (kk * ffma::pitch(BN) * 4) as u32;
-            let mut av = [0.0f32; MAX_ROWS];
-            for q in 0..BM / 64 {
-                // SAFETY: 16-byte aligned reads inside the A tile.
-                let v = unsafe { ld_shared_v4_f32(row + ((q * 64 + ty * 4) * 4) as u32) };
-                for e in 0..4 {
-                    av[q * 4 + e] = v[e];
-                }
-            }
-            // SAFETY: 16-byte aligned reads inside the B tile.
-            let (b0, b1) =
-                unsafe { (ld_shared_v4_f32(brow + (tx * 16) as u32), ld_shared_v4_f32(brow + (256 + tx * 16) as u32)) };
-            let bv = [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]];
+            let (av, bv) = if DB {
+                // The next row's fragments are read before this row's products, so the
+                // shared-memory latency hides behind them; at the last row the next stage is
+                // stored and, after the one barrier of the k-tile, its first row read.
+                let nxt = if kk + 1 < ffma::BK {
+                    frag(stage, kk + 1)
+                } else {
+                    if has_next {
+                        // SAFETY: the other stage was last read before the previous barrier.
+                        unsafe {
+                            ff_store_tile::<A_ROW, BM>(next, ra, tid);
+                            ff_store_tile::<B_KC, BN>(next + a_bytes, rb, tid);
+                        }
+                    }
+                    // SAFETY: uniform trip count.
+                    unsafe { sync_threads() };
+                    frag(next, 0)
+                };
+                core::mem::replace(&mut cur, nxt)
+            } else {
+                frag(stage, kk)
+            };
             for i in 0..BM / 16 {
                 for j in 0..8 {
                     acc[i][j] = crate::arch::fmaf(av[i], bv[j], acc[i][j]);
                 }
             }
         }
-        if has_next {
-            let next = smem + ((kt + 1) % 2) as u32 * stage_bytes;
-            // SAFETY: the other stage was last read before the previous barrier.
-            unsafe {
-                ff_store_tile::<A_ROW, BM>(next, ra, tid);
-                ff_store_tile::<B_KC, BN>(next + a_bytes, rb, tid);
+        if !DB {
+            if has_next {
+                // SAFETY: the other stage was last read before the previous barrier.
+                unsafe {
+                    ff_store_tile::<A_ROW, BM>(next, ra, tid);
+                    ff_store_tile::<B_KC, BN>(next + a_bytes, rb, tid);
+                }
             }
+            // SAFETY: uniform trip count.
+            unsafe { sync_threads() };
         }
-        // SAFETY: uniform trip count.
-        unsafe { sync_threads() };
     }
     for i in 0..BM / 16 {
         let gm = bm + (i / 4) * 64 + ty * 4 + i % 4;
@@ -205,7 +241,10 @@ macro_rules! ffma_entry {
             concat!("ft_gemm_f32_", $ab, "_v", $al, "_f32_", $bm, "x128x8"),
             f32,
             f32,
-            |a, b, c, d, bias, pr| { ffma_gemm::<$ar, $bc, $vec, $bm>(a, b, c, d, bias, pr) }
+            // The 16-byte forms double-buffer their fragments (`DB`); the 4-byte ones do not:
+            // there it took 151 registers and one block an SM, 0.33x cuBLAS at
+            // 1536x1536x4099 against 0.55x (bench/results/ffma-7eada27ec71e/run1).
+            |a, b, c, d, bias, pr| { ffma_gemm::<$ar, $bc, $vec, $bm, $vec>(a, b, c, d, bias, pr) }
         );
     };
 }
