@@ -108,8 +108,9 @@ impl Gemm {
         self
     }
 
-    /// Forces a tile of the tensor-core kernel (see `gemm::tc::TILES`); an index out of range
-    /// is an `InvalidConfig` error at launch.
+    /// Forces a tile of the tensor-core kernel (see `gemm::tc::TILES`), or of the exact-f32
+    /// FFMA kernel (`gemm::ffma::TILES`) for `Precision::Strict` f32; an index out of range, or
+    /// a tile the operands' alignment does not allow, is an `InvalidConfig` error at launch.
     pub fn tile(mut self, t: usize) -> Gemm {
         self.tile = Some(t);
         self

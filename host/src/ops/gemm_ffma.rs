@@ -1,31 +1,51 @@
 //! The FFMA family's host side (exact f32, `kernels-gpu`'s `entry/gemm/ffma.rs`): which of
 //! `ffma::TILES` a problem runs. The built-in rule is `ffma::tile_for` (the 256-row tile for
 //! K of `ffma::K_MIN` and up where its blocks keep the SMs busy: eight tenths of them in one
-//! wave, `ffma::WAVE_TENTHS`, and three quarters over its waves); an explicit `Gemm::tile` below
-//! `ffma::TILES.len()` or `FERROTUNE_FFMA_TILE=0|1` (the bench's A/B columns) picks one. Not a
-//! tuner parameter yet.
+//! wave, `ffma::WAVE_TENTHS`, and three quarters over its waves). An explicit `Gemm::tile`
+//! picks one (a tile the operands cannot take is an error), as does `FERROTUNE_FFMA_TILE=0|1`
+//! (the bench's A/B columns; it falls back with the reason). Not a tuner parameter yet.
 
 use ferrotune_kernels::gemm::{GemmVariant, Math, ffma};
 
+use crate::error::{Error, Result};
 use crate::ops::gemm::Gemm;
 
 /// `v` with the FFMA tile for `g` on `sm_count` SMs, and the reason in words (empty for
-/// variants of other families, which are returned as they are).
-pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, sm_count: u32) -> (GemmVariant, String) {
+/// variants of other families, which are returned as they are). A tile the call forces
+/// (`Gemm::tile`) that is out of range or needs 16-byte loads these operands do not allow is
+/// an `InvalidConfig` error; one `FERROTUNE_FFMA_TILE` names falls back to the 128-row tile
+/// with the reason (it is a process-wide switch for A/B columns over many shapes).
+pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, sm_count: u32) -> Result<(GemmVariant, String)> {
     if v.math != Math::Ffma {
-        return (v, String::new());
+        return Ok((v, String::new()));
     }
-    let forced = g
-        .tile
-        .filter(|&t| t < ffma::TILES.len())
-        .map(|t| t as u8)
-        .or_else(|| std::env::var("FERROTUNE_FFMA_TILE").ok().and_then(|t| t.parse::<u8>().ok()));
+    let name = |t: u8| format!("{}x{}", ffma::TILES[t as usize], ffma::BN);
+    if let Some(t) = g.tile {
+        let cand = GemmVariant { tile: t.min(u8::MAX as usize) as u8, ..v };
+        if t >= ffma::TILES.len() {
+            return Err(Error::InvalidConfig {
+                op: "gemm",
+                why: format!("exact-f32 (FFMA) tile {t} does not exist: tiles 0..{}", ffma::TILES.len()),
+            });
+        }
+        if !cand.is_compiled() {
+            return Err(Error::InvalidConfig {
+                op: "gemm",
+                why: format!(
+                    "exact-f32 (FFMA) tile {t} ({}) needs 16-byte aligned operands; these allow {}-byte loads",
+                    name(t as u8),
+                    v.align
+                ),
+            });
+        }
+        return Ok((cand, format!("; FFMA tile {} (forced by the call's tile)", name(t as u8))));
+    }
+    let forced = std::env::var("FERROTUNE_FFMA_TILE").ok().and_then(|t| t.parse::<u8>().ok());
     let tile = forced.unwrap_or_else(|| ffma::tile_for(g.m, g.n, g.k, g.batch, sm_count as usize));
     let cand = GemmVariant { tile, ..v };
-    let name = |t: u8| format!("{}x{}", ffma::TILES[t as usize], ffma::BN);
-    if (tile as usize) < ffma::TILES.len() && cand.is_compiled() {
+    Ok(if (tile as usize) < ffma::TILES.len() && cand.is_compiled() {
         let why = match (forced, tile) {
-            (Some(_), _) => "forced by the call's tile or FERROTUNE_FFMA_TILE".to_string(),
+            (Some(_), _) => "forced by FERROTUNE_FFMA_TILE".to_string(),
             (None, 1) => format!(
                 "K >= {} and its blocks keep the {sm_count} SMs busy (at least {}/10 in one wave, 3/4 over its waves)",
                 ffma::K_MIN,
@@ -42,7 +62,7 @@ pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, sm_count: u32) -> (GemmVariant
         (v, format!("; FFMA tile {} (FERROTUNE_FFMA_TILE={tile} names no tile: 0..{})", name(0), ffma::TILES.len()))
     } else {
         (v, format!("; FFMA tile {} (tile {tile} needs 16-byte loads; these operands allow {})", name(0), v.align))
-    }
+    })
 }
 
 #[cfg(test)]
@@ -66,15 +86,15 @@ mod tests {
     #[test]
     fn long_k_big_problems_take_the_256_row_tile_the_rest_the_128() {
         // 4096^2: 16 x 32 = 512 blocks of 256 x 128 on 132 SMs (3.9 waves).
-        let (v, why) = with_tile(ffma_v(16), &Gemm::new(4096, 4096, 4096), 132);
+        let (v, why) = tile_of(ffma_v(16), &Gemm::new(4096, 4096, 4096), 132);
         assert_eq!((v.tile, v.entry_name().as_str()), (1, "ft_gemm_f32_rc_v16_f32_256x128x8"), "{why}");
         // 512 x 3072: 2 x 24 = 48 blocks, under one wave.
-        let (v, why) = with_tile(ffma_v(16), &Gemm::new(512, 3072, 768), 132);
+        let (v, why) = tile_of(ffma_v(16), &Gemm::new(512, 3072, 768), 132);
         assert_eq!((v.tile, v.entry_name().as_str()), (0, "ft_gemm_f32_rc_v16_f32_128x128x8"), "{why}");
         // K below ffma::K_MIN keeps the 128-row tile whatever the block count: 2048^3 (128
         // blocks of 256 x 128), 6144x2048x1536 (384), 8192x3072x768 (768).
         for (m, n, k) in [(2048, 2048, 2048), (6144, 2048, 1536), (8192, 3072, 768)] {
-            let (v, why) = with_tile(ffma_v(16), &Gemm::new(m, n, k), 132);
+            let (v, why) = tile_of(ffma_v(16), &Gemm::new(m, n, k), 132);
             assert_eq!(v.tile, 0, "{m}x{n}x{k}: {why}");
             assert!(why.contains("K < 3072"), "{why}");
         }
@@ -87,27 +107,44 @@ mod tests {
             (1000, 3000, 8192, 0),
             (4096, 4096, 3071, 0),
         ] {
-            assert_eq!(with_tile(ffma_v(16), &Gemm::new(m, n, k), 132).0.tile, tile, "{m}x{n}x{k}");
+            assert_eq!(tile_of(ffma_v(16), &Gemm::new(m, n, k), 132).0.tile, tile, "{m}x{n}x{k}");
         }
         // Ragged waves: 3072^3 has 288 blocks (0.73 of three waves), 2560 x 2560 200 (0.76 of two).
-        let (v, why) = with_tile(ffma_v(16), &Gemm::new(3072, 3072, 3072), 132);
+        let (v, why) = tile_of(ffma_v(16), &Gemm::new(3072, 3072, 3072), 132);
         assert_eq!(v.tile, 0, "{why}");
         assert!(why.contains("idle"), "{why}");
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(2560, 2560, 5000), 132).0.tile, 1);
+        assert_eq!(tile_of(ffma_v(16), &Gemm::new(2560, 2560, 5000), 132).0.tile, 1);
         // The wave boundary: 105.6 blocks.
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 2, 128 * 53, 4096), 132).0.tile, 1);
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(256 * 2, 128 * 53 - 128, 4096), 132).0.tile, 0);
+        assert_eq!(tile_of(ffma_v(16), &Gemm::new(256 * 2, 128 * 53, 4096), 132).0.tile, 1);
+        assert_eq!(tile_of(ffma_v(16), &Gemm::new(256 * 2, 128 * 53 - 128, 4096), 132).0.tile, 0);
         // A batch counts its blocks: 48 blocks a matrix (240 of 264 slots for 5, 96 of 132 for 2).
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(512, 3072, 4096).batched(5), 132).0.tile, 1);
-        assert_eq!(with_tile(ffma_v(16), &Gemm::new(512, 3072, 4096).batched(2), 132).0.tile, 0);
+        assert_eq!(tile_of(ffma_v(16), &Gemm::new(512, 3072, 4096).batched(5), 132).0.tile, 1);
+        assert_eq!(tile_of(ffma_v(16), &Gemm::new(512, 3072, 4096).batched(2), 132).0.tile, 0);
     }
 
     #[test]
     fn unaligned_operands_keep_the_128_row_tile_and_other_families_are_untouched() {
-        let (v, why) = with_tile(ffma_v(4), &Gemm::new(4096, 4096, 4099), 132);
+        let (v, why) = tile_of(ffma_v(4), &Gemm::new(4096, 4096, 4099), 132);
         assert_eq!(v.tile, 0);
         assert!(why.contains("16-byte"), "{why}");
         let tc = GemmVariant { math: Math::Tf32, tile: 3, ..ffma_v(16) };
-        assert_eq!(with_tile(tc, &Gemm::new(4096, 4096, 4096), 132), (tc, String::new()));
+        assert_eq!(tile_of(tc, &Gemm::new(4096, 4096, 4096), 132), (tc, String::new()));
+    }
+
+    #[test]
+    fn a_forced_tile_the_operands_cannot_take_is_an_error() {
+        let g = Gemm::new(4096, 4096, 4099);
+        assert_eq!(tile_of(ffma_v(4), &g.clone().tile(0), 132).0.tile, 0);
+        assert_eq!(tile_of(ffma_v(16), &g.clone().tile(1), 132).0.tile, 1);
+        for (v, t, what) in [(ffma_v(4), 1, "16-byte"), (ffma_v(16), 2, "does not exist")] {
+            match with_tile(v, &g.clone().tile(t), 132) {
+                Err(Error::InvalidConfig { why, .. }) => assert!(why.contains(what), "{why}"),
+                other => panic!("tile {t}: {other:?}"),
+            }
+        }
+    }
+
+    fn tile_of(v: GemmVariant, g: &Gemm, sms: u32) -> (GemmVariant, String) {
+        with_tile(v, g, sms).unwrap()
     }
 }
