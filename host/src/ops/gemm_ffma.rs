@@ -134,10 +134,10 @@ mod tests {
     #[test]
     fn a_forced_tile_the_operands_cannot_take_is_an_error() {
         let g = Gemm::new(4096, 4096, 4099);
-        assert_eq!(tile_of(ffma_v(4), &g.clone().tile(0), 132).0.tile, 0);
-        assert_eq!(tile_of(ffma_v(16), &g.clone().tile(1), 132).0.tile, 1);
+        assert_eq!(tile_of(ffma_v(4), &g.tile(0), 132).0.tile, 0);
+        assert_eq!(tile_of(ffma_v(16), &g.tile(1), 132).0.tile, 1);
         for (v, t, what) in [(ffma_v(4), 1, "16-byte"), (ffma_v(16), 2, "does not exist")] {
-            match with_tile(v, &g.clone().tile(t), 132) {
+            match with_tile(v, &g.tile(t), 132) {
                 Err(Error::InvalidConfig { why, .. }) => assert!(why.contains(what), "{why}"),
                 other => panic!("tile {t}: {other:?}"),
             }
