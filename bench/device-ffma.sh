@@ -5,7 +5,10 @@
 # compute-sanitizer on the FFMA tests (SAN_ENV: VAR=V for them). PART: any of
 # check,bench,ncu,san (default all). FFMA_TILES: the FFMA tiles to force one by one beside the
 # plan (`FERROTUNE_FFMA_TILE`), e.g. "0 1"; FFMA_COLS: further columns as NAME:VAR=V[,VAR=V]
-# (e.g. "db:FERROTUNE_FFMA_DB=1"), each tested, benched and profiled. Results in $OUT/ffma.tgz.
+# (e.g. "db:FERROTUNE_FFMA_DB=1"), each tested, benched and profiled. PART tune: the tuner on
+# exact f32 (`tune --dtypes f32`, exhaustive, the model's first pick replayed) over TUNE_SHAPES
+# (default SHAPES), then `bench` of SHAPES with that profile (column `tuned`) and without
+# (`plan`) in one call, and `profile explain` of each shape. Results in $OUT/ffma.tgz.
 set -uo pipefail
 BUDGET=${BUDGET:-560}; PART=${PART:-check,bench,ncu,san}
 source bench/device-lib.sh
@@ -34,6 +37,23 @@ if has bench; then
   timeout $(cap 120) python3 benches/torch_gemm.py --shapes $SHAPES --dtypes f32 --warmup 3 --iters 20 \
     --json $R/torch-f32.json > $R/torch-f32.txt 2>&1
   echo "torch exit $?"; tail -12 $R/torch-f32.txt | cut -c1-160
+fi
+if has tune; then
+  stamp "tune f32"
+  timeout $(cap 300) $X tune --ops gemm --dtypes f32 --layouts rc --sizes ${TUNE_SHAPES:-$SHAPES} --strategy exhaustive \
+    --compare-model 1 --profile $R/f32.toml --json $R/tune-f32.json > $R/tune-f32.log 2>&1
+  echo "tune exit $?"; sed -n '/op \/ shape/,$p' $R/tune-f32.log | cut -c1-170 | head -40
+  for t in plan tuned; do
+    stamp "bench f32 ($t)"
+    env=""; [ $t = tuned ] && env="FERROTUNE_PROFILE=$R/f32.toml FERROTUNE_PROFILE_STRICT=1"
+    env $env timeout $(cap 150) $X bench --ops gemm --dtypes f32 --shapes $SHAPES --iters 20 --warmup 3 \
+      --json $R/gemm-f32-$t.json > $R/gemm-f32-$t.txt 2>&1
+    echo "bench $t exit $?"; grep -E "^gemm|f32 " $R/gemm-f32-$t.txt | grep -v "^ *$" | cut -c1-170 | head -24
+  done
+  for s in ${SHAPES//,/ }; do
+    FERROTUNE_PROFILE=$R/f32.toml $X profile explain --op gemm --dtype f32 --shape $s --layout rc 2>&1 | head -4
+  done > $R/explain-f32.txt
+  head -60 $R/explain-f32.txt | cut -c1-200
 fi
 if has ncu; then
   for t in ${FFMA_TILES:-plan} ${FFMA_COLS:-}; do

@@ -92,3 +92,53 @@ fn a_forced_path_wins_over_the_config_and_a_hopper_tile_the_call_cannot_take_is_
     let pl = plan_h100(&cc, tuned).unwrap();
     assert!(matches!(pl.family, Family::Launch(Launch::Tiles(_))), "{pl:?}");
 }
+
+#[test]
+fn a_tuned_exact_f32_entry_picks_the_ffma_tile_and_split() {
+    use ferrotune::ops::gemm::Precision;
+    let b = cpu_backend();
+    let s = b.stream();
+    let dir = temp_dir("path-f32");
+    let big = GemmConfig { tile: 1, path: GemmPath::Mma, ..GemmConfig::DEFAULT };
+    let split = GemmConfig { split_k: 4, path: GemmPath::Mma, ..GemmConfig::DEFAULT };
+    let p = Profile {
+        source: None,
+        entries: vec![
+            gemm_entry_for(&s, "f32", "rc", [3072, 3072, 3072, 1], &big),
+            gemm_entry_for(&s, "f32", "rc", [512, 3072, 768, 1], &split),
+        ],
+        journal: vec![],
+    };
+    write(&dir, "gemm.toml", &p);
+    let set = ProfileSet::load(&dir);
+    assert!(set.problems.is_empty(), "{:?}", set.problems);
+    let g = |m, n, k| Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).precision(Precision::Strict).resolved();
+    let f32_plan = |g: &Gemm, cfg| plan(g, DType::F32, DType::F32, "sm_90a", 132, cfg, [256, 256]).unwrap();
+
+    // 3072^3: the built-in rule runs the 128-row tile (ragged waves); the entry's 256-row wins.
+    let (cfg, src) = gemm_explain_in(&set, &g(3072, 3072, 3072), DType::F32, &s);
+    assert!(matches!(src, Source::Profile { .. }), "{src}");
+    let pl = f32_plan(&g(3072, 3072, 3072), cfg);
+    assert_eq!(pl.path(), "ffma:ft_gemm_f32_rc_v16_f32_256x128x8", "{pl:?}");
+    assert!(pl.reason.contains("chosen config's tile 1"), "{}", pl.reason);
+    let own = f32_plan(&g(3072, 3072, 3072), GemmConfig::heuristic(3072, 3072, 3072, 1));
+    assert_eq!(own.path(), "ffma:ft_gemm_f32_rc_v16_f32_128x128x8", "{own:?}");
+    // The same entry on rows that are not 16-byte aligned: the 128-row tile, saying why.
+    let (cfg, _) = gemm_explain_in(&set, &g(3072, 3072, 3071), DType::F32, &s);
+    let pl = f32_plan(&g(3072, 3072, 3071), cfg);
+    assert!(pl.path().starts_with("ffma:ft_gemm_f32_rc_v4_f32_128x128x8"), "{pl:?}");
+    assert!(pl.reason.contains("16-byte"), "{}", pl.reason);
+
+    // A tuned split: the mma.sync split-K, its partial products on FFMA tiles.
+    let (cfg, _) = gemm_explain_in(&set, &g(512, 3072, 768), DType::F32, &s);
+    assert_eq!(cfg.split_k, 4);
+    let pl = f32_plan(&g(512, 3072, 768), cfg);
+    assert!(matches!(pl.family, Family::Launch(Launch::SplitK(sp)) if sp.slices == 4), "{pl:?}");
+
+    // f32 calls that allow TF32 look up `tf32` entries, not these.
+    let tf32 = Gemm::new(3072, 3072, 3072).layouts(Layout::Row, Layout::Col).resolved();
+    if tf32.precision.uses_tf32() {
+        let (_, src) = gemm_explain_in(&set, &tf32, DType::F32, &s);
+        assert!(matches!(src, Source::Heuristic { .. }), "{src}");
+    }
+}

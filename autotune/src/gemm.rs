@@ -47,7 +47,7 @@ pub fn space(d: &Description, shape: &GemmShape) -> Space {
             .into_iter()
             .flatten()
             .chain([
-                Domain { param: Param::Tile, values: (0..TILES.len() as u64).collect() },
+                Domain { param: Param::Tile, values: tile_values(shape) },
                 Domain { param: Param::SplitK, values: SPLIT_K.to_vec() },
             ])
             .collect(),
@@ -57,6 +57,14 @@ pub fn space(d: &Description, shape: &GemmShape) -> Space {
             Constraint::RegisterLimit,
             Constraint::MinResidentBlocks { min: 1 },
         ],
+    }
+}
+
+/// The `Param::Tile` values of `shape`: the FFMA tiles for exact f32, else the tensor-core ones.
+fn tile_values(shape: &GemmShape) -> Vec<u64> {
+    match shape.dtype {
+        GemmDtype::F32 => crate::gemm_ffma::tiles(),
+        _ => (0..TILES.len() as u64).collect(),
     }
 }
 
@@ -85,6 +93,9 @@ pub fn to_config(p: &Point, base: GemmConfig) -> GemmConfig {
 /// aligned; packed where `cfg` packs) — with split-K, that of the partial products — or the
 /// host's reason it cannot.
 pub fn variant(shape: &GemmShape, cfg: &GemmConfig) -> Result<GemmVariant, String> {
+    if shape.dtype == GemmDtype::F32 {
+        return crate::gemm_ffma::variant(shape, cfg);
+    }
     let dt = shape.dtype.dtype();
     let g = crate::gemm_pack::planned_gemm(shape, cfg).tile(cfg.tile);
     let plan = SplitPlan::new(shape.k, cfg.split_k);
@@ -243,6 +254,9 @@ pub fn predict_ms(d: &Description, shape: &GemmShape, cfg: &GemmConfig) -> f64 {
     }
     if let GemmPath::Sm90(t) = cfg.path {
         return crate::gemm_sm90::predict_ms(d, &l, shape, t, cfg.split_k);
+    }
+    if shape.dtype == GemmDtype::F32 {
+        return crate::gemm_ffma::predict_ms(d, &l, shape, cfg);
     }
     let plan = SplitPlan::new(shape.k, cfg.split_k);
     let split = cfg.split_k > 1 && plan.is_split() && shape.batch <= 1;

@@ -54,7 +54,9 @@ fn point_of(p: &GemmPlan, g: &Gemm, shape: &GemmShape, arch: &str, sms: u32) -> 
         Family::Launch(Launch::HopperRows(r)) => Some(GemmConfig { path: GemmPath::Sm90(r.head.tile), ..base }),
         Family::Launch(Launch::Tiles(v)) => Some(GemmConfig { path: GemmPath::Mma, tile: v.tile as usize, ..base }),
         Family::Launch(Launch::SplitK(sp)) => {
-            Some(GemmConfig { path: GemmPath::Mma, tile: p.cfg.tile, split_k: sp.slices, ..base })
+            // Exact f32 runs the partial products on FFMA tile 0 (the point with tile 0).
+            let tile = if shape.dtype == crate::protocol::GemmDtype::F32 { 0 } else { p.cfg.tile };
+            Some(GemmConfig { path: GemmPath::Mma, tile, split_k: sp.slices, ..base })
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use ferrotune::config::MIN_SLICE_K;
 use ferrotune::ops::gemm::SplitPlan;
+use ferrotune_kernels::gemm::ffma;
 use ferrotune_kernels::gemm::tc::TILES;
 
 use crate::protocol::{GemmDtype, GemmShape};
@@ -35,15 +36,16 @@ pub fn split_pruned(shape: &GemmShape, tile: usize, s: usize, sms: u32) -> Optio
     if plan.slices != s {
         return Some(format!("split_k {s}: K = {} only makes {} slices of {}", shape.k, plan.slices, plan.kc));
     }
-    // 16-bit inputs run the partial products on tile 0 whatever the config's tile says.
-    let t = if shape.dtype == GemmDtype::Tf32 { TILES.get(tile)? } else { &TILES[0] };
-    let blocks = shape.m.div_ceil(t.bm()) * shape.n.div_ceil(t.bn());
+    // 16-bit inputs run the partial products on tile 0 whatever the config's tile says, exact
+    // f32 on the 128-row FFMA tile.
+    let (bm, bn) = match shape.dtype {
+        GemmDtype::Tf32 => TILES.get(tile).map(|t| (t.bm(), t.bn()))?,
+        GemmDtype::F32 => (ffma::TILES[0], ffma::BN),
+        _ => (TILES[0].bm(), TILES[0].bn()),
+    };
+    let blocks = shape.m.div_ceil(bm) * shape.n.div_ceil(bn);
     if blocks >= 2 * sms as usize {
-        return Some(format!(
-            "split_k {s}: {blocks} blocks of {}x{} already fill two waves of {sms} SMs",
-            t.bm(),
-            t.bn()
-        ));
+        return Some(format!("split_k {s}: {blocks} blocks of {bm}x{bn} already fill two waves of {sms} SMs"));
     }
     None
 }

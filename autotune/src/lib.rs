@@ -9,6 +9,7 @@ pub mod elem;
 pub mod family;
 pub mod gemm;
 pub mod gemm_auto;
+pub mod gemm_ffma;
 pub mod gemm_pack;
 pub mod gemm_sm90;
 pub mod gemm_small_m;

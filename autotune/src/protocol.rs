@@ -216,17 +216,26 @@ pub enum GemmDtype {
     Tf32,
     F16,
     Bf16,
+    /// f32 inputs in exact f32 (`Precision::Strict`: the FFMA tiles), keyed `f32` in profiles.
+    F32,
 }
 
 impl GemmDtype {
-    pub const ALL: [GemmDtype; 3] = [GemmDtype::Tf32, GemmDtype::F16, GemmDtype::Bf16];
+    pub const ALL: [GemmDtype; 4] = [GemmDtype::Tf32, GemmDtype::F16, GemmDtype::Bf16, GemmDtype::F32];
 
     pub fn name(self) -> &'static str {
         match self {
             GemmDtype::Tf32 => "tf32",
             GemmDtype::F16 => "f16",
             GemmDtype::Bf16 => "bf16",
+            GemmDtype::F32 => "f32",
         }
+    }
+
+    /// How f32 inputs may be multiplied: exact for `F32`, TF32 allowed otherwise (16-bit inputs
+    /// ignore it).
+    pub fn precision(self) -> Precision {
+        if self == GemmDtype::F32 { Precision::Strict } else { Precision::AllowTf32 }
     }
 
     pub fn from_name(s: &str) -> Option<GemmDtype> {
@@ -236,7 +245,7 @@ impl GemmDtype {
     /// The element type of the operands in memory.
     pub fn dtype(self) -> DType {
         match self {
-            GemmDtype::Tf32 => DType::F32,
+            GemmDtype::Tf32 | GemmDtype::F32 => DType::F32,
             GemmDtype::F16 => DType::F16,
             GemmDtype::Bf16 => DType::Bf16,
         }
@@ -257,12 +266,12 @@ pub struct GemmShape {
 }
 
 impl GemmShape {
-    /// The problem as the host runs it (resolved; TF32 allowed for f32 inputs).
+    /// The problem as the host runs it (resolved; TF32 allowed for `tf32`, exact for `f32`).
     pub fn gemm(&self) -> Gemm {
         Gemm::new(self.m, self.n, self.k)
             .layouts(self.a, self.b)
             .batched(self.batch)
-            .precision(Precision::AllowTf32)
+            .precision(self.dtype.precision())
             .resolved()
     }
 
@@ -400,7 +409,7 @@ impl TryFrom<&ShapeJson> for Shape {
             }
             ShapeJson::Gemm { dtype, layout, m, n, k, batch } => {
                 let dt = GemmDtype::from_name(dtype)
-                    .ok_or_else(|| format!("unknown GEMM dtype '{dtype}' (tf32, f16, bf16)"))?;
+                    .ok_or_else(|| format!("unknown GEMM dtype '{dtype}' (tf32, f16, bf16, f32)"))?;
                 let mut codes = layout.chars().map(layout_from_code);
                 let (Some(Some(a)), Some(Some(b)), None) = (codes.next(), codes.next(), codes.next()) else {
                     return Err(format!("GEMM layout '{layout}' is not two of r and c (e.g. rc)"));

@@ -18,7 +18,7 @@ pub use crate::inject::{InjectKind, Injection, fake_ms, parse_injections};
 pub(crate) use crate::inject::{injected, wrong_injected};
 use crate::measure::{Repeat, Stats, time_on_stream};
 use crate::protocol::{
-    ConfigJson, DefaultJson, Description, ElemConfigJson, ElemShape, EvalOutcome, GemmResourceJson, Request,
+    ConfigJson, DefaultJson, Description, ElemConfigJson, ElemShape, EvalOutcome, GemmDtype, GemmResourceJson, Request,
     ResourceJson, Response, Shape,
 };
 use crate::space::{KernelResources, Limits};
@@ -322,7 +322,12 @@ fn describe(
         // The tiles on the packed copy of unaligned operands (all aligned).
         let packed = ferrotune::ops::pack::packed_gemm(&g.gemm(), dt, [256, 256]);
         let packed = (0..TILES.len()).filter_map(move |tile| variant_for(&packed.tile(tile), dt, dt, 256, 256).ok());
-        let tiles = variants.chain(packed).map(|v| (v.entry_name().as_str().to_string(), v.block().2, v.smem_bytes()));
+        // The exact-f32 tiles (`GemmDtype::F32` shapes only).
+        let ffma = if g.dtype == GemmDtype::F32 { crate::gemm_ffma::variants(g) } else { Vec::new() };
+        let tiles = variants
+            .chain(packed)
+            .chain(ffma)
+            .map(|v| (v.entry_name().as_str().to_string(), v.block().2, v.smem_bytes()));
         // The small-M entries of the shape's row group (both load forms: packing changes it).
         let small_m = ferrotune_kernels::gemv::m_groups_for(g.m).filter(|_| dt != DType::F32).into_iter().flat_map(
             move |groups| {

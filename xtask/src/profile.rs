@@ -31,7 +31,7 @@ pub enum Cmd {
     Explain {
         #[arg(long)]
         op: String,
-        /// f32, f16, bf16; for gemm also tf32 (f32 inputs on TF32 tensor cores).
+        /// f32, f16, bf16; for gemm also tf32 (f32 inputs on TF32 tensor cores; f32 is then exact FFMA).
         #[arg(long, default_value = "f32")]
         dtype: String,
         /// Elements (elementwise ops).
@@ -111,7 +111,7 @@ fn explain_gemm(
         _ => anyhow::bail!("shape '{shape}' is not MxNxK or MxNxKxBATCH"),
     };
     let dt = ferrotune_autotune::GemmDtype::from_name(dtype)
-        .with_context(|| format!("unknown GEMM dtype '{dtype}' (tf32, f16, bf16)"))?;
+        .with_context(|| format!("unknown GEMM dtype '{dtype}' (tf32, f16, bf16, f32)"))?;
     let mut c = layout.chars().map(ferrotune_autotune::protocol::layout_from_code);
     let (Some(Some(la)), Some(Some(lb)), None) = (c.next(), c.next(), c.next()) else {
         anyhow::bail!("layout '{layout}' is not two of r and c (rc, rr, cr, cc)");

@@ -23,7 +23,7 @@ pub struct Args {
     /// `clifford_fwd`, `clifford_bwd` (or `clifford`: both) for the Clifford SGP layer.
     #[arg(long, value_delimiter = ',', default_value = "add,gelu_erf")]
     ops: Vec<String>,
-    /// Dtypes: f32, f16, bf16 for elementwise ops; tf32, f16, bf16 for gemm (comma-separated).
+    /// Dtypes: f32, f16, bf16 for elementwise ops; tf32, f16, bf16, f32 (exact, FFMA) for gemm (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "f32")]
     dtypes: Vec<String>,
     /// Elementwise: element counts; K, M, G suffixes are powers of 1024 (e.g. 16M). GEMM:
@@ -137,7 +137,7 @@ fn parse_clifford_shape(s: &str) -> anyhow::Result<[usize; 3]> {
 }
 
 /// The shapes of every (op, dtype, size[, layout]) combination the flags name: elementwise
-/// ops take the element counts and f32/f16/bf16, `gemm` takes the MxNxK sizes, tf32/f16/bf16
+/// ops take the element counts and f32/f16/bf16, `gemm` takes the MxNxK sizes, tf32/f16/bf16/f32
 /// and the layouts, the Clifford passes `--clifford-shapes`, f32/f16/bf16 and
 /// `--clifford-norm`. A dtype or size that no op can use is an error.
 fn shapes_of(a: &Args) -> anyhow::Result<Vec<Shape>> {
@@ -164,7 +164,7 @@ fn shapes_of(a: &Args) -> anyhow::Result<Vec<Shape>> {
         let clifford_ok = !passes.is_empty() && elem_dtypes.iter().any(|x| x.name() == d);
         anyhow::ensure!(
             elem_ok || gemm_ok || clifford_ok,
-            "dtype '{d}' fits none of the ops (elementwise and clifford: f32, f16, bf16; gemm: tf32, f16, bf16)"
+            "dtype '{d}' fits none of the ops (elementwise and clifford: f32, f16, bf16; gemm: tf32, f16, bf16, f32)"
         );
     }
     let mut layouts = Vec::new();

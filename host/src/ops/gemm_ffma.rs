@@ -3,19 +3,24 @@
 //! K of `ffma::K_MIN` and up where its blocks keep the SMs busy: eight tenths of them in one
 //! wave, `ffma::WAVE_TENTHS`, and three quarters over its waves). An explicit `Gemm::tile`
 //! picks one (a tile the operands cannot take is an error), as does `FERROTUNE_FFMA_TILE=0|1`
-//! (the bench's A/B columns; it falls back with the reason). Not a tuner parameter yet.
+//! (the bench's A/B columns; it falls back with the reason), and so does a config that names
+//! the tiles (`path = "mma"`: a tuned profile's `f32` entry, or `Gemm::with_config`), which
+//! falls back with the reason where these operands cannot take its tile.
 
 use ferrotune_kernels::gemm::{GemmVariant, Math, ffma};
 
+use crate::config::{GemmConfig, GemmPath};
 use crate::error::{Error, Result};
 use crate::ops::gemm::Gemm;
 
 /// `v` with the FFMA tile for `g` on `sm_count` SMs, and the reason in words (empty for
 /// variants of other families, which are returned as they are). A tile the call forces
 /// (`Gemm::tile`) that is out of range or needs 16-byte loads these operands do not allow is
-/// an `InvalidConfig` error; one `FERROTUNE_FFMA_TILE` names falls back to the 128-row tile
-/// with the reason (it is a process-wide switch for A/B columns over many shapes).
-pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, sm_count: u32) -> Result<(GemmVariant, String)> {
+/// an `InvalidConfig` error; one `FERROTUNE_FFMA_TILE` names, or the chosen config `cfg` names
+/// (where its `path` is the tiles), falls back to the built-in rule with the reason (the
+/// variable is a process-wide switch for A/B columns over many shapes; a profile entry covers
+/// a bucket of shapes, not all of which the tile fits).
+pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, cfg: &GemmConfig, sm_count: u32) -> Result<(GemmVariant, String)> {
     if v.math != Math::Ffma {
         return Ok((v, String::new()));
     }
@@ -41,7 +46,24 @@ pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, sm_count: u32) -> Result<(Gemm
         return Ok((cand, format!("; FFMA tile {} (forced by the call's tile)", name(t as u8))));
     }
     let forced = std::env::var("FERROTUNE_FFMA_TILE").ok().and_then(|t| t.parse::<u8>().ok());
-    let tile = forced.unwrap_or_else(|| ffma::tile_for(g.m, g.n, g.k, g.batch, sm_count as usize));
+    let built_in = || ffma::tile_for(g.m, g.n, g.k, g.batch, sm_count as usize);
+    if forced.is_none() && cfg.path == GemmPath::Mma {
+        let t = cfg.tile.min(u8::MAX as usize) as u8;
+        let cand = GemmVariant { tile: t, ..v };
+        if cfg.tile < ffma::TILES.len() && cand.is_compiled() {
+            return Ok((cand, format!("; FFMA tile {} (the chosen config's tile {t})", name(t))));
+        }
+        let b = built_in();
+        let fallback = GemmVariant { tile: b, ..v };
+        let (fallback, b) = if fallback.is_compiled() { (fallback, b) } else { (v, 0) };
+        let why = if cfg.tile >= ffma::TILES.len() {
+            format!("names no FFMA tile (0..{})", ffma::TILES.len())
+        } else {
+            format!("needs 16-byte loads; these operands allow {}", v.align)
+        };
+        return Ok((fallback, format!("; FFMA tile {} (the chosen config's tile {} {why})", name(b), cfg.tile)));
+    }
+    let tile = forced.unwrap_or_else(built_in);
     let cand = GemmVariant { tile, ..v };
     Ok(if (tile as usize) < ffma::TILES.len() && cand.is_compiled() {
         let why = match (forced, tile) {
@@ -137,14 +159,38 @@ mod tests {
         assert_eq!(tile_of(ffma_v(4), &g.tile(0), 132).0.tile, 0);
         assert_eq!(tile_of(ffma_v(16), &g.tile(1), 132).0.tile, 1);
         for (v, t, what) in [(ffma_v(4), 1, "16-byte"), (ffma_v(16), 2, "does not exist")] {
-            match with_tile(v, &g.tile(t), 132) {
+            match with_tile(v, &g.tile(t), &GemmConfig::DEFAULT, 132) {
                 Err(Error::InvalidConfig { why, .. }) => assert!(why.contains(what), "{why}"),
                 other => panic!("tile {t}: {other:?}"),
             }
         }
     }
 
+    #[test]
+    fn a_config_naming_the_tiles_picks_the_tile_and_falls_back_where_it_cannot() {
+        if std::env::var("FERROTUNE_FFMA_TILE").is_ok() {
+            return; // the variable wins over configs
+        }
+        let tuned = |tile| GemmConfig { path: GemmPath::Mma, tile, ..GemmConfig::DEFAULT };
+        // 3072^3 takes the 128-row tile by the rule; a tuned tile 1 wins.
+        let g = Gemm::new(3072, 3072, 3072);
+        assert_eq!(tile_of(ffma_v(16), &g, 132).0.tile, 0);
+        let (v, why) = with_tile(ffma_v(16), &g, &tuned(1), 132).unwrap();
+        assert_eq!(v.tile, 1, "{why}");
+        assert!(why.contains("chosen config"), "{why}");
+        // Rows not 16-byte aligned, or a tile that does not exist: the rule, saying why.
+        let (v, why) = with_tile(ffma_v(4), &Gemm::new(4096, 4096, 4099), &tuned(1), 132).unwrap();
+        assert_eq!(v.tile, 0);
+        assert!(why.contains("16-byte"), "{why}");
+        let (v, why) = with_tile(ffma_v(16), &Gemm::new(4096, 4096, 4096), &tuned(7), 132).unwrap();
+        assert_eq!(v.tile, 1, "{why}");
+        assert!(why.contains("names no FFMA tile"), "{why}");
+        // A config of path auto (the heuristic's) leaves the rule alone, whatever its tc tile.
+        let auto = GemmConfig { tile: 4, ..GemmConfig::DEFAULT };
+        assert_eq!(with_tile(ffma_v(16), &g, &auto, 132).unwrap().0.tile, 0);
+    }
+
     fn tile_of(v: GemmVariant, g: &Gemm, sms: u32) -> (GemmVariant, String) {
-        with_tile(v, g, sms).unwrap()
+        with_tile(v, g, &GemmConfig::DEFAULT, sms).unwrap()
     }
 }

@@ -297,7 +297,7 @@ fn plan_families(
         }),
         Err(why) => {
             let (v, tile_why) =
-                crate::ops::gemm_ffma::with_tile(variant_chosen(g, dtype, out, pa, pb, cfg)?, g, sm_count)?;
+                crate::ops::gemm_ffma::with_tile(variant_chosen(g, dtype, out, pa, pb, cfg)?, g, &cfg, sm_count)?;
             Ok(GemmPlan {
                 family: Family::Launch(Launch::Tiles(v)),
                 cfg,
