@@ -69,12 +69,36 @@ pub fn predict_ms(d: &Description, s: &Shape, c: &ConfigJson) -> f64 {
     }
 }
 
-/// The config's named parameters, as profiles and journals store them.
-pub fn to_params(c: &ConfigJson) -> Config {
+/// The config's named parameters for shape `s`, as profiles and journals store them (an
+/// exact-f32 GEMM's `tile_shape` names its FFMA tile).
+pub fn to_params(s: &Shape, c: &ConfigJson) -> Config {
     match c {
         ConfigJson::Elem(c) => tuned::to_params(&(*c).into()),
-        ConfigJson::Gemm(c) => tuned::gemm_to_params(&(*c).into()),
+        ConfigJson::Gemm(c) => {
+            let mut p = tuned::gemm_to_params(&(*c).into());
+            if matches!(s, Shape::Gemm(g) if g.dtype == crate::protocol::GemmDtype::F32) {
+                match tuned::ffma_tile_label(c.tile as usize) {
+                    Some(l) => p.insert("tile_shape".into(), ferrotune_profile::Param::Text(l)),
+                    None => p.remove("tile_shape"),
+                };
+            }
+            p
+        }
         ConfigJson::Clifford(c) => tuned::clifford_to_params(&(*c).into()),
+    }
+}
+
+/// How the tune table shows `c`: as `ConfigJson`'s `Display`, with the tile of an exact-f32
+/// GEMM (`exact_f32`: op `gemm`, dtype `f32`) named as its FFMA tile.
+pub fn describe(c: &ConfigJson, exact_f32: bool) -> String {
+    let text = c.to_string();
+    match c {
+        ConfigJson::Gemm(gc) if exact_f32 => {
+            let tc = tuned::tile_label(gc.tile as usize).unwrap_or_else(|| "not compiled".into());
+            let ffma = tuned::ffma_tile_label(gc.tile as usize).unwrap_or_else(|| "no FFMA tile".into());
+            text.replacen(&format!("({tc})"), &format!("({ffma})"), 1)
+        }
+        _ => text,
     }
 }
 

@@ -232,7 +232,7 @@ impl Session<'_> {
         repeat: Repeat,
     ) -> Result<(EvalOutcome, bool), TuneError> {
         let (op, dtype, layout, measured) = (shape.op_name(), shape.dtype_name(), shape.layout(), shape.dims());
-        let params = to_params(cfg);
+        let params = to_params(shape, cfg);
         let slot = JournalSlot {
             op,
             dtype,
@@ -484,12 +484,12 @@ impl Session<'_> {
             date: ferrotune_profile::utc_now(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
             device: self.desc.device.clone(),
-            config: to_params(&tuned),
+            config: to_params(shape, &tuned),
             runners_up: ranked
                 .iter()
                 .filter(|(c, ..)| *c != tuned)
                 .take(3)
-                .map(|(c, s, _)| Ranked { median_ms: s.median_ms, config: to_params(c) })
+                .map(|(c, s, _)| Ranked { median_ms: s.median_ms, config: to_params(shape, c) })
                 .collect(),
             line: None,
         };

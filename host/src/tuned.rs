@@ -58,6 +58,14 @@ pub fn tile_label(tile: usize) -> Option<String> {
     TILES.get(tile).map(|t| format!("{}x{}_k{}B_w{}x{}_s{}", t.bm(), t.bn(), t.kb, t.wm, t.wn, t.stages))
 }
 
+/// An exact-f32 FFMA tile's shape (`ffma::TILES`), as `f32` profile entries label their
+/// `tile`: `ffma_256x128x8` (BM x BN x BK).
+pub fn ffma_tile_label(tile: usize) -> Option<String> {
+    let f =
+        |bm: &usize| format!("ffma_{bm}x{}x{}", ferrotune_kernels::gemm::ffma::BN, ferrotune_kernels::gemm::ffma::BK);
+    ferrotune_kernels::gemm::ffma::TILES.get(tile).map(f)
+}
+
 /// A GEMM config as named parameters: `tile` (index into `tc::TILES`), `tile_shape` (its
 /// label, checked on reading), `cpu_rows`, `split_k`, and where not automatic `path` (with
 /// `sm90_tile_shape`) and `pack`.
@@ -124,7 +132,12 @@ pub fn gemm_from_params(m: &Config) -> Option<GemmConfig> {
     };
     let c = GemmConfig { tile: int("tile")?, cpu_rows: int("cpu_rows")?, split_k, path, pack };
     match m.get("tile_shape") {
-        Some(Param::Text(t)) if Some(t) != tile_label(c.tile).as_ref() => return None,
+        // An `f32` entry names its FFMA tile (`ffma_tile_label`), every other a tensor-core one.
+        Some(Param::Text(t))
+            if Some(t) != tile_label(c.tile).as_ref() && Some(t) != ffma_tile_label(c.tile).as_ref() =>
+        {
+            return None;
+        }
         Some(Param::Text(_)) | None => {}
         Some(_) => return None,
     }
@@ -515,6 +528,14 @@ mod tests {
         let mut m = gemm_to_params(&GemmConfig { tile: 1, cpu_rows: 8, split_k: 1, ..GemmConfig::DEFAULT });
         m.insert("tile_shape".into(), Param::Text("1x1".into()));
         assert_eq!(gemm_from_params(&m), None, "a tile index whose shape changed is not used");
+        // An exact-f32 entry labels its FFMA tile; another tile's label is refused.
+        let f32_tile = GemmConfig { tile: 1, path: GemmPath::Mma, ..GemmConfig::DEFAULT };
+        let mut m = gemm_to_params(&f32_tile);
+        m.insert("tile_shape".into(), Param::Text(ffma_tile_label(1).unwrap()));
+        assert_eq!(ffma_tile_label(1).as_deref(), Some("ffma_256x128x8"));
+        assert_eq!(gemm_from_params(&m), Some(f32_tile));
+        m.insert("tile_shape".into(), Param::Text(ffma_tile_label(0).unwrap()));
+        assert_eq!(gemm_from_params(&m), None, "the 128-row label on tile 1");
         let mut m = gemm_to_params(&GemmConfig::DEFAULT);
         m.insert("tile".into(), Param::Int(TILES.len() as i64));
         assert_eq!(gemm_from_params(&m), None, "a tile that is not compiled");

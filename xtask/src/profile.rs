@@ -118,7 +118,15 @@ fn explain_gemm(
     };
     let g = ferrotune_autotune::GemmShape { dtype: dt, m, n, k, batch, a: la, b: lb }.gemm();
     let (cfg, src) = ferrotune::tuned::gemm_explain_in(set, &g, dt.dtype(), &b.stream());
-    let label = ferrotune::tuned::tile_label(cfg.tile).unwrap_or_default();
+    let label = match dt {
+        // Exact f32: a config naming the tiles picks an FFMA tile; an automatic one leaves it to
+        // the plan (its `path` line says which).
+        ferrotune_autotune::GemmDtype::F32 if cfg.path == ferrotune::config::GemmPath::Mma => {
+            ferrotune::tuned::ffma_tile_label(cfg.tile).unwrap_or_else(|| "no FFMA tile".into())
+        }
+        ferrotune_autotune::GemmDtype::F32 => "the plan's FFMA rule".into(),
+        _ => ferrotune::tuned::tile_label(cfg.tile).unwrap_or_default(),
+    };
     let pack = match cfg.pack {
         ferrotune::config::PackChoice::Auto => "auto",
         ferrotune::config::PackChoice::On => "on",

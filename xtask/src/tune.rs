@@ -383,7 +383,9 @@ fn print_report(a: &Args, report: &ferrotune_autotune::TuneReport) -> anyhow::Re
     );
     for s in &report.shapes {
         let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.4}"));
-        let cfg = s.tuned_config.map_or("-".into(), |c| c.to_string());
+        let f32_exact = s.op == "gemm" && s.dtype == "f32";
+        let show = |c: ferrotune_autotune::ConfigJson| ferrotune_autotune::family::describe(&c, f32_exact);
+        let cfg = s.tuned_config.map_or("-".into(), show);
         println!(
             "{:<36} {:>12} {:>12} {:>8} {:>9}  {cfg}{}",
             s.label,
@@ -395,6 +397,7 @@ fn print_report(a: &Args, report: &ferrotune_autotune::TuneReport) -> anyhow::Re
         );
         if let (Some(h), Some(t)) = (s.heuristic_config, s.tuned_ms) {
             let hm = s.heuristic_ms.map_or("not measured".into(), |m| format!("{m:.4} ms, tuned {:.3}x", m / t));
+            let h = if f32_exact { "the plan's own (path auto)".to_string() } else { show(h) };
             println!("{:>36} built-in heuristic: {h} ({hm})", "");
         }
         if let Some(k) = &s.same_kernel {
