@@ -1,7 +1,7 @@
 //! The exact-f32 GEMM (`GemmDtype::F32`, `Precision::Strict`) in the GEMM space: the FFMA
 //! tiles (`ffma::TILES`: 128 x 128 at two blocks an SM, 256 x 128 at one, the latter on
-//! 16-byte aligned operands only) times the `mma.sync` split-K factors, whose partial products
-//! always run the 128-row tile. The host runs a config naming the tiles (`path = "mma"`) with
+//! 16-byte aligned operands only) times the `mma.sync` split-K factors (up to
+//! `gemm_splitk::FFMA_SPLIT_MAX` = 64 slices), whose partial products always run the 128-row tile. The host runs a config naming the tiles (`path = "mma"`) with
 //! its FFMA tile (`ops::gemm_ffma::with_tile`). The cost model below prices a point as the
 //! busiest SM's blocks at the FFMA rate its resident blocks reach plus a per-block fixed cost,
 //! which is what separates the two tiles: the 256-row tile's main loop 9% faster per FLOP, its
@@ -166,7 +166,7 @@ mod tests {
         // A few blocks and a long K: the splits are points, on tile 0 only.
         let (cands, pruned) = candidates(&d, &shape(GemmDtype::F32, 512, 512, 16384), GemmConfig::DEFAULT);
         let splits: Vec<_> = cands.iter().filter(|c| c.split_k > 1).map(|c| (c.tile, c.split_k)).collect();
-        assert_eq!(splits, vec![(0, 2), (0, 4), (0, 8), (0, 16)]);
+        assert_eq!(splits, vec![(0, 2), (0, 4), (0, 8), (0, 16), (0, 32), (0, 64)]);
         assert!(pruned.iter().any(|p| p.point.get(Param::Tile) == Some(1)
             && p.point.get(Param::SplitK) == Some(2)
             && p.reason.contains("partial products on FFMA tile 0")));

@@ -13,6 +13,12 @@ use crate::protocol::{GemmDtype, GemmShape};
 /// f32 partials again.
 pub const MMA_SPLIT_MAX: usize = 16;
 
+/// The most slices an exact-f32 (FFMA) split-K is tried with: its partial products run at a
+/// tenth of the tensor-core rate, so the reduce's extra reads weigh less beside them, and on
+/// few tiles with a long K only more slices fill the SMs (256x256x16384 on 16 slices runs 64
+/// blocks on 132 SMs: 0.24x cuBLAS, bench/results/ffma-tune-6e491b224208/run1).
+pub const FFMA_SPLIT_MAX: usize = 64;
+
 /// Why split-K factor `s` is not worth measuring on `shape` with tile `tile` on `sms` SMs, if
 /// it is not: batches are never split, each slice must be at least `MIN_SLICE_K` long (and
 /// the factor must give its own number of slices, not repeat a smaller one), and a grid that
@@ -21,9 +27,10 @@ pub fn split_pruned(shape: &GemmShape, tile: usize, s: usize, sms: u32) -> Optio
     if s <= 1 {
         return None;
     }
-    if s > MMA_SPLIT_MAX {
+    let max = if shape.dtype == GemmDtype::F32 { FFMA_SPLIT_MAX } else { MMA_SPLIT_MAX };
+    if s > max {
         return Some(format!(
-            "split_k {s}: the mma.sync split-K is tried with at most {MMA_SPLIT_MAX} slices (its reduce reads every slice)"
+            "split_k {s}: the mma.sync split-K is tried with at most {max} slices (its reduce reads every slice)"
         ));
     }
     if shape.batch > 1 {

@@ -139,7 +139,9 @@ mod tests {
         })
         .unwrap();
         assert_eq!(calls, 3, "warmup 0: no warm-up at all");
-        // 1 ms a run: the 10 ms floor takes about 10 runs beyond the one asked for.
+        // 1 ms a run: the 10 ms floor takes about 10 runs beyond the one asked for (at most
+        // 10; fewer where a loaded machine lets each sleep run long, so the lower bound only
+        // asks that the warm-up went past the one run asked for).
         let (mut calls, t) = (0, Instant::now());
         time_on_stream(&s, Repeat { warmup: 1, iters: 2 }, |_| {
             calls += 1;
@@ -148,7 +150,7 @@ mod tests {
         })
         .unwrap();
         assert!(t.elapsed() >= WARM_FLOOR, "{:?}", t.elapsed());
-        assert!((1 + 2 + 5..=1 + 2 + 12).contains(&calls), "{calls} runs");
+        assert!((1 + 2 + 1..=1 + 2 + 12).contains(&calls), "{calls} runs");
         // A run too short for the floor stops at the cap.
         let mut calls = 0;
         time_on_stream(&s, Repeat { warmup: 2, iters: 1 }, |_| {

@@ -329,9 +329,14 @@ impl Session<'_> {
             report.tuned_ms = Some(e.median_ms);
             report.tuned_config = family::from_params(shape, &e.config);
             report.speedup = e.default_ms.map(|d| d / e.median_ms);
-            report.default_tflops = tflops(e.default_ms);
-            report.tuned_tflops = tflops(Some(e.median_ms));
-            report.stop = "bucket already tuned (use --retune to measure again)".into();
+            // The entry's times are of its own measured shape, which may be another in the bucket.
+            let same = e.measured_shape == shape.dims();
+            report.default_tflops = if same { tflops(e.default_ms) } else { None };
+            report.tuned_tflops = if same { tflops(Some(e.median_ms)) } else { e.tflops };
+            report.stop = format!(
+                "bucket already tuned on {} (use --retune to measure again)",
+                e.measured_shape.iter().map(u64::to_string).collect::<Vec<_>>().join("x")
+            );
             observe(Event::ShapeDone(&report));
             return Ok(report);
         }

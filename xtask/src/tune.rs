@@ -393,7 +393,7 @@ fn print_report(a: &Args, report: &ferrotune_autotune::TuneReport) -> anyhow::Re
             ms(s.tuned_ms),
             s.speedup.map_or("-".into(), |x| format!("{x:.3}x")),
             s.tuned_tflops.map_or("-".into(), |t| format!("{t:.2}")),
-            if s.existing { " (from the profile)" } else { "" }
+            if s.existing { format!(" (from the profile: {})", s.stop) } else { String::new() }
         );
         if let (Some(h), Some(t)) = (s.heuristic_config, s.tuned_ms) {
             let hm = s.heuristic_ms.map_or("not measured".into(), |m| format!("{m:.4} ms, tuned {:.3}x", m / t));
