@@ -1,6 +1,6 @@
 //! The GEMM family's search space and cost model. On the GPU the space is exactly the compiled
 //! tensor-core tiles (`tc::TILES`, so adding a tile to kernels-gpu makes it tunable) times the
-//! split-K factors {1, 2, 4, 8, 16}, pruned by the host (tiles other than 0 need 16-byte
+//! split-K factors of `SPLIT_K`, pruned by the host (tiles other than 0 need 16-byte
 //! aligned operands, `tc::NARROW_TILES` 8-byte; split-K needs a single matrix, slices of at
 //! least 256 of K, and an f32-output variant of the tile, which 16-bit inputs only have for
 //! tile 0), by what cannot pay (splitting a grid that already fills two waves) and by the
@@ -8,7 +8,8 @@
 //! memory against the opt-in limit, threads against the function's register limit, at least one
 //! resident block). `Param::Path` picks the family on every GPU: the tiles, the Hopper tiles
 //! (`gemm_sm90.rs`, with their in-kernel K split) and the small-M family (`gemm_small_m.rs`,
-//! `SplitK` its K split); `Param::Pack` packing unaligned operands (`gemm_pack.rs`). On the CPU
+//! `SplitK` its K split); `Param::Pack` packing unaligned operands (`gemm_pack.rs`). Exact f32
+//! (`GemmDtype::F32`) takes the FFMA tiles as `Tile` instead (`gemm_ffma.rs`). On the CPU
 //! the space is the rows per rayon task. The model ranks candidates for the model-guided
 //! strategy.
 
