@@ -7,10 +7,11 @@
 
 use super::{OutArgs, Problem, sat_sub};
 use crate::arch::nvptx::{
-    block_idx_x, block_idx_y, block_idx_z, gemm_smem_addr, ld_global_v4, ld_shared_v4_f32, st_shared_f32, st_shared_v4,
-    sync_threads, thread_idx_x,
+    block_idx_x, block_idx_y, block_idx_z, gemm_smem_addr, ld_global_v4, ld_shared_v4_f32, st_global_v4, st_shared_f32,
+    st_shared_v4, sync_threads, thread_idx_x,
 };
 use crate::element::Element;
+use crate::elementwise::Activation;
 use crate::gemm::{Epilogue, ffma};
 
 /// Loads 4 consecutive f32 starting at `idx` (first `valid` exist), zero-filling the rest.
@@ -43,6 +44,76 @@ unsafe fn store_out<O: Element>(c: *const O, d: *mut O, bias: *const O, out: Out
         let o = Epilogue::apply_flags(out.flags, out.alpha, out.beta, v, cv, bv, O::DTYPE);
         // SAFETY: as above.
         unsafe { *d.add(idx) = O::from_f32(o) };
+    }
+}
+
+/// The epilogue's activation alone (flag bits 1-2), for an f32 result. Not inlined, as
+/// [`store_out`]; scalars in and out, so the call passes registers, not a stack frame.
+#[inline(never)]
+fn activate_f32(flags: u32, v: f32) -> f32 {
+    Activation::from_code(flags >> 1).apply_for(crate::DType::F32, v)
+}
+
+/// Epilogue and store of the four adjacent outputs `(gm, gn..gn + 4)` (`v0..v3`): where the
+/// row holds all four and D's (and, when read, C's) element address is 16-byte aligned, one
+/// 16-byte store (and C read), so a warp's 16 lanes of a row write 8 whole 32-byte sectors of
+/// D at once instead of a quarter of each sector four times over; elsewhere [`store_out`] per
+/// element. The affine part is inlined and the activation, when one is on (a uniform branch),
+/// is [`activate_f32`] per value: no array crosses a call, so the tile's registers stay those
+/// of the per-element form (an earlier form passing `[f32; 4]` to a non-inlined function took
+/// the 128-row tile from 128 to 147 registers and a local frame,
+/// bench/results/ffma-tune-6e491b224208/run5-v4-stores).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn store_out4(
+    c: *const f32,
+    d: *mut f32,
+    bias: *const f32,
+    out: OutArgs,
+    gm: usize,
+    gn: usize,
+    v: (f32, f32, f32, f32),
+) {
+    if gm >= out.m || gn >= out.n {
+        return;
+    }
+    let idx = gm * out.ldc + gn;
+    let reads_c = out.flags & 8 != 0;
+    let aligned = |p: usize| (p + idx * 4).is_multiple_of(16);
+    if gn + 4 <= out.n && aligned(d as usize) && (!reads_c || aligned(c as usize)) {
+        // SAFETY: the four elements are inside row gm of C and D (gn + 4 <= n) and 16-byte
+        // aligned (checked above); C is read only when enabled.
+        let cv = if reads_c { unsafe { ld_global_v4(c.add(idx) as *const u32) }.map(f32::from_bits) } else { [0.0; 4] };
+        let affine = |e: usize, x: f32| {
+            let mut y = out.alpha * x;
+            if reads_c {
+                y = crate::arch::fmaf(out.beta, cv[e], y);
+            }
+            if out.flags & 1 != 0 {
+                // SAFETY: gn + e < n, the bias holds n elements.
+                y += unsafe { *bias.add(gn + e) };
+            }
+            y
+        };
+        let mut o = [affine(0, v.0), affine(1, v.1), affine(2, v.2), affine(3, v.3)];
+        if (out.flags >> 1) & 3 != 0 {
+            o = [
+                activate_f32(out.flags, o[0]),
+                activate_f32(out.flags, o[1]),
+                activate_f32(out.flags, o[2]),
+                activate_f32(out.flags, o[3]),
+            ];
+        }
+        // SAFETY: as above.
+        unsafe { st_global_v4(d.add(idx) as *mut u32, o.map(f32::to_bits)) };
+        return;
+    }
+    // SAFETY: predicated inside.
+    unsafe {
+        store_out(c, d, bias, out, gm, gn, v.0);
+        store_out(c, d, bias, out, gm, gn + 1, v.1);
+        store_out(c, d, bias, out, gm, gn + 2, v.2);
+        store_out(c, d, bias, out, gm, gn + 3, v.3);
     }
 }
 
@@ -224,12 +295,13 @@ unsafe fn ffma_gemm<const A_ROW: bool, const B_KC: bool, const VEC: bool, const 
             unsafe { sync_threads() };
         }
     }
+    // A thread's columns are two runs of four: tx * 4 + 0..4 and 64 + tx * 4 + 0..4.
     for i in 0..BM / 16 {
         let gm = bm + (i / 4) * 64 + ty * 4 + i % 4;
-        for j in 0..8 {
-            let gn = bn + if j < 4 { tx * 4 + j } else { 64 + tx * 4 + j - 4 };
+        for h in 0..2 {
+            let v = (acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]);
             // SAFETY: predicated inside.
-            unsafe { store_out(c, d, bias, pr.out(), gm, gn, acc[i][j]) };
+            unsafe { store_out4(c, d, bias, pr.out(), gm, bn + h * 64 + tx * 4, v) };
         }
     }
 }
