@@ -126,7 +126,7 @@ fn sm90_tf32_every_tile_and_the_split() {
 /// Random shapes, tight leading dimensions: K a multiple of 4 takes the Hopper path; any other
 /// K (rows of a length TMA cannot step) is packed into aligned rows for it where the work
 /// pays for the pack (`pack::MIN_MACS`), else runs the mma.sync TF32 tiles; exact f32 runs
-/// FFMA.
+/// FFMA (packed first on the same rule).
 #[test]
 fn sm90_tf32_random_shapes_route_by_alignment() {
     let Some(b) = hopper("sm90_tf32_random_shapes_route_by_alignment") else { return };
@@ -144,7 +144,14 @@ fn sm90_tf32_random_shapes_route_by_alignment() {
             assert_eq!(on_tiles(&b, g, 500 + i), Math::Tf32, "{g:?}");
         }
         if i % 4 == 0 {
-            assert_eq!(on_tiles(&b, g.precision(Precision::Strict), 600 + i), Math::Ffma, "{g:?}");
+            let strict = g.precision(Precision::Strict);
+            if !k.is_multiple_of(4) && m * n * k >= ferrotune::ops::pack::MIN_MACS {
+                // Packed for the FFMA kernel's 16-byte form (tests/pack.rs checks that form).
+                assert_eq!(family(&b, &strict, DType::F32, DType::F32), Family::Pack, "{g:?}");
+                dispatch(&b, DType::F32, false, strict, 600 + i).unwrap();
+            } else {
+                assert_eq!(on_tiles(&b, strict, 600 + i), Math::Ffma, "{g:?}");
+            }
         }
     }
     // K = 4 exactly once more with an odd M and N; a K not a multiple of 4 on a large shape

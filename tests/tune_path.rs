@@ -123,9 +123,14 @@ fn a_tuned_exact_f32_entry_picks_the_ffma_tile_and_split() {
     assert!(pl.reason.contains("chosen config's tile 1"), "{}", pl.reason);
     let own = f32_plan(&g(3072, 3072, 3072), GemmConfig::heuristic(3072, 3072, 3072, 1));
     assert_eq!(own.path(), "ffma:ft_gemm_f32_rc_v16_f32_128x128x8", "{own:?}");
-    // The same entry on rows that are not 16-byte aligned: the 128-row tile, saying why.
+    // The same entry on rows that are not 16-byte aligned: packed, then the entry's tile on
+    // the aligned copy; with the pack off, the 128-row tile of 4-byte loads, saying why.
     let (cfg, _) = gemm_explain_in(&set, &g(3072, 3072, 3071), DType::F32, &s);
     let pl = f32_plan(&g(3072, 3072, 3071), cfg);
+    assert_eq!(pl.path(), "pack", "{pl:?}");
+    assert!(pl.reason.contains("then ffma:ft_gemm_f32_rc_v16_f32_256x128x8"), "{}", pl.reason);
+    let unpacked = GemmConfig { pack: ferrotune::config::PackChoice::Off, ..cfg };
+    let pl = f32_plan(&g(3072, 3072, 3071), unpacked);
     assert!(pl.path().starts_with("ffma:ft_gemm_f32_rc_v4_f32_128x128x8"), "{pl:?}");
     assert!(pl.reason.contains("16-byte"), "{}", pl.reason);
 

@@ -402,8 +402,8 @@ mod tests {
     }
 
     /// f32 inputs on TF32 with rows TMA cannot step (K not a multiple of 4, or a view at an
-    /// odd offset) are packed for the Hopper path when the work pays for it; exact f32 (FFMA)
-    /// and aligned rows are not, nor small problems.
+    /// odd offset) are packed for the Hopper path when the work pays for it, exact f32 for the
+    /// FFMA kernel's 16-byte form; aligned rows are not, nor small problems.
     #[test]
     fn f32_on_tf32_packs_unaligned_rows() {
         if overridden(&["FERROTUNE_PACK", "FERROTUNE_ALLOW_TF32", "FERROTUNE_SM90", "FERROTUNE_SM90_TILE"]) {
@@ -422,8 +422,13 @@ mod tests {
         assert_eq!(f32_plan(Gemm::new(1024, 1024, 1024), [260, 256]).family, Family::Pack);
         assert!(matches!(f32_plan(Gemm::new(1024, 1024, 1024), [256, 256]).family, Family::Launch(_)));
         assert!(matches!(f32_plan(Gemm::new(100, 100, 77), [256, 256]).family, Family::Launch(_)), "small");
-        let strict = Gemm::new(4097, 1023, 777).precision(Precision::Strict);
-        assert!(matches!(f32_plan(strict, [256, 256]).family, Family::Launch(_)), "exact f32");
+        // Exact f32: packed for the FFMA kernel's 16-byte form; rows of whole 16 bytes are not.
+        let strict = |g: Gemm| f32_plan(g.precision(Precision::Strict), [256, 256]);
+        for (m, n, k) in [(4097, 1023, 777), (257, 300, 777), (600, 130, 1025), (1000, 333, 4099), (1536, 1536, 4099)] {
+            assert_eq!(strict(Gemm::new(m, n, k)).family, Family::Pack, "{m}x{n}x{k}");
+        }
+        assert!(strict(Gemm::new(4097, 1023, 777)).reason.contains("then ffma:ft_gemm_f32_rc_v16_f32_"));
+        assert!(matches!(strict(Gemm::new(4096, 1024, 772)).family, Family::Launch(_)), "aligned exact f32");
     }
 
     /// Whether any of `vars` is set: the variables override the rules under test.

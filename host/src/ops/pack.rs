@@ -1,7 +1,8 @@
 //! Unaligned operands on the fast tiles: a 16-bit operand whose rows are not 16-byte aligned
 //! (odd K or leading dimension, a view at an odd offset) would run the tile kernel with 2-byte
-//! loads, and an f32 one on TF32 (K not a multiple of 4) could not take the Hopper path (TMA
-//! steps rows in 16-byte multiples) and would run the `mma.sync` tiles with 4-byte loads;
+//! loads, an f32 one on TF32 (K not a multiple of 4) could not take the Hopper path (TMA
+//! steps rows in 16-byte multiples) and would run the `mma.sync` tiles with 4-byte loads, and
+//! an exact-f32 one would run the FFMA kernel's 4-byte form;
 //! instead it is packed (one kernel, `kernels-gpu/src/pack.rs`) into an aligned,
 //! zero-padded K-contiguous copy in the stream's workspace and the GEMM runs its 16-byte tiles
 //! on that. The pack's time is part of the call.
@@ -30,20 +31,18 @@ fn aligned(p: u64, ld: usize, dtype: DType) -> bool {
     p.is_multiple_of(16) && (ld * dtype.size_bytes()).is_multiple_of(16)
 }
 
-/// Whether inputs of `dtype` under `g`'s precision are packed at all: 16-bit inputs, and f32
-/// inputs on TF32 (exact f32 runs the FFMA kernel, which the pack does not speed up).
-fn packs(g: &Gemm, dtype: DType) -> bool {
-    dtype != DType::F32 || g.precision.uses_tf32()
-}
-
-/// Why `g` (resolved) with inputs at `pa`, `pb` is packed first, or `None`: 16-bit inputs or
-/// f32 on TF32, a single matrix, no forced tile or split, at least one operand without 16-byte
-/// rows, and enough work (`MIN_MACS`) to pay for the pack.
+/// Why `g` (resolved) with inputs at `pa`, `pb` is packed first, or `None`: a single matrix, no
+/// forced tile or split, at least one operand without 16-byte rows, and enough work
+/// (`MIN_MACS`) to pay for the pack. Every input type: 16-bit inputs and f32 on TF32 for the
+/// 16-byte tiles and TMA; exact f32 for the FFMA kernel's 16-byte form, whose fragments are
+/// double-buffered (the 4-byte form's are not: it would need 151 registers), on the H200
+/// 0.52-0.59x cuBLAS on unaligned rows against 0.76-0.97x aligned
+/// (bench/results/ffma-v4-277ad92edbfc/run1).
 pub fn pack_applies(g: &Gemm, dtype: DType, [pa, pb]: [u64; 2]) -> Option<&'static str> {
     if std::env::var("FERROTUNE_PACK").is_ok_and(|v| v == "0") {
         return None;
     }
-    if !packs(g, dtype) || g.batch != 1 || g.tile.is_some() || g.split_k.is_some_and(|s| s > 1) {
+    if g.batch != 1 || g.tile.is_some() || g.split_k.is_some_and(|s| s > 1) {
         return None;
     }
     if aligned(pa, g.lda, dtype) && aligned(pb, g.ldb, dtype) {
@@ -56,12 +55,12 @@ pub fn pack_applies(g: &Gemm, dtype: DType, [pa, pb]: [u64; 2]) -> Option<&'stat
 }
 
 /// Whether `g` (resolved) with inputs at `pa`, `pb` can be packed, whatever its size (a tuned
-/// `pack = true`): 16-bit inputs or f32 on TF32, a single matrix, no forced tile or split, and
-/// at least one operand without 16-byte rows.
+/// `pack = true`): a single matrix, no forced tile or split, and at least one operand without
+/// 16-byte rows.
 pub fn pack_possible(g: &Gemm, dtype: DType, [pa, pb]: [u64; 2]) -> bool {
     let forced = g.tile.is_some() || g.split_k.is_some_and(|s| s > 1);
     let unaligned = !(aligned(pa, g.lda, dtype) && aligned(pb, g.ldb, dtype));
-    packs(g, dtype) && g.batch == 1 && !forced && unaligned
+    g.batch == 1 && !forced && unaligned
 }
 
 /// The problem the packed copies pose: each operand that is not 16-byte aligned (at `pa`, `pb`,
