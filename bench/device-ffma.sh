@@ -13,15 +13,16 @@ set -uo pipefail
 BUDGET=${BUDGET:-560}; PART=${PART:-check,bench,ncu,san}
 source bench/device-lib.sh
 has() { [[ ",$PART," == *",$1,"* ]]; }
+TESTS=${TESTS:-ffma gpu_gemm_matches_f64 gpu_gemm_large_k}
 # The environment of a column: plan (none), a tile number, or NAME:VAR=V,VAR=V.
 col_env() { case $1 in plan) echo "";; *:*) echo "${1#*:}" | tr ',' ' ';; *) echo "FERROTUNE_FFMA_TILE=$1";; esac; }
 SHAPES=${SHAPES:-4096x4096x4096,8192x8192x8192,2048x2048x2048,4000x4000x4000,1000x3000x700,8192x3072x768,512x3072x768,3000x5000x1000,1536x1536x4099}
 if has check; then
   stamp "tests"
-  timeout $(cap 200) $T --test-threads=4 ffma gpu_gemm_matches_f64 gpu_gemm_large_k > $R/tests.txt 2>&1
+  timeout $(cap 200) $T --test-threads=4 $TESTS > $R/tests.txt 2>&1
   echo "tests exit $?"; grep -E "test result|panicked|FAILED|skipped" $R/tests.txt | head -20
   for t in ${FFMA_COLS:-}; do
-    env $(col_env $t) timeout $(cap 120) $T --test-threads=4 ffma gpu_gemm_matches_f64 > $R/tests-${t%%:*}.txt 2>&1
+    env $(col_env $t) timeout $(cap 120) $T --test-threads=4 $TESTS > $R/tests-${t%%:*}.txt 2>&1
     echo "tests (${t%%:*}) exit $?"; grep -E "test result|panicked|FAILED" $R/tests-${t%%:*}.txt | head -8
   done
 fi
@@ -73,7 +74,7 @@ if has ncu; then
 fi
 if has san; then
   for tool in memcheck racecheck synccheck; do
-    env ${SAN_ENV:-} timeout $(cap 120) compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 ffma gpu_gemm_matches_f64 > $R/san-$tool.txt 2>&1
+    env ${SAN_ENV:-} timeout $(cap 120) compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 $TESTS > $R/san-$tool.txt 2>&1
     echo "$tool: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test result' $R/san-$tool.txt | tail -2 | tr '\n' ' ')"
   done
 fi

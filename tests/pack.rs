@@ -62,9 +62,10 @@ fn gpu_packed_exact_f32_runs_the_16_byte_ffma_form() {
                 g.ldc = r.ldc + 3;
             }
             let plan = explain(&gpu.stream(), &g, DType::F32, DType::F32).unwrap().expect("a GPU plan");
-            // The packed copy runs the FFMA kernel's 16-byte form, or the K split (whose
-            // partial products run it) where its blocks would leave SMs idle.
-            let then_ffma = plan.reason.contains("then ffma:ft_gemm_f32_rc_v16_f32_");
+            // The packed copy runs the FFMA kernel's 16-byte form (an aligned operand keeps its
+            // layout), or the K split (whose partial products run it) where its blocks would
+            // leave SMs idle.
+            let then_ffma = plan.reason.contains("then ffma:ft_gemm_f32_") && plan.reason.contains("_v16_f32_");
             assert!(
                 plan.path() == "pack" && (then_ffma || plan.reason.contains("then splitk:")),
                 "{g:?}: {} ({})",
