@@ -4,8 +4,8 @@
 //! `gemm_splitk::FFMA_SPLIT_MAX` = 64 slices), whose partial products always run the 128-row tile. The host runs a config naming the tiles (`path = "mma"`) with
 //! its FFMA tile (`ops::gemm_ffma::with_tile`). The cost model below prices a point as the
 //! busiest SM's blocks at the FFMA rate its resident blocks reach plus a per-block fixed cost,
-//! which is what separates the two tiles: the 256-row tile's main loop 9% faster per FLOP, its
-//! fixed cost per block (not overlapped: one block an SM) three times the 128-row tile's, and
+//! which is what separates the two tiles: the 256-row tile's main loop 6% faster per FLOP, its
+//! fixed cost per block (not overlapped: one block an SM) seven times the 128-row tile's, and
 //! the whole-block granularity of ragged waves.
 
 use ferrotune::config::GemmConfig;
@@ -20,12 +20,15 @@ use crate::space::{Limits, occupancy};
 const FLOP_PER_CLK: f64 = 256.0;
 /// The fraction of [`FLOP_PER_CLK`] each tile's blocks reach in their main loop, and the clocks
 /// per block outside it (fill, epilogue), at the 1.965 GHz the H200's description gives: a
-/// least-squares line through the per-block times of the untuned tuner run on the H200
-/// (bench/results/ffma-tune-6e491b224208/, 8 shapes each, K from 700 to 5000): the 128-row
-/// tile (two blocks an SM) 0.096 µs per K and 18 µs a block, the 256-row tile 0.177 µs per K
-/// and 53 µs a block, within 8% of every measured time.
-const EFFICIENCY: [f64; 2] = [0.679, 0.737];
-const BLOCK_CLK: [f64; 2] = [35_000.0, 104_000.0];
+/// line through each tile's unsplit times in the exhaustive tuner run on the H200 with the
+/// 16-byte epilogue stores (bench/results/ffma-v4-277ad92edbfc/run5-78d8870-tune, 11 aligned shapes,
+/// K from 512 to 8192), least squares of the relative error: the 128-row tile (two blocks an
+/// SM) 0.683 and 2.2 µs a block, the 256-row tile 0.725 and 14.8 µs, every time within 3.3%
+/// but 640x640x8192 on the 128-row tile (one block on each of 25 SMs, 8% under; the model's
+/// [`ALONE`] puts it above). Before those stores (ffma-tune-6e491b224208) the fixed costs were
+/// 18 and 53 µs.
+const EFFICIENCY: [f64; 2] = [0.683, 0.725];
+const BLOCK_CLK: [f64; 2] = [4_300.0, 29_000.0];
 /// The 128-row tile alone on an SM (fewer blocks than SMs): half the warps to hide latency.
 const ALONE: f64 = 0.8;
 /// A launch with nothing to do (µs).

@@ -412,7 +412,7 @@ pub fn gemm_explain(g: &Gemm, dtype: DType, backend: &Backend) -> (GemmConfig, S
 /// `gemm_explain` against an explicit set of profiles (what tests and tools use). The key is
 /// (device, build, op `gemm`, dtype key, layout key, bucket of `[m, n, k, batch]`).
 pub fn gemm_explain_in(set: &ProfileSet, g: &Gemm, dtype: DType, s: &Stream) -> (GemmConfig, Source) {
-    let heuristic = |why: String| (gemm_heuristic(s, g), Source::Heuristic { why });
+    let heuristic = |why: String| (gemm_heuristic(s, g, dtype), Source::Heuristic { why });
     if set.is_empty() {
         return heuristic("no tuning profile loaded (FERROTUNE_PROFILE or ~/.config/ferrotune/profiles)".into());
     }
@@ -434,12 +434,23 @@ pub fn gemm_explain_in(set: &ProfileSet, g: &Gemm, dtype: DType, s: &Stream) -> 
     }
 }
 
-/// The built-in GEMM config on this stream's machine: the GPU heuristic's tile and split, and
-/// on the CPU one band per matrix (threaded by the GEMM crate).
-fn gemm_heuristic(s: &Stream, g: &Gemm) -> GemmConfig {
+/// The built-in GEMM config on this stream's machine: the GPU heuristic's tile and split
+/// (exact f32: the FFMA family's split, `ops::gemm_ffma::built_in_split`), and on the CPU one
+/// band per matrix (threaded by the GEMM crate).
+fn gemm_heuristic(s: &Stream, g: &Gemm, dtype: DType) -> GemmConfig {
     let mut c = GemmConfig::heuristic(g.m, g.n, g.k, g.batch);
-    if let Stream::Cpu(_) = s {
-        c.cpu_rows = GemmConfig::cpu_band_rows(g.m);
+    match s {
+        Stream::Cpu(_) => c.cpu_rows = GemmConfig::cpu_band_rows(g.m),
+        // `FERROTUNE_FFMA_SPLIT=0` keeps the tensor cores' rule (A/B runs).
+        Stream::Cuda { gpu, .. }
+            if dtype == DType::F32
+                && !g.precision.uses_tf32()
+                && !std::env::var("FERROTUNE_FFMA_SPLIT").is_ok_and(|v| v == "0") =>
+        {
+            let split = crate::ops::gemm_ffma::built_in_split(g.m, g.n, g.k, g.batch, gpu.info().sm_count);
+            c = if split > 1 { GemmConfig { tile: 0, split_k: split, ..c } } else { GemmConfig { split_k: 1, ..c } };
+        }
+        Stream::Cuda { .. } => {}
     }
     c
 }
@@ -450,7 +461,7 @@ pub(crate) fn gemm_config_for(s: &Stream, g: &Gemm, dtype: DType) -> Result<Gemm
     let c = current();
     check_usable_in(&c, s)?;
     if c.set.is_empty() {
-        return Ok(gemm_heuristic(s, g));
+        return Ok(gemm_heuristic(s, g, dtype));
     }
     let key = (
         gemm_dtype_name(dtype, g.precision),

@@ -5,7 +5,9 @@
 //! picks one (a tile the operands cannot take is an error), as does `FERROTUNE_FFMA_TILE=0|1`
 //! (the bench's A/B columns; it falls back with the reason), and so does a config that names
 //! the tiles (`path = "mma"`: a tuned profile's `f32` entry, or `Gemm::with_config`), which
-//! falls back with the reason where these operands cannot take its tile.
+//! falls back with the reason where these operands cannot take its tile. And the built-in K
+//! split of exact f32 (`built_in_split`), which the GPU heuristic takes instead of the tensor
+//! cores' rule.
 
 use ferrotune_kernels::gemm::{GemmVariant, Math, ffma};
 
@@ -87,9 +89,58 @@ pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, cfg: &GemmConfig, sm_count: u3
     })
 }
 
+/// The built-in K split of an exact-f32 call (1: none), for the GPU heuristic: where the
+/// 128-row tile's blocks (two an SM) fill less than [`SPLIT_BELOW_TENTHS`] tenths of the slots
+/// their waves hold (at most two waves, since a third keeps two thirds busy) and K is at least
+/// [`SPLIT_MIN_K`], the fewest slices that give four waves of slots, each slice at least
+/// `MIN_SLICE_K` long, at most `splitk::MAX_SLICES`. The partial products run the 128-row
+/// tile, and being compute-bound at the FFMA rate they gain from every SM kept busy, where the
+/// tensor cores' rule (`GemmConfig::heuristic`: a quarter wave of tiles, at most 16 slices)
+/// stops early. Measured by the tuner on the H200 (bench/results/ffma-v4-277ad92edbfc/
+/// run5-78d8870-tune): 1536x1536x4099 (144 blocks) ran 1.40x faster on 8 slices than unsplit,
+/// 640x640x8192 (25 blocks) 1.12x faster on 32 than on the tensor-core rule's 10; nine shapes
+/// filling at least six tenths of their slots kept no split. Single matrices only.
+pub(crate) fn built_in_split(m: usize, n: usize, k: usize, batch: usize, sm_count: u32) -> usize {
+    if batch > 1 || k < SPLIT_MIN_K {
+        return 1;
+    }
+    let slots = 2 * sm_count.max(1) as usize;
+    let blocks = m.div_ceil(ffma::TILES[0]) * n.div_ceil(ffma::BN);
+    if blocks == 0 || blocks * 10 >= SPLIT_BELOW_TENTHS * blocks.div_ceil(slots) * slots {
+        return 1;
+    }
+    (4 * slots).div_ceil(blocks).min(k / crate::config::MIN_SLICE_K).min(ferrotune_kernels::splitk::MAX_SLICES).max(1)
+}
+
+/// See [`built_in_split`].
+pub const SPLIT_BELOW_TENTHS: usize = 6;
+/// See [`built_in_split`].
+pub const SPLIT_MIN_K: usize = 2048;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The exact-f32 split: the tuner's winners on the H200 (8 slices at 1536x1536x4099, 32 at
+    /// 640x640x8192), none where the blocks fill six tenths of their slots or K is short, at
+    /// most 64 slices of at least 256, never for batches.
+    #[test]
+    fn built_in_split_fills_the_slots_of_long_k_problems() {
+        let s = |m, n, k| built_in_split(m, n, k, 1, 132);
+        assert_eq!(s(1536, 1536, 4099), 8);
+        assert_eq!(s(640, 640, 8192), 32);
+        assert_eq!(s(256, 256, 16_384), 64);
+        assert_eq!(s(256, 256, 4096), 16, "slices of at least 256");
+        for (m, n, k) in
+            [(4096, 4096, 4096), (3072, 3072, 3072), (1280, 4096, 4096), (6000, 1000, 3500), (2560, 2560, 5000)]
+        {
+            assert_eq!(s(m, n, k), 1, "{m}x{n}x{k}");
+        }
+        assert_eq!(s(1536, 1536, 2047), 1, "short K");
+        assert_eq!(s(0, 1536, 4096), 1);
+        assert_eq!(built_in_split(1536, 1536, 4099, 2, 132), 1, "batches");
+        assert_eq!(built_in_split(1536, 1536, 4099, 1, 264), 15, "more SMs, more slices");
+    }
     use ferrotune_kernels::DType;
     use ferrotune_kernels::gemm::Layout;
 
