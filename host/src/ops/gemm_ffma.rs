@@ -109,7 +109,7 @@ pub(crate) fn built_in_split(m: usize, n: usize, k: usize, batch: usize, sm_coun
     if blocks == 0 || blocks * 10 >= SPLIT_BELOW_TENTHS * blocks.div_ceil(slots) * slots {
         return 1;
     }
-    (4 * slots).div_ceil(blocks).min(k / crate::config::MIN_SLICE_K).min(ferrotune_kernels::splitk::MAX_SLICES).max(1)
+    (4 * slots).div_ceil(blocks).min(k / crate::config::MIN_SLICE_K).clamp(1, ferrotune_kernels::splitk::MAX_SLICES)
 }
 
 /// See [`built_in_split`].
