@@ -90,8 +90,9 @@ pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, cfg: &GemmConfig, sm_count: u3
 }
 
 /// The built-in K split of an exact-f32 call (1: none), for the GPU heuristic: where the
-/// 128-row tile's blocks (two an SM) fill less than [`SPLIT_BELOW_TENTHS`] tenths of the slots
-/// their waves hold (at most two waves, since a third keeps two thirds busy) and K is at least
+/// 128-row tile's blocks (two an SM) keep less than [`SPLIT_BELOW_TENTHS`] tenths of the SMs'
+/// rate busy (up to one block an SM, each at nine tenths of a pair's rate; beyond, the slots
+/// their waves hold: at most two waves, since a third keeps two thirds busy) and K is at least
 /// [`SPLIT_MIN_K`], the fewest slices that give four waves of slots, each slice at least
 /// `MIN_SLICE_K` long, at most `splitk::MAX_SLICES`. The partial products run the 128-row
 /// tile, and being compute-bound at the FFMA rate they gain from every SM kept busy, where the
@@ -99,14 +100,26 @@ pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, cfg: &GemmConfig, sm_count: u3
 /// stops early. Measured by the tuner on the H200 (bench/results/ffma-v4-277ad92edbfc/
 /// run5-78d8870-tune): 1536x1536x4099 (144 blocks) ran 1.40x faster on 8 slices than unsplit,
 /// 640x640x8192 (25 blocks) 1.12x faster on 32 than on the tensor-core rule's 10; nine shapes
-/// filling at least six tenths of their slots kept no split. Single matrices only.
+/// filling at least six tenths of their slots kept no split. Measured as first built
+/// (bench/results/ffma-v4-277ad92edbfc/run6-3cec15c-split) against the tensor cores' rule:
+/// 1.14-1.93x faster on 8 long-K shapes of 4 to 144 blocks; 2048x1024x4096 (128 blocks, one
+/// an SM) 7% slower split, hence the alone rate; 1000x333x4099 16% slower on 16 slices than on
+/// the other rule's 11. Single matrices only.
 pub(crate) fn built_in_split(m: usize, n: usize, k: usize, batch: usize, sm_count: u32) -> usize {
     if batch > 1 || k < SPLIT_MIN_K {
         return 1;
     }
-    let slots = 2 * sm_count.max(1) as usize;
+    let sms = sm_count.max(1) as usize;
+    let slots = 2 * sms;
     let blocks = m.div_ceil(ffma::TILES[0]) * n.div_ceil(ffma::BN);
-    if blocks == 0 || blocks * 10 >= SPLIT_BELOW_TENTHS * blocks.div_ceil(slots) * slots {
+    // Up to one block an SM, each runs alone at about nine tenths of a pair's rate (the
+    // tuner's 640x640x8192); beyond, the busiest SMs' pairs set the time.
+    let filled = if blocks <= sms {
+        9 * blocks >= SPLIT_BELOW_TENTHS * sms
+    } else {
+        blocks * 10 >= SPLIT_BELOW_TENTHS * blocks.div_ceil(slots) * slots
+    };
+    if blocks == 0 || filled {
         return 1;
     }
     (4 * slots).div_ceil(blocks).min(k / crate::config::MIN_SLICE_K).clamp(1, ferrotune_kernels::splitk::MAX_SLICES)
@@ -131,9 +144,15 @@ mod tests {
         assert_eq!(s(640, 640, 8192), 32);
         assert_eq!(s(256, 256, 16_384), 64);
         assert_eq!(s(256, 256, 4096), 16, "slices of at least 256");
-        for (m, n, k) in
-            [(4096, 4096, 4096), (3072, 3072, 3072), (1280, 4096, 4096), (6000, 1000, 3500), (2560, 2560, 5000)]
-        {
+        assert_eq!(s(1024, 1024, 4096), 16, "64 blocks, one an SM");
+        for (m, n, k) in [
+            (4096, 4096, 4096),
+            (3072, 3072, 3072),
+            (1280, 4096, 4096),
+            (6000, 1000, 3500),
+            (2560, 2560, 5000),
+            (2048, 1024, 4096),
+        ] {
             assert_eq!(s(m, n, k), 1, "{m}x{n}x{k}");
         }
         assert_eq!(s(1536, 1536, 2047), 1, "short K");
