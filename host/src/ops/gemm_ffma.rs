@@ -102,8 +102,8 @@ pub(crate) fn with_tile(v: GemmVariant, g: &Gemm, cfg: &GemmConfig, sm_count: u3
 /// 640x640x8192 (25 blocks) 1.12x faster on 32 than on the tensor-core rule's 10; nine shapes
 /// filling at least six tenths of their slots kept no split. Measured as first built
 /// (bench/results/ffma-v4-277ad92edbfc/run6-3cec15c-split) against the tensor cores' rule:
-/// 1.14-1.93x faster on 8 long-K shapes of 4 to 144 blocks; 2048x1024x4096 (128 blocks, one
-/// an SM) 7% slower split, hence the alone rate; 1000x333x4099 16% slower on 16 slices than on
+/// 1.12-1.96x faster on 7 long-K shapes of 4 to 144 blocks; 2048x1024x4096 (128 blocks, one
+/// an SM) 6% slower split, hence the alone rate; 1000x333x4099 16% slower on 16 slices than on
 /// the other rule's 11. Single matrices only.
 pub(crate) fn built_in_split(m: usize, n: usize, k: usize, batch: usize, sm_count: u32) -> usize {
     if batch > 1 || k < SPLIT_MIN_K {
