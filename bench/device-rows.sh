@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The row small-M kernel (issue 12; `ops::gemv_rows`): groups of 8 weight rows 8 apart in their
 # shared aligned frame, x staged per block in shared memory in that frame, products on tensor
-# cores, for 1-16 rows of x against unaligned, short-K weights. Parts run in the order ab, check,
+# cores, for 1-64 rows of x against unaligned, short-K weights. Parts run in the order ab, check,
 # ncu, suite.
 # PART=check: the small-M GPU tests (slab, streaming and row kernels; the graph tests), then
 # compute-sanitizer memcheck and racecheck on the row kernel's tests.
@@ -12,7 +12,8 @@
 # per warp and row; x0, x1: FERROTUNE_SMALL_M_X_COPIES=0 or =1, x read in place by the
 # interleaved slabs or from its shifted copies; hN: FERROTUNE_SMALL_M_BESIDE_HOPPER=N, unaligned
 # weights read in place up to N rows of x, packed for the Hopper tiles above; m0:
-# FERROTUNE_SMALL_M=0, no small-M family; a trailing b repeats a column later in the call), torch in the same call, then a table ($OUT/rows-table-<dtype>.md;
+# FERROTUNE_SMALL_M=0, no small-M family; RN: FERROTUNE_SMALL_M_ROWS_R=N, the row kernel's
+# blocks take N rows of x each (16: slices of 16; 64: all rows where x fits); a trailing b repeats a column later in the call), torch in the same call, then a table ($OUT/rows-table-<dtype>.md;
 # DTYPES, default bf16 f16).
 # PART=suite: the irregular suite with torch (bench/device-irregular.sh).
 # PART=ncu: Nsight Compute of ours and cuBLAS on NCU_SHAPES (bench/device-ncu-stream.sh).
@@ -25,17 +26,18 @@ if [[ "$PART" == *ab* ]]; then
   for dt in ${DTYPES:-bf16 f16}; do
     mkdir -p $R/$dt
     for col in $COLS; do
-      unset FERROTUNE_SMALL_M_ROWS FERROTUNE_SMALL_M_STREAM FERROTUNE_SMALL_M_ROWS_BATCHES FERROTUNE_SMALL_M_X_COPIES FERROTUNE_SMALL_M_BESIDE_HOPPER FERROTUNE_SMALL_M
+      unset FERROTUNE_SMALL_M_ROWS_R FERROTUNE_SMALL_M_ROWS FERROTUNE_SMALL_M_STREAM FERROTUNE_SMALL_M_ROWS_BATCHES FERROTUNE_SMALL_M_X_COPIES FERROTUNE_SMALL_M_BESIDE_HOPPER FERROTUNE_SMALL_M
       case ${col%b} in r0) export FERROTUNE_SMALL_M_ROWS=0;; r1) export FERROTUNE_SMALL_M_ROWS=1;;
         s0) export FERROTUNE_SMALL_M_STREAM=0;; s1) export FERROTUNE_SMALL_M_STREAM=1;;
         w1) export FERROTUNE_SMALL_M_ROWS_BATCHES=1;; w2) export FERROTUNE_SMALL_M_ROWS_BATCHES=2;;
         x0) export FERROTUNE_SMALL_M_X_COPIES=0;; x1) export FERROTUNE_SMALL_M_X_COPIES=1;;
-        h[0-9]*) c=${col%b}; export FERROTUNE_SMALL_M_BESIDE_HOPPER=${c#h};; m0) export FERROTUNE_SMALL_M=0;; esac
+        h[0-9]*) c=${col%b}; export FERROTUNE_SMALL_M_BESIDE_HOPPER=${c#h};; m0) export FERROTUNE_SMALL_M=0;;
+        R[0-9]*) c=${col%b}; export FERROTUNE_SMALL_M_ROWS_R=${c#R};; esac
       timeout $(cap 70) $X bench --ops gemm --shape-suite irregular --shapes $SHAPES --dtypes $dt \
         --warmup 5 --iters 30 --json $R/$dt/suite-$col.json > $R/$dt/suite-$col.txt 2>&1
       stamp "$dt column $col exit $?"
     done
-    unset FERROTUNE_SMALL_M_ROWS FERROTUNE_SMALL_M_STREAM FERROTUNE_SMALL_M_ROWS_BATCHES FERROTUNE_SMALL_M_X_COPIES FERROTUNE_SMALL_M_BESIDE_HOPPER FERROTUNE_SMALL_M
+    unset FERROTUNE_SMALL_M_ROWS_R FERROTUNE_SMALL_M_ROWS FERROTUNE_SMALL_M_STREAM FERROTUNE_SMALL_M_ROWS_BATCHES FERROTUNE_SMALL_M_X_COPIES FERROTUNE_SMALL_M_BESIDE_HOPPER FERROTUNE_SMALL_M
     timeout $(cap 90) python3 benches/torch_gemm.py --shapes $SHAPES --dtypes $dt --rotate --warmup 5 --iters 30 \
       --json $R/$dt/torch.json > $R/$dt/torch.txt 2>&1
     stamp "$dt torch exit $?"

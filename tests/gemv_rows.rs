@@ -1,6 +1,6 @@
 //! The row-per-warp small-M kernel (`ops::gemv_rows`): on the GPU, forced by a config naming it
 //! (`path = "small-m"`, tile 4) so that aligned and long rows take it too, against the float64
-//! reference with poisoned outputs: M in 1..=16, N around the 8-row block, K around the 16-byte
+//! reference with poisoned outputs: M in 1..=64 (one block's rows or slices of 16), N around the 8-row block, K around the 16-byte
 //! vector and the lanes' batches, padded and odd leading dimensions, both layouts of x, every
 //! epilogue, f16/bf16 with f32 and same-type outputs; weights at odd view offsets whose
 //! neighbouring elements are NaN and infinity (they share the edge vectors and must not reach
@@ -40,7 +40,7 @@ fn gpu_small_m_rows_edge_shapes_match_f64_reference() {
         return;
     }
     let (mut cases, mut taken) = (0u64, 0u64);
-    for (mi, m) in [1usize, 2, 3, 5, 8, 9, 16].into_iter().enumerate() {
+    for (mi, m) in [1usize, 2, 3, 5, 8, 9, 16, 17, 33, 48, 64].into_iter().enumerate() {
         for (ni, n) in [1usize, 7, 8, 9, 100, 1023].into_iter().enumerate() {
             for (ki, k) in [0usize, 1, 7, 8, 9, 63, 255, 257, 777, 1025, 2500].into_iter().enumerate() {
                 let i = mi + ni + ki;
@@ -56,10 +56,9 @@ fn gpu_small_m_rows_edge_shapes_match_f64_reference() {
                     2 => g.ldb = r.ldb + 8, // aligned rows when K is a multiple of 8
                     _ => {}
                 }
-                // x staged in shared memory must fit the kernel's shared memory; else the slab kernel runs.
-                let rows = ferrotune_kernels::gemv_rows::rows_for(m).unwrap();
-                let fits = ferrotune_kernels::gemv_rows::x_bytes(rows, k).unwrap()
-                    <= ferrotune_kernels::gemv_rows::MAX_X_BYTES;
+                // x staged in shared memory must fit the kernel's shared memory (a slice of 16
+                // rows at least); else the slab kernel runs.
+                let fits = ferrotune::ops::gemv_rows::block_rows(m, n, k, 132).is_some();
                 assert_eq!(takes_rows(&g, ROWS, 256), fits, "{g:?}: the row kernel?");
                 taken += fits as u64;
                 let dt = [DType::Bf16, DType::F16][i % 2];
@@ -137,7 +136,7 @@ fn gpu_small_m_rows_random_shapes() {
     let mut rng = Rng::new(0x60e5);
     let mut pick = |n: usize| (rng.next_u64() % n as u64) as usize;
     for case in 0..80u64 {
-        let (m, n, k) = (1 + pick(16), 1 + pick(3000), pick(1400));
+        let (m, n, k) = (1 + pick(if case % 2 == 0 { 16 } else { 64 }), 1 + pick(3000), pick(1400));
         let la = if pick(4) == 0 { Layout::Col } else { Layout::Row };
         let mut g = Gemm::new(m, n, k).layouts(la, Layout::Col).epilogue(epilogue(pick(4))).with_config(ROWS);
         if pick(2) == 1 {
@@ -165,6 +164,7 @@ fn gpu_small_m_rows_every_team() {
     }
     let sms = gpu.stream().gpu().map_or(132, |g| g.info().sm_count.max(1) as usize);
     let mut seen = std::collections::BTreeSet::new();
+    let mut rows_seen = std::collections::BTreeSet::new();
     let shapes = [
         (1usize, 9001usize, 100usize),
         (9, 20_011, 60),
@@ -173,22 +173,27 @@ fn gpu_small_m_rows_every_team() {
         (1, 3001, 255),
         (16, 4501, 250),
         (7, 2000, 777),
+        (40, 6007, 300),
+        (64, 20_000, 130),
+        (33, 1023, 777),
     ];
     for (i, (m, n, k)) in shapes.into_iter().enumerate() {
         let mut g = Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).epilogue(epilogue(i)).with_config(ROWS);
         g.ldb = k + 1 + i % 3;
-        let rows = ferrotune_kernels::gemv_rows::rows_for(m).unwrap();
-        let batches = ferrotune_kernels::gemv_rows::batches_for(rows);
-        seen.insert(ferrotune_kernels::gemv_rows::team_for(n, k, sms, batches));
+        let l = ferrotune::ops::gemv_rows::describe(&g.resolved(), DType::Bf16, DType::Bf16, sms).unwrap();
+        seen.insert(l.team);
+        rows_seen.insert((l.rows, l.slices));
         for (dt, out_f32) in [(DType::Bf16, i % 2 == 0), (DType::F16, i % 2 == 1)] {
             if let Err(e) = dispatch(&gpu, dt, out_f32, g, i as u64) {
                 panic!("{m}x{n}x{k} {dt:?} out_f32 {out_f32}: {e}");
             }
         }
     }
-    println!("{test}: teams {seen:?} on {sms} SMs");
+    println!("{test}: teams {seen:?}, (rows per block, slices) {rows_seen:?} on {sms} SMs");
     if sms <= 132 {
         assert_eq!(seen.len(), 4, "every team size: {seen:?}");
+        assert!(rows_seen.iter().any(|&(r, s)| r > 16 && s == 1), "a block of more than 16 rows: {rows_seen:?}");
+        assert!(rows_seen.iter().any(|&(_, s)| s > 1), "slices of rows: {rows_seen:?}");
     }
 }
 
@@ -200,7 +205,7 @@ fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
     let rc = |m, n, k| Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col);
     let auto = GemmConfig::DEFAULT;
     // Built in: weight rows not 16-byte aligned, 64 of them or more; 1 row of x at any K that
-    // fits, 2-8 rows up to K 1024, 9-16 rows up to K 800.
+    // fits, 2-8 rows up to K 1024, 9-16 rows up to K 800, 17-64 rows where x for 16 rows fits.
     assert!(takes_rows(&rc(1, 4097, 777), auto, 256));
     assert!(!takes_rows(&rc(1, 5, 7), auto, 256), "5 weight rows");
     assert!(takes_rows(&rc(8, 3000, 65), auto, 256), "8 rows");
@@ -209,7 +214,19 @@ fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
     assert!(!takes_rows(&rc(1, 4096, 1024), auto, 256), "aligned rows");
     assert!(takes_rows(&rc(9, 4097, 777), auto, 256), "9 rows");
     assert!(!takes_rows(&rc(9, 4097, 801), auto, 256), "9 rows, K above 800");
-    assert!(!takes_rows(&rc(17, 4097, 777), auto, 256), "17 rows");
+    assert!(takes_rows(&rc(17, 4097, 777), auto, 256), "17 rows");
+    assert!(takes_rows(&rc(48, 3000, 999), auto, 256), "48 rows");
+    assert!(takes_rows(&rc(64, 5000, 301), auto, 256), "64 rows, past the slab kernel's in-place limit");
+    assert!(!takes_rows(&rc(64, 5000, 304), auto, 256), "64 rows, aligned");
+    assert!(!takes_rows(&rc(33, 8191, 4099), auto, 256), "33 rows, long K");
+    let p = plan(&rc(33, 1023, 777).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
+    assert!(
+        p.reason.contains("ft_gemvr_bf16_bf16_m16") && p.reason.contains("3 slices of 16 rows of x"),
+        "{}",
+        p.reason
+    );
+    let p = plan(&rc(36, 5000, 300).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
+    assert!(p.reason.contains("ft_gemvr_bf16_bf16_m48") && p.reason.contains("all 36 rows of x"), "{}", p.reason);
     assert!(takes_rows(&rc(1, 8193, 4099), auto, 256), "one row, long K");
     assert!(!takes_rows(&rc(2, 8193, 4099), auto, 256), "two rows, long K");
     // Asked for by a config: aligned and long rows too, while x fits the shared memory.

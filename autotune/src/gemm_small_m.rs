@@ -130,7 +130,9 @@ fn rows_pruned(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmCon
     if let Err(why) = gemv_rows::applies(g, dtype, 256, Some((1, gemv_rows::ROWS_WIDTH))) {
         return Some(format!("the row kernel: {why}"));
     }
-    let Some((name, ..)) = gemv_rows::describe(g, dtype, dtype, 1) else {
+    let Some(gemv_rows::RowsLaunch { name, .. }) =
+        gemv_rows::describe(g, dtype, dtype, d.limits.map_or(132, |l| l.sm_count.max(1)) as usize)
+    else {
         return Some(format!("no row-kernel entry for {} rows of {}", g.m, dtype.name()));
     };
     if d.gemm_resources_of(name).is_none() {
@@ -168,11 +170,10 @@ pub fn resources(d: &Description, g: &Gemm, dtype: ferrotune::DType, cfg: &GemmC
         return Some(r);
     }
     if cfg.tile == ROWS_TILE {
-        let (name, ..) = gemv_rows::describe(g, dtype, dtype, 1)?;
-        let mut r = d.gemm_resources_of(name)?;
+        let l = gemv_rows::describe(g, dtype, dtype, d.limits.map_or(132, |l| l.sm_count.max(1)) as usize)?;
+        let mut r = d.gemm_resources_of(l.name)?;
         r.block_threads = ferrotune_kernels::gemv_rows::THREADS;
-        let rows = ferrotune_kernels::gemv_rows::rows_for(g.m)?;
-        r.dynamic_shared = ferrotune_kernels::gemv_rows::smem_bytes(rows, g.k)? as u32;
+        r.dynamic_shared = ferrotune_kernels::gemv_rows::smem_bytes(l.rows, g.k)? as u32;
         return Some(r);
     }
     let groups = kv::m_groups_for(g.m)?;
@@ -217,7 +218,7 @@ pub fn predict_ms(d: &Description, l: &Limits, shape: &GemmShape, cfg: &GemmConf
         let sms = f64::from(l.sm_count.max(1));
         let dt = shape.dtype.dtype();
         let launch = gemv_rows::describe(&shape.gemm(), dt, dt, l.sm_count.max(1) as usize);
-        let blocks = launch.map_or(ferrotune_kernels::gemv_rows::blocks(shape.n, 8), |(_, b, _)| b) as f64;
+        let blocks = launch.map_or(ferrotune_kernels::gemv_rows::blocks(shape.n, 8), |l| l.blocks * l.slices) as f64;
         let peak = d.peak_gbps.max(1.0) * 1e9;
         let bw = (0.9 * peak).min(blocks.min(sms) * SM_SHARE_FACTOR * peak / sms);
         let dram = (n * k + m * k + m * n) * elem;
@@ -363,12 +364,26 @@ pub(crate) mod tests {
         let r = r.unwrap();
         // x staged (98 vectors of the longest frame, stored 100 apart), then the warps' sums.
         assert_eq!((r.block_threads, r.dynamic_shared), (256, 100 * 16 + 4096));
-        // 8 rows of a 4096-long x do not fit its shared memory; 17 rows are past it.
-        for s in [shape(GemmDtype::F16, 8, 4096, 4096), shape(GemmDtype::F16, 17, 4096, 777)] {
+        // 8 rows of a 4096-long x do not fit its shared memory, nor do 16 rows of a 2000-long
+        // one (the slice the wide calls fall back to); 65 rows are past the kernel.
+        for s in [
+            shape(GemmDtype::F16, 8, 4096, 4096),
+            shape(GemmDtype::F16, 40, 4096, 2000),
+            shape(GemmDtype::F16, 65, 4096, 777),
+        ] {
             let (cands, pruned) = candidates(&d, &s, GemmConfig::DEFAULT);
             assert!(small_m_points_of_width(&cands, ROWS_TILE).is_empty(), "{s:?}");
-            assert!(pruned.iter().filter(own).any(|p| p.reason.contains("the row kernel")), "{pruned:?}");
+            let why =
+                |p: &&crate::space::Pruned| p.reason.contains("the row kernel") || p.reason.contains("1..=64 rows");
+            assert!(pruned.iter().filter(own).any(|p| why(&p)), "{s:?}");
         }
+        // 33 rows are a point, in one block's 48 rows (x of 48 x 300 staged).
+        let s33 = shape(GemmDtype::Bf16, 33, 5000, 300);
+        let (cands, _) = candidates(&d, &s33, GemmConfig::DEFAULT);
+        assert_eq!(small_m_points_of_width(&cands, ROWS_TILE), vec![1]);
+        let r =
+            resources(&d, &s33.gemm(), ferrotune::DType::Bf16, &GemmConfig { tile: ROWS_TILE, ..GemmConfig::DEFAULT });
+        assert_eq!(r.unwrap().dynamic_shared, 48 * 44 * 16 + 3 * 4096);
         let t = predict(&d, &s, &GemmConfig { path: GemmPath::SmallM, tile: ROWS_TILE, ..GemmConfig::DEFAULT });
         let floor = 4097.0 * 777.0 * 2.0 / (d.peak_gbps * 1e9) * 1e3;
         assert!(t.is_finite() && t > floor, "{t} vs {floor}");

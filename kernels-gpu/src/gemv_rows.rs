@@ -1,18 +1,20 @@
 //! The row kernel for a few rows of x (1 to [`MAX_M`]) against a weight whose rows are not
-//! 16-byte aligned and whose K is short (the 1x4097x777 class), on tensor cores
+//! 16-byte aligned (the 1x4097x777 and 33x1023x777 classes), on tensor cores
 //! (`entry/gemv_rows.rs`). A group of 8 weight rows 8 apart ([`row_of`]) shares one
 //! misalignment and is walked in its aligned frame (`gemv::row_shift` elements before
 //! K = 0): every load of the weight is one aligned 16-byte vector whatever the misalignment, no
-//! funnel shift and no copies of x first. x is staged once per block in shared memory in that
-//! frame (16-bit, zeros outside K); a block holds 1 to 8 groups of one residue modulo 8, and
-//! a team of its warps per group ([`team_for`]: short rows need fewer) splits K in chunks of 32
-//! elements: in a chunk, lane `4g + t` loads vector `t` of row `g` and the x vector that meets it, and the
-//! products go to two `mma.m16n8k16` with f32 accumulators: the weight rows are the MMA's 8
-//! columns, the rows of x its 16 rows, and the 32 elements of a chunk its K of the two MMAs in a
-//! fixed order that both operands share (a dot product does not care in which order K is
-//! summed). So an element costs no conversion and no FMA of its own, whatever the number of
-//! rows of x up to 16. The warps' partial sums meet once in shared memory, and the epilogue
-//! runs on one thread per output.
+//! funnel shift and no copies of x first. A block's rows of x (up to [`MAX_ROWS`]: 16 per MMA
+//! tile, [`m_tiles`] tiles) are staged once per block in shared memory in that frame (16-bit,
+//! zeros outside K); more rows of x than a block takes go to further blocks along y
+//! ([`slices`]), which read the same weight rows (from L2). A block holds 1 to 8 groups of one
+//! residue modulo 8, and a team of its warps per group ([`team_for`]: short rows need fewer)
+//! splits K in chunks of 32 elements: in a chunk, lane `4g + t` loads vector `t` of row `g` and
+//! the x vectors that meet it, and the products go to two `mma.m16n8k16` per MMA tile with f32
+//! accumulators: the weight rows are the MMA's 8 columns, 16 rows of x its rows, and the 32
+//! elements of a chunk its K of the two MMAs in a fixed order that both operands share (a dot
+//! product does not care in which order K is summed). So an element costs no conversion and no
+//! FMA of its own, and one weight vector serves every row of x of the block. The warps' partial
+//! sums meet once in shared memory, and the epilogue runs on one thread per output.
 //!
 //! Shared by the kernel, the host's plan (`host/src/ops/gemv_rows.rs`) and the tests.
 
@@ -30,24 +32,60 @@ pub const THREADS: u32 = (WARPS * 32) as u32;
 pub const UNROLL: usize = 4;
 /// Elements of K a chunk covers (4 lanes of a row, one 16-byte vector each).
 pub const CHUNK: usize = 32;
-/// Most rows of x the kernel serves (the MMA's 16 rows).
-pub const MAX_M: usize = 16;
-/// Compiled x-row counts (rows of x staged; the others of the MMA are zeros).
-pub const ROWS: [usize; 4] = [1, 4, 8, 16];
-/// Most shared memory the staged x may take.
+/// Most rows of x the kernel serves (in [`slices`] of a block's rows each).
+pub const MAX_M: usize = 64;
+/// Most rows of x one block takes (four MMA tiles of 16).
+pub const MAX_ROWS: usize = 64;
+/// Compiled x-row counts per block (rows of x staged; the others of an MMA tile are zeros).
+pub const ROWS: [usize; 7] = [1, 4, 8, 16, 32, 48, 64];
+/// Most shared memory the staged x may take in a block of up to 16 rows (4 blocks an SM).
 pub const MAX_X_BYTES: usize = 40 * 1024;
-/// Shared memory of the warps' partial sums (4 floats per lane), after x.
+/// Most shared memory the staged x may take in a block of more than 16 rows (2 blocks an SM).
+pub const MAX_X_BYTES_WIDE: usize = 96 * 1024;
+/// Shared memory of the warps' partial sums of one MMA tile (4 floats per lane), after x.
 pub const RED_BYTES: usize = WARPS * 32 * 16;
 
-/// The compiled x-row count for `m` rows, `None` at 0 or above [`MAX_M`].
+/// The compiled x-row count that holds `m` rows in one block, `None` at 0 or above
+/// [`MAX_ROWS`].
 pub const fn rows_for(m: usize) -> Option<usize> {
     match m {
         1 => Some(1),
         2..=4 => Some(4),
         5..=8 => Some(8),
         9..=16 => Some(16),
+        17..=32 => Some(32),
+        33..=48 => Some(48),
+        49..=64 => Some(64),
         _ => None,
     }
+}
+
+/// MMA tiles of 16 rows of x for `rows` compiled rows (one below 16: its rows past `rows` are
+/// zeros).
+pub const fn m_tiles(rows: usize) -> usize {
+    if rows <= 16 { 1 } else { rows.div_ceil(16) }
+}
+
+/// Blocks along y for `m` rows of x at `rows` rows per block.
+pub const fn slices(m: usize, rows: usize) -> usize {
+    if rows == 0 { 0 } else { m.div_ceil(rows) }
+}
+
+/// Blocks of an entry of `rows` compiled rows that share an SM (its launch bounds): 4 up to 16
+/// rows (up to 64 registers), 2 above (more accumulators, x vectors and staging in flight).
+pub const fn blocks_per_sm(rows: usize) -> u32 {
+    if rows <= 16 { 4 } else { 2 }
+}
+
+/// Most shared memory the staged x of a block of `rows` compiled rows may take.
+pub const fn max_x_bytes(rows: usize) -> usize {
+    if rows <= 16 { MAX_X_BYTES } else { MAX_X_BYTES_WIDE }
+}
+
+/// 16-byte vectors a thread loads before it stores them while staging x (more loads in flight
+/// for the wide entries, which stage more rows).
+pub const fn stage_unroll(rows: usize) -> usize {
+    if rows <= 16 { 2 } else { 4 }
 }
 
 /// 16-byte vectors of one staged row of x: the longest frame of K (a shift of 7), rounded up to
@@ -65,10 +103,20 @@ pub const fn x_bytes(rows: usize, k: usize) -> Option<usize> {
     e.checked_mul(16)
 }
 
-/// Dynamic shared memory of a block: the staged x, then the warps' partial sums.
+/// Dynamic shared memory of a block: the staged x, then the warps' partial sums (one area per
+/// MMA tile).
 pub const fn smem_bytes(rows: usize, k: usize) -> Option<usize> {
     let Some(x) = x_bytes(rows, k) else { return None };
-    x.checked_add(RED_BYTES)
+    x.checked_add(RED_BYTES * m_tiles(rows))
+}
+
+/// Whether the staged x of `rows` compiled rows and K = `k` fits the block's limit
+/// ([`max_x_bytes`]).
+pub const fn x_fits(rows: usize, k: usize) -> bool {
+    match x_bytes(rows, k) {
+        Some(b) => b <= max_x_bytes(rows),
+        None => false,
+    }
 }
 
 /// Rows of the weight one group of 8 rows per residue modulo 8 covers.
@@ -131,11 +179,11 @@ pub const fn in_row(j: usize, i: usize, s: usize, k: usize) -> bool {
     f >= s && f < s + k
 }
 
-/// The (row of x, weight slot) of accumulator `c` (0..4) of lane `lane` of an
-/// `mma.m16n8k16`'s result: rows `lane / 4` and `lane / 4 + 8`, columns `2 (lane % 4)` and
-/// the next.
+/// The (row of x, weight slot) of accumulator `c` of lane `lane`: accumulator `c % 4` of MMA
+/// tile `c / 4` (its rows 16 further down), where an `mma.m16n8k16`'s result holds rows
+/// `lane / 4` and `lane / 4 + 8`, columns `2 (lane % 4)` and the next.
 pub const fn acc_place(lane: usize, c: usize) -> (usize, usize) {
-    (lane / 4 + 8 * (c / 2), 2 * (lane % 4) + c % 2)
+    (16 * (c / 4) + lane / 4 + 8 * ((c % 4) / 2), 2 * (lane % 4) + c % 2)
 }
 
 /// Entry name: `ft_gemvr_<in>_<out>_m<rows>`; `None` for a combination that is not compiled.
@@ -157,30 +205,43 @@ pub fn entry_name(dtype: DType, out: DType, rows: usize) -> Option<&'static str>
 }
 
 /// Every compiled entry, in [`entry_name`]'s order.
-pub const NAMES: [&str; 16] = [
+pub const NAMES: [&str; 28] = [
     "ft_gemvr_bf16_bf16_m1",
     "ft_gemvr_bf16_bf16_m4",
     "ft_gemvr_bf16_bf16_m8",
     "ft_gemvr_bf16_bf16_m16",
+    "ft_gemvr_bf16_bf16_m32",
+    "ft_gemvr_bf16_bf16_m48",
+    "ft_gemvr_bf16_bf16_m64",
     "ft_gemvr_bf16_f32_m1",
     "ft_gemvr_bf16_f32_m4",
     "ft_gemvr_bf16_f32_m8",
     "ft_gemvr_bf16_f32_m16",
+    "ft_gemvr_bf16_f32_m32",
+    "ft_gemvr_bf16_f32_m48",
+    "ft_gemvr_bf16_f32_m64",
     "ft_gemvr_f16_f16_m1",
     "ft_gemvr_f16_f16_m4",
     "ft_gemvr_f16_f16_m8",
     "ft_gemvr_f16_f16_m16",
+    "ft_gemvr_f16_f16_m32",
+    "ft_gemvr_f16_f16_m48",
+    "ft_gemvr_f16_f16_m64",
     "ft_gemvr_f16_f32_m1",
     "ft_gemvr_f16_f32_m4",
     "ft_gemvr_f16_f32_m8",
     "ft_gemvr_f16_f32_m16",
+    "ft_gemvr_f16_f32_m32",
+    "ft_gemvr_f16_f32_m48",
+    "ft_gemvr_f16_f32_m64",
 ];
 
-/// Launch bounds of an entry (threads, blocks per SM): 4 blocks (up to 64 registers: a lane
-/// holds [`UNROLL`] weight vectors, the x vectors of one chunk and 4 accumulators); `None` for
-/// other names.
+/// Launch bounds of an entry (threads, blocks per SM): [`blocks_per_sm`] of its rows (up to 16
+/// rows 4 blocks, up to 64 registers: a lane holds [`UNROLL`] weight vectors, the x vectors of
+/// one chunk and 4 accumulators per MMA tile); `None` for other names.
 pub fn launch_bounds(entry: &str) -> Option<(u32, u32)> {
-    NAMES.contains(&entry).then_some((THREADS, 4))
+    let i = NAMES.iter().position(|&n| n == entry)?;
+    Some((THREADS, blocks_per_sm(ROWS[i % ROWS.len()])))
 }
 
 #[cfg(test)]
@@ -198,7 +259,7 @@ mod tests {
                     let n = entry_name(dt, out, r).unwrap();
                     assert!(n.contains(dt.name()) && n.ends_with(&format!("_m{r}")), "{n}");
                     assert!(seen.insert(n));
-                    assert_eq!(launch_bounds(n), Some((THREADS, 4)));
+                    assert_eq!(launch_bounds(n), Some((THREADS, if r <= 16 { 4 } else { 2 })));
                 }
             }
         }
@@ -211,12 +272,23 @@ mod tests {
 
     #[test]
     fn rows_round_up_to_a_compiled_count() {
-        for m in 1..=MAX_M {
+        for m in 1..=MAX_ROWS {
             let r = rows_for(m).unwrap();
             assert!(r >= m && ROWS.contains(&r), "{m} -> {r}");
+            // The smallest compiled count that holds m.
+            assert!(ROWS.iter().all(|&c| c < m || c >= r), "{m} -> {r}");
+            assert!(m_tiles(r) * 16 >= r && m_tiles(r) <= 4);
         }
         assert_eq!(rows_for(0), None);
-        assert_eq!(rows_for(MAX_M + 1), None);
+        assert_eq!(rows_for(MAX_ROWS + 1), None);
+        assert_eq!((m_tiles(1), m_tiles(16), m_tiles(32), m_tiles(48), m_tiles(64)), (1, 1, 2, 3, 4));
+        // Slices of a block's rows cover every row of x once.
+        for m in 1..=MAX_M {
+            for r in ROWS {
+                assert!(slices(m, r) * r >= m && (slices(m, r) - 1) * r < m, "{m} {r}");
+            }
+        }
+        assert_eq!((slices(33, 16), slices(33, 48), slices(0, 16)), (3, 1, 0));
     }
 
     #[test]
@@ -317,15 +389,34 @@ mod tests {
     }
 
     #[test]
-    fn accumulators_cover_16_rows_of_x_by_8_slots_once() {
-        let mut seen = [[0u8; SLOTS]; 16];
-        for lane in 0..32 {
-            for c in 0..4 {
-                let (r, slot) = acc_place(lane, c);
-                seen[r][slot] += 1;
+    fn accumulators_cover_the_rows_of_x_by_8_slots_once() {
+        for tiles in 1..=4 {
+            let mut seen = std::vec![[0u8; SLOTS]; 16 * tiles];
+            for lane in 0..32 {
+                for c in 0..4 * tiles {
+                    let (r, slot) = acc_place(lane, c);
+                    seen[r][slot] += 1;
+                }
             }
+            assert!(seen.iter().flatten().all(|&n| n == 1), "{tiles} tiles");
         }
-        assert!(seen.iter().flatten().all(|&n| n == 1));
         assert_eq!(acc_place(5, 3), (9, 3));
+        assert_eq!(acc_place(5, 7), (25, 3));
+        assert_eq!(acc_place(0, 12), (48, 0));
+    }
+
+    #[test]
+    fn wide_blocks_take_more_shared_memory_and_fewer_blocks_per_sm() {
+        assert_eq!(smem_bytes(64, 777), Some(64 * 100 * 16 + 4 * RED_BYTES));
+        assert_eq!(smem_bytes(16, 777), Some(16 * 100 * 16 + RED_BYTES));
+        assert!(x_fits(48, 777) && !x_fits(64, 777) && x_fits(16, 1200) && !x_fits(16, 1300));
+        assert!(!x_fits(64, usize::MAX / 4));
+        for r in ROWS {
+            let most = max_x_bytes(r) + RED_BYTES * m_tiles(r) + 1024;
+            // Every block that fits leaves room for its blocks per SM in an SM's 228 KiB (the
+            // driver's 1 KiB per block included).
+            assert!(most * blocks_per_sm(r) as usize <= 228 * 1024, "{r}");
+            assert!(stage_unroll(r) >= 2);
+        }
     }
 }

@@ -35,9 +35,16 @@ pub(super) fn small_m_reason(
     let rows = crate::ops::gemv_rows::applies(g, dtype, ptrs[1], tuned);
     if let Ok(how) = rows {
         let detail = crate::ops::gemv_rows::describe(g, dtype, out, sm_count.max(1) as usize)
-            .map(|(name, blocks, team)| {
-                let groups = ferrotune_kernels::gemv_rows::WARPS / team;
-                format!("; {name}: {how}: {blocks} blocks of {groups} x 8 rows, {team} warps per 8 rows")
+            .map(|l| {
+                let groups = ferrotune_kernels::gemv_rows::WARPS / l.team;
+                let slices = match l.slices {
+                    1 => format!("all {} rows of x in each block", g.m),
+                    s => format!("{s} slices of {} rows of x", l.rows),
+                };
+                format!(
+                    "; {}: {how}: {} blocks of {groups} x 8 rows, {} warps per 8 rows, {slices}",
+                    l.name, l.blocks, l.team
+                )
             })
             .unwrap_or_default();
         return format!("{why}{detail}");

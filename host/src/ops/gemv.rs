@@ -82,14 +82,16 @@ pub const IN_PLACE_MIN_WEIGHT: usize = 1 << 19;
 /// (`gemm_plan_small_m::hopper_rows`). From 33 rows large weights run in blocks of two slabs
 /// (`gemv::heuristic_width`): 33x8191x4099 0.069-0.074 ms in place against 0.100 packed
 /// (bench/results/smallm-width-ba3e29311e30/), hence the limit of 40 rows; above, the packed
-/// copies go to the Hopper tiles (x costs the small-M kernel more with every row group).
+/// copies go to the Hopper tiles (x costs the small-M kernel more with every row group), unless
+/// the row kernel takes the call (`gemv_rows::applies`: up to 64 rows, x staged on chip).
 /// `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` moves the limit to n rows.
 pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool {
     let limit = std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse::<usize>().ok());
     small_m_applies(g, dtype).is_some()
         && vector_loads(g, ptrs)
         && !std::env::var("FERROTUNE_SMALL_M_UNALIGNED").is_ok_and(|v| v == "0")
-        && g.m <= limit.unwrap_or(IN_PLACE_MAX_ROWS)
+        && (g.m <= limit.unwrap_or(IN_PLACE_MAX_ROWS)
+            || (limit.is_none() && super::gemv_rows::applies(g, dtype, ptrs[1], None).is_ok()))
 }
 
 /// Whether interleaved slabs read x itself in their frame (funnel shifts, `gemv::X_IN_PLACE`)

@@ -1,10 +1,11 @@
 //! The row small-M kernel on the host (`kernels-gpu/src/gemv_rows.rs`): whether a small-M
-//! call takes it and why, and its launch. It can serve 1 to 16 rows of x (f16 or bf16) when a
+//! call takes it and why, and its launch. It can serve 1 to 64 rows of x (f16 or bf16) when a
 //! config asks for it; the built-in plan gives it the calls of [`built_in_rows`] against a
 //! weight whose rows are not 16-byte aligned and whose K is short, where the slab kernel
 //! (`ops::gemv`) spends its time on funnel shifts or on copies of x: a block reads 8 weight
-//! rows in their shared aligned frame, x staged once in shared memory, and its warps add the
-//! products on tensor cores.
+//! rows in their shared aligned frame, its rows of x (all of them, or a slice of 16:
+//! [`block_rows`]) staged once in shared memory, and its warps add the products on tensor
+//! cores.
 
 use std::sync::Arc;
 
@@ -51,8 +52,48 @@ pub const fn built_in_rows(m: usize, n: usize, k: usize) -> std::result::Result<
         2..=8 if k <= MAX_K => Ok(()),
         2..=8 => Err("K above 1024 with 2 to 8 rows of x (the slab kernel splits long rows over warps)"),
         9..=16 if k <= MAX_K_16 => Ok(()),
-        _ => Err("K above 800 with 9 to 16 rows of x (x staged per block costs more than the slab kernel's copies)"),
+        9..=16 => {
+            Err("K above 800 with 9 to 16 rows of x (x staged per block costs more than the slab kernel's copies)")
+        }
+        _ if kr::x_fits(16, k) => Ok(()),
+        _ => Err("x staged for 16 rows would take more than 40 KiB of shared memory"),
     }
+}
+
+/// A launch of the row kernel: its entry, blocks along x (weight rows) and y (slices of the
+/// rows of x), the team (warps per 8-row group) and the rows of x per block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowsLaunch {
+    pub name: &'static str,
+    pub blocks: usize,
+    pub slices: usize,
+    pub team: usize,
+    pub rows: usize,
+}
+
+/// Rows of x per block (a compiled count, `kr::ROWS`) for `m` rows of x, K = `k`, `n` weight
+/// rows on `sms` SMs, `None` where not even a slice of 16 rows fits its shared memory: up to 16
+/// rows one block's count (`kr::rows_for`); above, all of them in one block (each weight vector
+/// meets every row of x, x staged once per block) where that fits and the weight has 8-row
+/// groups for every SM, else slices of 16 rows (more blocks, each staging less x, the weight
+/// read once per slice from L2). `FERROTUNE_SMALL_M_ROWS_R=16|32|48|64` asks for that many
+/// per block where it fits (A/B runs).
+pub fn block_rows(m: usize, n: usize, k: usize, sms: usize) -> Option<usize> {
+    let whole = kr::rows_for(m.min(kr::MAX_M))?;
+    if m > kr::MAX_M {
+        return None;
+    }
+    let asked = std::env::var("FERROTUNE_SMALL_M_ROWS_R").ok().and_then(|v| v.parse::<usize>().ok());
+    if let Some(r) = asked.filter(|r| kr::ROWS.contains(r) && *r >= 16 && m > 16) {
+        let r = r.min(whole);
+        if kr::x_fits(r, k) {
+            return Some(r);
+        }
+    }
+    if m <= 16 || (kr::x_fits(whole, k) && kr::blocks(n, kr::WARPS) >= sms) {
+        return kr::x_fits(whole, k).then_some(whole);
+    }
+    kr::x_fits(16, k).then_some(16)
 }
 
 /// Why the row kernel serves the small-M call `g` (resolved) with `dtype` inputs with the
@@ -74,13 +115,13 @@ pub fn applies(
         return Err("the tuned config names another small-M kernel");
     }
     if !matches!(dtype, DType::Bf16 | DType::F16) || g.m == 0 || g.m > kr::MAX_M || g.batch != 1 {
-        return Err("the row kernel takes 1..=16 rows of 16-bit data, one matrix");
+        return Err("the row kernel takes 1..=64 rows of 16-bit data, one matrix");
     }
     if g.b_layout != Layout::Col {
         return Err("the row kernel reads K-contiguous weight rows (B column-major)");
     }
-    let rows = kr::rows_for(g.m).unwrap_or(kr::MAX_M);
-    if kr::x_bytes(rows, g.k).is_none_or(|b| b > kr::MAX_X_BYTES) {
+    // Any SM count: only whether some block's rows fit matters here.
+    if block_rows(g.m, g.n, g.k, 1).is_none() {
         return Err("x staged in shared memory would take more than 40 KiB");
     }
     if asked || env.as_deref() == Some("1") {
@@ -104,13 +145,15 @@ fn batches(rows: usize) -> usize {
     }
 }
 
-/// The entry, blocks and team (warps per 8-row group, `kr::team_for`) of a call `applies`
-/// accepted, on a device of `sms` SMs.
-pub fn describe(g: &Gemm, dtype: DType, out: DType, sms: usize) -> Option<(&'static str, usize, usize)> {
-    let rows = kr::rows_for(g.m)?;
+/// The launch of a call `applies` accepted, on a device of `sms` SMs: rows of x per block
+/// ([`block_rows`]), the team (warps per 8-row group, `kr::team_for`) and the blocks.
+pub fn describe(g: &Gemm, dtype: DType, out: DType, sms: usize) -> Option<RowsLaunch> {
+    let rows = block_rows(g.m, g.n, g.k, sms)?;
     let name = kr::entry_name(dtype, out, rows)?;
-    let team = kr::team_for(g.n, g.k, sms, batches(rows));
-    Some((name, kr::blocks(g.n, team), team))
+    let slices = kr::slices(g.m, rows);
+    // The blocks of all slices share the SMs.
+    let team = kr::team_for(g.n, g.k, sms.div_ceil(slices), batches(rows));
+    Some(RowsLaunch { name, blocks: kr::blocks(g.n, team), slices, team, rows })
 }
 
 /// Launches the row kernel on `ptrs` = (a, b, c, d, bias).
@@ -127,18 +170,26 @@ pub(crate) unsafe fn launch(
     ptrs: [u64; 5],
 ) -> Result<()> {
     let [pa, pb, pc, pd, pbias] = ptrs;
-    let Some((name, blocks, team)) = describe(g, dtype, out, gpu.info.sm_count.max(1) as usize) else {
-        return Err(Error::UnsupportedDtype { op: OP, dtype: dtype.name() });
-    };
-    let rows = kr::rows_for(g.m).unwrap_or(kr::MAX_M);
-    let smem = kr::x_bytes(rows, g.k)
-        .filter(|&b| b <= kr::MAX_X_BYTES)
-        .and_then(|_| kr::smem_bytes(rows, g.k))
-        .ok_or_else(|| Error::InvalidConfig {
+    let Some(RowsLaunch { name, blocks, slices, team, rows }) =
+        describe(g, dtype, out, gpu.info.sm_count.max(1) as usize)
+    else {
+        return Err(Error::InvalidConfig {
             op: OP,
-            why: format!("{name}: x of {}x{} staged in shared memory exceeds {} bytes", g.m, g.k, kr::MAX_X_BYTES),
-        })? as u32;
-    if g.n == 0 || blocks > u32::MAX as usize {
+            why: format!(
+                "the row kernel: no {} entry for {} rows of x whose x staged in shared memory fits (K = {})",
+                dtype.name(),
+                g.m,
+                g.k
+            ),
+        });
+    };
+    let smem = Some(rows).filter(|&r| kr::x_fits(r, g.k)).and_then(|r| kr::smem_bytes(r, g.k)).ok_or_else(|| {
+        Error::InvalidConfig {
+            op: OP,
+            why: format!("{name}: x of {rows}x{} staged in shared memory exceeds {} bytes", g.k, kr::max_x_bytes(rows)),
+        }
+    })? as u32;
+    if g.n == 0 || blocks > u32::MAX as usize || slices > 65_535 {
         return Err(Error::InvalidConfig { op: OP, why: format!("{name}: {} weight rows", g.n) });
     }
     let kernel = gpu.kernels()?.function_with_smem(name, smem)?;
@@ -148,7 +199,11 @@ pub(crate) unsafe fn launch(
             why: format!("{name} allows {} threads per block, needs {}", kernel.max_threads, kr::THREADS),
         });
     }
-    let cfg = LaunchConfig { grid_dim: (blocks as u32, 1, 1), block_dim: (kr::THREADS, 1, 1), shared_mem_bytes: smem };
+    let cfg = LaunchConfig {
+        grid_dim: (blocks as u32, slices as u32, 1),
+        block_dim: (kr::THREADS, 1, 1),
+        shared_mem_bytes: smem,
+    };
     let dims = [g.m, g.n, g.k, g.lda, g.ldb, g.ldc].map(|x| x as u32);
     let strides = [g.stride_a, g.stride_b, g.stride_c].map(|x| x as u64);
     let e = g.epilogue;
@@ -168,9 +223,10 @@ pub(crate) unsafe fn launch(
     lb.arg(&e.alpha).arg(&e.beta).arg(&flags).arg(&layout).arg(&team);
     // SAFETY: the arguments match `gemvr_entry!` in kernels-gpu/src/entry/gemv_rows.rs (5
     // pointers, 6 u32, 3 u64, 2 f32, 3 u32); the caller vouches for the operands; `applies`
-    // checked the rows of x (at most the entry's), the weight's K-contiguous layout and the
-    // staged x's size; the shared memory given here is x's and the warps' sums; the grid is
-    // `blocks(n, team)` for the team `describe` chose (one of `kr::TEAMS`).
+    // checked the rows of x (at most 64: `slices` blocks of the entry's rows along y), the
+    // weight's K-contiguous layout and the staged x's size; the shared memory given here is x's
+    // and the warps' sums; the grid is `blocks(n, team)` by `slices(m, rows)` for the team and
+    // rows `describe` chose (one of `kr::TEAMS`, `kr::ROWS`).
     unsafe { lb.launch(cfg) }.ctx(|| format!("launching {name} ({}x{}x{}, {blocks} blocks)", g.m, g.n, g.k))?;
     Ok(())
 }
@@ -199,7 +255,11 @@ mod tests {
         assert!(ok(&rc(1, 4096, 768), 258), "a view at an odd offset");
         assert!(ok(&rc(9, 4097, 777), 256), "9 rows");
         assert!(!ok(&rc(16, 4097, 1023), 256), "16 rows, K above 800");
-        assert!(!ok(&rc(17, 4097, 777), 256), "17 rows");
+        assert!(ok(&rc(17, 4097, 777), 256), "17 rows");
+        assert!(ok(&rc(33, 1023, 777), 256), "33 rows");
+        assert!(ok(&rc(64, 5000, 1201), 256), "64 rows in slices of 16");
+        assert!(!ok(&rc(33, 8191, 4099), 256), "33 rows, K past a 16-row slice's shared memory");
+        assert!(!ok(&rc(65, 4097, 777), 256), "65 rows");
         assert!(applies(&rc(4, 4097, 1025), DType::Bf16, 256, Some((1, ROWS_WIDTH))).is_ok(), "asked for");
         assert!(!ok(&rc(4, 4097, 1025), 256), "K above 1024 from 2 rows");
         assert!(ok(&rc(1, 8193, 4099), 256), "one row, long K");
@@ -213,15 +273,43 @@ mod tests {
         let big = applies(&rc(8, 4096, 4096), DType::F16, 256, Some((1, ROWS_WIDTH)));
         assert!(big.is_err_and(|w| w.contains("40 KiB")));
         assert!(applies(&rc(16, 4096, 1000), DType::F16, 256, Some((1, ROWS_WIDTH))).is_ok());
-        assert!(applies(&rc(17, 4096, 100), DType::F16, 256, Some((1, ROWS_WIDTH))).is_err());
+        assert!(applies(&rc(17, 4096, 100), DType::F16, 256, Some((1, ROWS_WIDTH))).is_ok());
+        assert!(applies(&rc(65, 4096, 100), DType::F16, 256, Some((1, ROWS_WIDTH))).is_err());
     }
 
     #[test]
     fn describes_the_entry_for_the_rows_of_x() {
-        assert_eq!(describe(&rc(1, 4097, 777), DType::Bf16, DType::Bf16, 132), Some(("ft_gemvr_bf16_bf16_m1", 520, 8)));
-        assert_eq!(describe(&rc(3, 5, 7), DType::F16, DType::F32, 132), Some(("ft_gemvr_f16_f32_m4", 8, 8)));
-        assert_eq!(describe(&rc(9, 5, 7), DType::F16, DType::F16, 132), Some(("ft_gemvr_f16_f16_m16", 8, 8)));
-        assert_eq!(describe(&rc(1, 50_000, 100), DType::F16, DType::F16, 132), Some(("ft_gemvr_f16_f16_m1", 784, 1)));
-        assert_eq!(describe(&rc(17, 5, 7), DType::F16, DType::F16, 132), None);
+        if std::env::var("FERROTUNE_SMALL_M_ROWS_R").is_ok() {
+            eprintln!("skipped: FERROTUNE_SMALL_M_ROWS_R is set");
+            return;
+        }
+        let d = |m, n, k, dt, out| {
+            describe(&rc(m, n, k), dt, out, 132).map(|l| (l.name, l.blocks, l.slices, l.team, l.rows))
+        };
+        assert_eq!(d(1, 4097, 777, DType::Bf16, DType::Bf16), Some(("ft_gemvr_bf16_bf16_m1", 520, 1, 8, 1)));
+        assert_eq!(d(3, 5, 7, DType::F16, DType::F32), Some(("ft_gemvr_f16_f32_m4", 8, 1, 8, 4)));
+        assert_eq!(d(9, 5, 7, DType::F16, DType::F16), Some(("ft_gemvr_f16_f16_m16", 8, 1, 8, 16)));
+        assert_eq!(d(1, 50_000, 100, DType::F16, DType::F16), Some(("ft_gemvr_f16_f16_m1", 784, 1, 1, 1)));
+        // Few weight rows: slices of 16 rows of x (here 3), whose blocks share the SMs.
+        assert_eq!(d(33, 1023, 777, DType::Bf16, DType::Bf16), Some(("ft_gemvr_bf16_bf16_m16", 64, 3, 4, 16)));
+        assert_eq!(d(17, 5, 7, DType::F16, DType::F16), Some(("ft_gemvr_f16_f16_m16", 8, 2, 8, 16)));
+        // Weight groups for every SM: all rows of x in one block where x fits.
+        assert_eq!(
+            d(36, 5000, 300, DType::Bf16, DType::Bf16).map(|l| (l.0, l.2, l.4)),
+            Some(("ft_gemvr_bf16_bf16_m48", 1, 48))
+        );
+        assert_eq!(d(64, 50_000, 700, DType::F16, DType::F32).map(|l| (l.0, l.2)), Some(("ft_gemvr_f16_f32_m64", 1)));
+        // x for 64 rows at K 777 does not fit: slices of 16.
+        assert_eq!(d(64, 50_000, 777, DType::F16, DType::F16).map(|l| (l.0, l.2)), Some(("ft_gemvr_f16_f16_m16", 4)));
+        assert_eq!(d(65, 5000, 7, DType::F16, DType::F16), None);
+        assert_eq!(d(16, 5000, 2000, DType::F16, DType::F16), None);
+        for m in 1..=64 {
+            for (n, k) in [(1usize, 1usize), (100, 63), (1023, 777), (5000, 300), (20_000, 1200)] {
+                let l = describe(&rc(m, n, k), DType::Bf16, DType::Bf16, 132).unwrap();
+                assert!(l.rows * l.slices >= m && (l.slices - 1) * l.rows < m, "{m}x{n}x{k}: {l:?}");
+                assert!(ferrotune_kernels::gemv_rows::x_fits(l.rows, k), "{m}x{n}x{k}: {l:?}");
+                assert!(l.name.ends_with(&format!("_m{}", l.rows)));
+            }
+        }
     }
 }

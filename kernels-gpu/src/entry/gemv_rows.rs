@@ -1,16 +1,17 @@
-//! Row small-M entry points (`ft_gemvr_<in>_<out>_m<rows>`, see `gemv_rows.rs`): block `b`
-//! computes output columns `gemv_rows::row_of(b, team, 0..8 / team, 0..8)` (groups of 8 weight
-//! rows 8 apart, one misalignment) for every row of x. A team of `team` warps per group splits
-//! K in chunks of 32 elements; lane `4g + t` reads vector `t` of a chunk of weight row `g` in
-//! the rows' aligned frame (a batch of
+//! Row small-M entry points (`ft_gemvr_<in>_<out>_m<rows>`, see `gemv_rows.rs`): block
+//! `(b, y)` computes output columns `gemv_rows::row_of(b, team, 0..8 / team, 0..8)` (groups of
+//! 8 weight rows 8 apart, one misalignment) for rows `y * rows ..` of x (up to `rows` of
+//! them). A team of `team` warps per group splits K in chunks of 32 elements; lane `4g + t`
+//! reads vector `t` of a chunk of weight row `g` in the rows' aligned frame (a batch of
 //! [`UNROLL`] chunks per lane in flight, the first while x is staged) and the same vector of
-//! rows `g` and `g + 8` of x staged in shared memory, and two `mma.m16n8k16` add the chunk's
-//! products; a team's sums meet in shared memory, one thread per output applies the epilogue.
+//! rows `16 i + g` and `16 i + g + 8` of x staged in shared memory, and two `mma.m16n8k16` per
+//! MMA tile `i` add the chunk's products; a team's sums meet in shared memory, one thread per
+//! output applies the epilogue.
 
 use super::gemv::{MmaElem, load8};
 use crate::arch::nvptx::{
-    block_idx_x, block_idx_z, dyn_smem_addr, ld_global_nc_v4, ld_shared_f32, ld_shared_v4_f32, st_shared_v4,
-    sync_threads, thread_idx_x,
+    block_idx_x, block_idx_y, block_idx_z, dyn_smem_addr, ld_global_nc_v4, ld_shared_f32, ld_shared_v4_f32,
+    st_shared_v4, sync_threads, thread_idx_x,
 };
 use crate::element::Element;
 use crate::gemm::Epilogue;
@@ -79,16 +80,18 @@ fn in_row_only(mut w: [u32; 4], j: usize, s: usize, k: usize) -> [u32; 4] {
     w
 }
 
-/// One block: weight rows `gemv_rows::row_of(blockIdx.x, team, 0..8 / team, 0..8)`, matrix
-/// `blockIdx.z`.
+/// One block: weight rows `gemv_rows::row_of(blockIdx.x, team, 0..8 / team, 0..8)`, rows
+/// `blockIdx.y * R ..` of x, matrix `blockIdx.z`. `MT` MMA tiles (`gemv_rows::m_tiles(R)`),
+/// `SU` vectors per thread in flight while x is staged (`gemv_rows::stage_unroll(R)`).
 ///
 /// # Safety
 /// Host-validated: the operands cover their matrices as `q` describes (the weight B
-/// K-contiguous, `ldb >= k`; m <= R <= 16); the block has `gemv_rows::smem_bytes(R, k)` bytes
+/// K-contiguous, `ldb >= k`; R <= 16 MT); the block has `gemv_rows::smem_bytes(R, k)` bytes
 /// of dynamic shared memory and `gemv_rows::THREADS` threads; the grid is
-/// `gemv_rows::blocks(n, team)` by 1 by the batch, `team` one of `gemv_rows::TEAMS`.
+/// `gemv_rows::blocks(n, team)` by `gemv_rows::slices(m, R)` by the batch, `team` one of
+/// `gemv_rows::TEAMS`.
 #[inline(always)]
-unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
+unsafe fn rows<E: MmaElem, O: Element, const R: usize, const MT: usize, const SU: usize>(
     a: *const E,
     b: *const E,
     c: *const O,
@@ -100,6 +103,8 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
     let z = block_idx_z() as usize;
+    // This block's first row of x.
+    let m0 = block_idx_y() as usize * R;
     let block = block_idx_x() as usize;
     let team = q.team;
     let (group, wt) = (warp / team, warp % team);
@@ -131,18 +136,17 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
     // The first batch of the weight is on its way while x is staged.
     let mut cur = load_batch(wt);
 
-    // x in the block's frame: row r, vector c holds x[r][8c - s ..][..8] (zeros outside K and
-    // for rows m..R), 16 bytes per vector, rows `xs` vectors apart.
+    // x in the block's frame: row r, vector c holds x[m0 + r][8c - s ..][..8] (zeros outside K
+    // and for rows past m), 16 bytes per vector, rows `xs` vectors apart.
     let smem = dyn_smem_addr();
     let a_col = q.layout & A_COL != 0;
     let total = R * xs;
     let mut i0 = tid;
     while i0 < total {
-        const SU: usize = 2;
         let mut v = [[0u32; 4]; SU];
         for (u, vu) in v.iter_mut().enumerate() {
             let e = i0 + u * THREADS as usize;
-            let (r, cc) = (e / xs, e % xs);
+            let (r, cc) = (m0 + e / xs, e % xs);
             if e < total && r < q.m {
                 // SAFETY: row r of x (r < m), predicated inside it (load8).
                 *vu = unsafe {
@@ -175,7 +179,7 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
             [0; 4]
         }
     };
-    let mut acc = [0.0f32; 4];
+    let mut acc = [[0.0f32; 4]; MT];
     let mut base = wt;
     // Warp-uniform: every lane runs the same chunks (the MMAs need the whole warp).
     while base < chunks {
@@ -187,38 +191,45 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
             if ch < chunks {
                 let j = 4 * ch + t;
                 let w = in_row_only(wv, j, s, q.k);
-                let (x0, x8) = (x_at(g, j), x_at(g + 8, j));
-                // Chunk element pairs (0,1), (2,3) of each lane's vector are the first MMA's
-                // K pairs (2t, 2t+1), (2t+8, 2t+9); pairs (4,5), (6,7) the second's.
-                // SAFETY: the whole warp runs this (the loop and the test are warp-uniform).
-                acc = unsafe { E::mma([x0[0], x8[0], x0[1], x8[1]], [w[0], w[1]], acc) };
-                acc = unsafe { E::mma([x0[2], x8[2], x0[3], x8[3]], [w[2], w[3]], acc) };
+                for (i, at) in acc.iter_mut().enumerate() {
+                    let (x0, x8) = (x_at(16 * i + g, j), x_at(16 * i + g + 8, j));
+                    // Chunk element pairs (0,1), (2,3) of each lane's vector are the first
+                    // MMA's K pairs (2t, 2t+1), (2t+8, 2t+9); pairs (4,5), (6,7) the second's.
+                    // SAFETY: the whole warp runs this (the loop and the test are warp-uniform).
+                    *at = unsafe { E::mma([x0[0], x8[0], x0[1], x8[1]], [w[0], w[1]], *at) };
+                    *at = unsafe { E::mma([x0[2], x8[2], x0[3], x8[3]], [w[2], w[3]], *at) };
+                }
             }
         }
         base += team * UNROLL;
     }
 
-    // The warps' sums meet in shared memory after x: lane l of warp w at (32 w + l) * 16.
+    // The warps' sums meet in shared memory after x: lane l of warp w, MMA tile i, at
+    // (THREADS i + 32 w + l) * 16.
     let red = smem + x_bytes(R, q.k).unwrap_or(0) as u32;
-    // SAFETY: inside the block's `smem_bytes(R, k)` (RED_BYTES after x), 16-byte aligned.
-    unsafe { st_shared_v4(red + (16 * tid) as u32, acc.map(f32::to_bits)) };
+    for (i, at) in acc.iter().enumerate() {
+        // SAFETY: inside the block's `smem_bytes(R, k)` (MT areas of RED_BYTES after x),
+        // 16-byte aligned.
+        unsafe { st_shared_v4(red + (16 * (i * THREADS as usize + tid)) as u32, at.map(f32::to_bits)) };
+    }
     // SAFETY: every thread of the block reaches the barrier.
     unsafe { sync_threads() };
     // One thread per (group, lane, accumulator) of the MMA results: rows of x past R are
     // zeros, not stored.
-    let cells = if R > 8 { 128 } else { 64 };
+    let cells = if R > 8 { 128 * MT } else { 64 };
     let mut o = tid;
     while o < (WARPS / team) * cells {
         let (gr, l, ci) = (o / cells, o % 32, (o % cells) / 32);
         let (xr, slot) = acc_place(l, ci);
         let row = row_of(block, team, gr, slot);
-        if xr < q.m && row < q.n && slot < SLOTS {
+        if xr < R && m0 + xr < q.m && row < q.n && slot < SLOTS {
             let mut v = 0.0f32;
+            let cell = 16 * (ci / 4) * THREADS as usize + 4 * (ci % 4);
             for w in gr * team..(gr + 1) * team {
                 // SAFETY: warp w's lane l, accumulator ci, inside the sums' area.
-                v += unsafe { ld_shared_f32(red + (16 * (32 * w + l) + 4 * ci) as u32) };
+                v += unsafe { ld_shared_f32(red + (cell + 16 * (32 * w + l)) as u32) };
             }
-            let idx = z * q.stride_c + xr * q.ldc + row;
+            let idx = z * q.stride_c + (m0 + xr) * q.ldc + row;
             // SAFETY: (xr, row) is an output of matrix z; C and bias are read only when enabled.
             let cv = if q.flags & 8 != 0 { unsafe { (*c.add(idx)).to_f32() } } else { 0.0 };
             let bv = if q.flags & 1 != 0 { unsafe { (*bias.add(row)).to_f32() } } else { 0.0 };
@@ -234,7 +245,7 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize>(
 // flags, layout, team); dims u32, strides u64, flags as `Epilogue::flags`, layout bit
 // `gemv::A_COL`, team one of `gemv_rows::TEAMS`.
 macro_rules! gemvr_entry {
-    ($name:expr, $E:ty, $O:ty, $R:literal) => {
+    ($name:expr, $E:ty, $O:ty, $R:literal, $MT:literal, $SU:literal) => {
         const _: () = {
             #[unsafe(export_name = $name)]
             #[allow(clippy::too_many_arguments)]
@@ -277,7 +288,7 @@ macro_rules! gemvr_entry {
                 };
                 // SAFETY: the host validated the operands, rows, shared memory and launch shape
                 // for this variant (see `rows`).
-                unsafe { rows::<$E, $O, $R>(a, b, c, d, bias, q) }
+                unsafe { rows::<$E, $O, $R, $MT, $SU>(a, b, c, d, bias, q) }
             }
         };
     };
@@ -285,12 +296,30 @@ macro_rules! gemvr_entry {
 
 macro_rules! gemvr_rows {
     ($p:literal, $E:ty, $O:ty) => {
-        gemvr_entry!(concat!($p, "_m1"), $E, $O, 1);
-        gemvr_entry!(concat!($p, "_m4"), $E, $O, 4);
-        gemvr_entry!(concat!($p, "_m8"), $E, $O, 8);
-        gemvr_entry!(concat!($p, "_m16"), $E, $O, 16);
+        // (rows, m_tiles(rows), stage_unroll(rows)): checked against gemv_rows below.
+        gemvr_entry!(concat!($p, "_m1"), $E, $O, 1, 1, 2);
+        gemvr_entry!(concat!($p, "_m4"), $E, $O, 4, 1, 2);
+        gemvr_entry!(concat!($p, "_m8"), $E, $O, 8, 1, 2);
+        gemvr_entry!(concat!($p, "_m16"), $E, $O, 16, 1, 2);
+        gemvr_entry!(concat!($p, "_m32"), $E, $O, 32, 2, 4);
+        gemvr_entry!(concat!($p, "_m48"), $E, $O, 48, 3, 4);
+        gemvr_entry!(concat!($p, "_m64"), $E, $O, 64, 4, 4);
     };
 }
+
+// The entries' compile-time counts agree with the plan's (`gemv_rows::m_tiles`,
+// `gemv_rows::stage_unroll`, `gemv_rows::ROWS`).
+const _: () = {
+    let table = [(1, 1, 2), (4, 1, 2), (8, 1, 2), (16, 1, 2), (32, 2, 4), (48, 3, 4), (64, 4, 4)];
+    let mut i = 0;
+    while i < table.len() {
+        let (r, mt, su) = table[i];
+        assert!(crate::gemv_rows::ROWS[i] == r);
+        assert!(crate::gemv_rows::m_tiles(r) == mt && crate::gemv_rows::stage_unroll(r) == su);
+        i += 1;
+    }
+    assert!(crate::gemv_rows::ROWS.len() == table.len());
+};
 
 gemvr_rows!("ft_gemvr_bf16_bf16", bf16, bf16);
 gemvr_rows!("ft_gemvr_bf16_f32", bf16, f32);
