@@ -4,6 +4,7 @@
 # cores, for 1-64 rows of x against unaligned, short-K weights. Parts run in the order ab, check,
 # ncu, suite.
 # PART=check: the small-M GPU tests (slab, streaming and row kernels; the graph tests), then
+# the row kernel's tests again with its wide entries (FERROTUNE_SMALL_M_ROWS_R=64), then
 # compute-sanitizer memcheck and racecheck on the row kernel's tests.
 # PART=ab: `bench --ops gemm --shape-suite irregular` on SHAPES with each column of COLS (plan:
 # as built; r0: FERROTUNE_SMALL_M_ROWS=0, the plan before the row kernel; r1: =1, the row kernel
@@ -48,6 +49,9 @@ fi
 if [[ "$PART" == *check* ]]; then
   timeout $(cap 200) $T --test-threads=2 gemv graph > $R/gemv-tests.txt 2>&1
   stamp "gemv + graph tests exit $?: $(grep 'test result' $R/gemv-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/gemv-tests.txt | head
+  # The wide entries (32, 48, 64 rows of x per block) run only when asked for: their tests too.
+  FERROTUNE_SMALL_M_ROWS_R=64 timeout $(cap 120) $T --test-threads=2 gpu_small_m_rows > $R/rows-wide-tests.txt 2>&1
+  stamp "row tests, FERROTUNE_SMALL_M_ROWS_R=64, exit $?: $(grep 'test result' $R/rows-wide-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/rows-wide-tests.txt | head
   for tool in memcheck racecheck; do
     timeout $(cap 120) compute-sanitizer --tool $tool --error-exitcode 9 $T --test-threads=1 \
       gpu_small_m_rows_ignore gpu_small_m_rows_random gpu_small_m_rows_every_team $([ $tool = memcheck ] && echo gpu_small_m_rows_edge) > $R/$tool.txt 2>&1

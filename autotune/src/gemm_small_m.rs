@@ -219,10 +219,12 @@ pub fn predict_ms(d: &Description, l: &Limits, shape: &GemmShape, cfg: &GemmConf
         let dt = shape.dtype.dtype();
         let launch = gemv_rows::describe(&shape.gemm(), dt, dt, l.sm_count.max(1) as usize);
         let blocks = launch.map_or(ferrotune_kernels::gemv_rows::blocks(shape.n, 8), |l| l.blocks * l.slices) as f64;
+        // Rows of x each block stages (a slice of at most 16 from 17 rows).
+        let rows = launch.map_or(m, |l| l.rows.min(shape.m) as f64);
         let peak = d.peak_gbps.max(1.0) * 1e9;
         let bw = (0.9 * peak).min(blocks.min(sms) * SM_SHARE_FACTOR * peak / sms);
         let dram = (n * k + m * k + m * n) * elem;
-        let l2 = blocks * m * k * elem;
+        let l2 = blocks * rows * k * elem;
         return (dram / bw).max(l2 / (2.5 * peak)) * 1e3 + (LAUNCH_US + STAGE_US) * 1e-3;
     }
     let width = kv::WIDTHS[cfg.tile.min(kv::WIDTHS.len() - 1)];
@@ -377,13 +379,13 @@ pub(crate) mod tests {
                 |p: &&crate::space::Pruned| p.reason.contains("the row kernel") || p.reason.contains("1..=64 rows");
             assert!(pruned.iter().filter(own).any(|p| why(&p)), "{s:?}");
         }
-        // 33 rows are a point, in one block's 48 rows (x of 48 x 300 staged).
+        // 33 rows are a point, in 3 slices of 16 rows (x of 16 x 300 staged per block).
         let s33 = shape(GemmDtype::Bf16, 33, 5000, 300);
         let (cands, _) = candidates(&d, &s33, GemmConfig::DEFAULT);
         assert_eq!(small_m_points_of_width(&cands, ROWS_TILE), vec![1]);
         let r =
             resources(&d, &s33.gemm(), ferrotune::DType::Bf16, &GemmConfig { tile: ROWS_TILE, ..GemmConfig::DEFAULT });
-        assert_eq!(r.unwrap().dynamic_shared, 48 * 44 * 16 + 3 * 4096);
+        assert_eq!(r.unwrap().dynamic_shared, 16 * 44 * 16 + 4096);
         let t = predict(&d, &s, &GemmConfig { path: GemmPath::SmallM, tile: ROWS_TILE, ..GemmConfig::DEFAULT });
         let floor = 4097.0 * 777.0 * 2.0 / (d.peak_gbps * 1e9) * 1e3;
         assert!(t.is_finite() && t > floor, "{t} vs {floor}");

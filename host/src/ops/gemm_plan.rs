@@ -170,10 +170,15 @@ fn plan_families(
 ) -> Result<GemmPlan> {
     // The family the call or the chosen config names (`Auto`: the rules below).
     let asked = g.path.unwrap_or(cfg.path);
-    // A small-M call reads unaligned weights in place rather than packing them (`gemv`).
+    // A small-M call reads unaligned weights in place rather than packing them (`gemv`), and so
+    // does a tuned config naming the row kernel where that kernel can run the call.
     let in_place = || {
         matches!(asked, GemmPath::Auto | GemmPath::SmallM)
-            && crate::ops::gemv::reads_unaligned_in_place(g, dtype, [pa, pb])
+            && (crate::ops::gemv::reads_unaligned_in_place(g, dtype, [pa, pb])
+                || (asked == GemmPath::SmallM
+                    && cfg.tile == crate::ops::gemv_rows::ROWS_TILE
+                    && crate::ops::gemv::small_m_applies(g, dtype).is_some()
+                    && crate::ops::gemv_rows::applies(g, dtype, pb, Some(small_m_of(&cfg))).is_ok()))
     };
     let pack = match cfg.pack {
         PackChoice::Auto => {

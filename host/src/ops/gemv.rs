@@ -84,13 +84,13 @@ pub const IN_PLACE_MIN_WEIGHT: usize = 1 << 19;
 /// (bench/results/smallm-width-ba3e29311e30/), hence the limit of 40 rows; above, the packed
 /// copies go to the Hopper tiles (x costs the small-M kernel more with every row group), unless
 /// the row kernel takes the call (`gemv_rows::applies`: up to 64 rows, x staged on chip).
-/// `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` moves the limit to n rows.
+/// The slabs read in place with x row-major only (`vector_loads`); the row kernel stages x of
+/// either layout. `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` moves the limit to n rows.
 pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool {
     let limit = std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse::<usize>().ok());
     small_m_applies(g, dtype).is_some()
-        && vector_loads(g, ptrs)
         && !std::env::var("FERROTUNE_SMALL_M_UNALIGNED").is_ok_and(|v| v == "0")
-        && (g.m <= limit.unwrap_or(IN_PLACE_MAX_ROWS)
+        && ((vector_loads(g, ptrs) && g.m <= limit.unwrap_or(IN_PLACE_MAX_ROWS))
             || (limit.is_none() && super::gemv_rows::applies(g, dtype, ptrs[1], None).is_ok()))
 }
 
