@@ -231,7 +231,11 @@ fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
         p.reason
     );
     let p = plan(&rc(36, 5000, 300).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
-    assert!(p.reason.contains("ft_gemvr_bf16_bf16_m16") && p.reason.contains("3 slices of 16 rows of x"), "{}", p.reason);
+    assert!(
+        p.reason.contains("ft_gemvr_bf16_bf16_m16") && p.reason.contains("3 slices of 16 rows of x"),
+        "{}",
+        p.reason
+    );
     // The slab kernel in place up to 40 rows above K 800, the packed tiles beyond.
     let p = plan(&rc(28, 3001, 1201).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
     assert!(p.family == Family::SmallM && p.reason.contains("not the row kernel: K above 800"), "{}", p.reason);
