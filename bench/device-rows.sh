@@ -13,7 +13,8 @@
 # per warp and row; x0, x1: FERROTUNE_SMALL_M_X_COPIES=0 or =1, x read in place by the
 # interleaved slabs or from its shifted copies; hN: FERROTUNE_SMALL_M_BESIDE_HOPPER=N, unaligned
 # weights read in place up to N rows of x, packed for the Hopper tiles above; m0:
-# FERROTUNE_SMALL_M=0, no small-M family; RN: FERROTUNE_SMALL_M_ROWS_R=N, the row kernel's
+# FERROTUNE_SMALL_M=0, no small-M family; k0: FERROTUNE_SMALL_M_SHORT_K_HOPPER=0, 33-64 rows
+# of K below 1024 stay on small-M instead of the Hopper tiles (packed first where unaligned); RN: FERROTUNE_SMALL_M_ROWS_R=N, the row kernel's
 # blocks take N rows of x each (16: slices of 16; 64: all rows where x fits); a trailing b repeats a column later in the call), torch in the same call, then a table ($OUT/rows-table-<dtype>.md;
 # DTYPES, default bf16 f16).
 # PART=suite: the irregular suite with torch (bench/device-irregular.sh).
@@ -23,22 +24,24 @@ set -uo pipefail
 source bench/device-lib.sh
 SHAPES=${SHAPES:-1x4097x777,4x4097x777,8x4097x777,1x8000x600,1x5000x801,2x11008x999,7x12001x513,1x3000x1000,3x5x7,8x3000x65,1x1x777,5x777x333,1x50000x255,6x6000x100,33x1023x777,9x4097x777,17x2049x513,40x700x1001,12x5000x150,24x600x2999,16x4097x1023,1x8193x4099,5x3000x1999,8x12288x4099}
 COLS=${COLS:-plan r0 r1 planb r0b}
+AB_VARS="FERROTUNE_SMALL_M_ROWS_R FERROTUNE_SMALL_M_ROWS FERROTUNE_SMALL_M_STREAM FERROTUNE_SMALL_M_ROWS_BATCHES FERROTUNE_SMALL_M_X_COPIES FERROTUNE_SMALL_M_BESIDE_HOPPER FERROTUNE_SMALL_M FERROTUNE_SMALL_M_SHORT_K_HOPPER"
 if [[ "$PART" == *ab* ]]; then
   for dt in ${DTYPES:-bf16 f16}; do
     mkdir -p $R/$dt
     for col in $COLS; do
-      unset FERROTUNE_SMALL_M_ROWS_R FERROTUNE_SMALL_M_ROWS FERROTUNE_SMALL_M_STREAM FERROTUNE_SMALL_M_ROWS_BATCHES FERROTUNE_SMALL_M_X_COPIES FERROTUNE_SMALL_M_BESIDE_HOPPER FERROTUNE_SMALL_M
+      unset $AB_VARS
       case ${col%b} in r0) export FERROTUNE_SMALL_M_ROWS=0;; r1) export FERROTUNE_SMALL_M_ROWS=1;;
         s0) export FERROTUNE_SMALL_M_STREAM=0;; s1) export FERROTUNE_SMALL_M_STREAM=1;;
         w1) export FERROTUNE_SMALL_M_ROWS_BATCHES=1;; w2) export FERROTUNE_SMALL_M_ROWS_BATCHES=2;;
         x0) export FERROTUNE_SMALL_M_X_COPIES=0;; x1) export FERROTUNE_SMALL_M_X_COPIES=1;;
         h[0-9]*) c=${col%b}; export FERROTUNE_SMALL_M_BESIDE_HOPPER=${c#h};; m0) export FERROTUNE_SMALL_M=0;;
+        k0) export FERROTUNE_SMALL_M_SHORT_K_HOPPER=0;;
         R[0-9]*) c=${col%b}; export FERROTUNE_SMALL_M_ROWS_R=${c#R};; esac
       timeout $(cap 70) $X bench --ops gemm --shape-suite irregular --shapes $SHAPES --dtypes $dt \
         --warmup 5 --iters 30 --json $R/$dt/suite-$col.json > $R/$dt/suite-$col.txt 2>&1
       stamp "$dt column $col exit $?"
     done
-    unset FERROTUNE_SMALL_M_ROWS_R FERROTUNE_SMALL_M_ROWS FERROTUNE_SMALL_M_STREAM FERROTUNE_SMALL_M_ROWS_BATCHES FERROTUNE_SMALL_M_X_COPIES FERROTUNE_SMALL_M_BESIDE_HOPPER FERROTUNE_SMALL_M
+    unset $AB_VARS
     timeout $(cap 90) python3 benches/torch_gemm.py --shapes $SHAPES --dtypes $dt --rotate --warmup 5 --iters 30 \
       --json $R/$dt/torch.json > $R/$dt/torch.txt 2>&1
     stamp "$dt torch exit $?"

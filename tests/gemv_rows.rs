@@ -196,13 +196,19 @@ fn gpu_small_m_rows_every_team() {
         // the device script runs these tests with it too).
         let wide = std::env::var("FERROTUNE_SMALL_M_ROWS_R").is_ok_and(|v| v.parse::<usize>().is_ok_and(|r| r > 16));
         assert_eq!(rows_seen.iter().any(|&(r, _)| r > 16), wide, "blocks of more than 16 rows: {rows_seen:?}");
-        assert!(rows_seen.iter().any(|&(_, s)| s > 1), "slices of rows: {rows_seen:?}");
+        // Slices of 16 rows unless the blocks take up to 64 rows at once.
+        if !wide {
+            assert!(rows_seen.iter().any(|&(_, s)| s > 1), "slices of rows: {rows_seen:?}");
+        }
     }
 }
 
 #[test]
 fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
-    if std::env::var("FERROTUNE_SMALL_M_ROWS").is_ok() || std::env::var("FERROTUNE_SMALL_M").is_ok() {
+    if ["FERROTUNE_SMALL_M_ROWS", "FERROTUNE_SMALL_M", "FERROTUNE_SMALL_M_SHORT_K_HOPPER", "FERROTUNE_SM90"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok())
+    {
         return;
     }
     let rc = |m, n, k| Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col);
@@ -218,11 +224,21 @@ fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
     assert!(takes_rows(&rc(9, 4097, 777), auto, 256), "9 rows");
     assert!(!takes_rows(&rc(9, 4097, 801), auto, 256), "9 rows, K above 800");
     assert!(takes_rows(&rc(17, 4097, 777), auto, 256), "17 rows");
-    assert!(takes_rows(&rc(48, 3000, 799), auto, 256), "48 rows");
-    assert!(!takes_rows(&rc(48, 3000, 999), auto, 256), "48 rows, K above 800");
+    assert!(takes_rows(&rc(48, 1000, 799), auto, 256), "48 rows");
+    assert!(!takes_rows(&rc(48, 1000, 999), auto, 256), "48 rows, K above 800");
     assert!(!takes_rows(&rc(28, 3001, 1201), auto, 256), "28 rows, K above 800");
-    assert!(takes_rows(&rc(64, 5000, 301), auto, 256), "64 rows, past the slab kernel's in-place limit");
-    assert!(!takes_rows(&rc(64, 5000, 304), auto, 256), "64 rows, aligned");
+    assert!(takes_rows(&rc(64, 777, 333), auto, 256), "64 rows, past the slab kernel's in-place limit");
+    assert!(!takes_rows(&rc(64, 777, 336), auto, 256), "64 rows, aligned");
+    assert!(takes_rows(&rc(30, 6001, 700), auto, 256), "30 rows: the short-K Hopper rule starts at 33");
+    assert!(takes_rows(&rc(33, 4096, 65), auto, 256), "K below the short-K Hopper rule's 128");
+    // 33 to 64 rows, K 128 to 1023, at least 1024 weight rows: packed for the Hopper tiles on
+    // sm_90a (`gemm_plan_small_m::hopper_shape`), the row kernel elsewhere.
+    for (m, n, k) in [(36, 5000, 300), (64, 5000, 301), (48, 12_001, 255), (40, 10_000, 513), (48, 6000, 129)] {
+        let p = plan(&rc(m, n, k).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
+        assert!(p.family == Family::Pack && p.reason.contains("then sm90:"), "{m}x{n}x{k}: {}", p.reason);
+        let p = plan(&rc(m, n, k).resolved(), DType::Bf16, DType::Bf16, "sm_80", 108, auto, [256, 256]).unwrap();
+        assert!(p.reason.contains("ft_gemvr_bf16_bf16_m16"), "{m}x{n}x{k} on sm_80: {}", p.reason);
+    }
     assert!(!takes_rows(&rc(33, 8191, 4099), auto, 256), "33 rows, long K");
     let p = plan(&rc(33, 1023, 777).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
     assert!(
@@ -230,7 +246,7 @@ fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
         "{}",
         p.reason
     );
-    let p = plan(&rc(36, 5000, 300).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
+    let p = plan(&rc(36, 1000, 300).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
     assert!(
         p.reason.contains("ft_gemvr_bf16_bf16_m16") && p.reason.contains("3 slices of 16 rows of x"),
         "{}",
@@ -240,7 +256,10 @@ fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
     let p = plan(&rc(28, 3001, 1201).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
     assert!(p.family == Family::SmallM && p.reason.contains("not the row kernel: K above 800"), "{}", p.reason);
     let p = plan(&rc(48, 3000, 999).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
-    assert_eq!(p.family, Family::Pack, "{}", p.reason);
+    assert!(p.family == Family::Pack && p.reason.contains("then sm90:"), "{}", p.reason);
+    // From K 1024, 33 to 40 rows stay in place: the pack would copy the large weight first.
+    let p = plan(&rc(33, 8191, 4099).resolved(), DType::Bf16, DType::Bf16, "sm_90a", 132, auto, [256, 256]).unwrap();
+    assert_eq!(p.family, Family::SmallM, "{}", p.reason);
     // A config naming the row kernel reads an unaligned weight in place with x column-major too
     // (the slab kernel's in-place read needs x row-major), rather than packing it.
     let mut colx = Gemm::new(48, 1023, 1025).layouts(Layout::Col, Layout::Col);

@@ -24,7 +24,7 @@ use crate::DType;
 use crate::config::{GemmConfig, GemmPath, PackChoice};
 use crate::error::Result;
 use crate::ops::gemm::{Gemm, variant_chosen};
-use crate::ops::gemm_plan_small_m::{hopper_rows, small_m_of, small_m_reason};
+use crate::ops::gemm_plan_small_m::{hopper_shape, packed_for_hopper, small_m_of, small_m_reason};
 use crate::ops::gemm_sm90;
 use crate::ops::gemm_sm90_rows::{self, RowSplit};
 
@@ -174,7 +174,8 @@ fn plan_families(
     // does a tuned config naming the row kernel where that kernel can run the call.
     let in_place = || {
         matches!(asked, GemmPath::Auto | GemmPath::SmallM)
-            && (crate::ops::gemv::reads_unaligned_in_place(g, dtype, [pa, pb])
+            && ((crate::ops::gemv::reads_unaligned_in_place(g, dtype, [pa, pb])
+                && !(asked == GemmPath::Auto && packed_for_hopper(g, dtype, out, arch, sm_count, cfg, [pa, pb])))
                 || (asked == GemmPath::SmallM
                     && cfg.tile == crate::ops::gemv_rows::ROWS_TILE
                     && crate::ops::gemv::small_m_applies(g, dtype).is_some()
@@ -234,13 +235,10 @@ fn plan_families(
             }
         }
     }
-    // Rows past `hopper_rows`, against a weight of at least 1024 x 1024 that the Hopper path
-    // can load, go there (tiles of 128 rows, K split when the tiles are few) instead of the
-    // small-M family, which reads x once per 16 weight rows.
-    let hopper_first = hopper_rows(g)
-        && g.k >= 1024
-        && g.n >= 1024
-        && gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, [pa, pb]).is_ok();
+    // Shapes `hopper_shape` names that the Hopper path can load go there (tiles of 64 or 128
+    // rows, K split when the tiles are few) instead of the small-M family, which reads x once
+    // per 16 weight rows.
+    let hopper_first = hopper_shape(g) && gemm_sm90::choose(g, dtype, out, arch, sm_count, cfg, [pa, pb]).is_ok();
     // A family named by the call or the tuned config (`mma`, `sm90:<t>`) is not small-M's.
     let small_m = crate::ops::gemv::small_m_applies(g, dtype).filter(|_| !hopper_first && asked == GemmPath::Auto);
     if let Some(why) = small_m {
@@ -460,6 +458,7 @@ mod tests {
             "FERROTUNE_SM90_SPLIT",
             "FERROTUNE_SMALL_M",
             "FERROTUNE_SMALL_M_BESIDE_HOPPER",
+            "FERROTUNE_SMALL_M_SHORT_K_HOPPER",
         ]) {
             return;
         }
@@ -483,6 +482,14 @@ mod tests {
         let f = fam(a, Gemm::new(16, 11008, 4096));
         assert!(matches!(f, Family::Launch(Launch::Hopper(v, _)) if v.tile == gemm_sm90::STREAM_TILE), "{f:?}");
         assert_eq!(fam(a, Gemm::new(17, 33, 9000)), Family::SmallM);
+        // 33 to 64 rows with K of 128 to 1023 against 1024 weight rows or more: the Hopper tiles.
+        for (m, n, k) in [(64, 8000, 200), (48, 6000, 128), (33, 1024, 512), (40, 2048, 1000)] {
+            assert!(matches!(fam(a, Gemm::new(m, n, k)), Family::Launch(Launch::Hopper(..))), "{m}x{n}x{k}");
+        }
+        for (m, n, k) in [(64, 1000, 512), (32, 8000, 512), (64, 8000, 120)] {
+            assert_eq!(fam(a, Gemm::new(m, n, k)), Family::SmallM, "{m}x{n}x{k}");
+        }
+        assert_eq!(fam("sm_80", Gemm::new(64, 8000, 200)), Family::SmallM);
         // 17 to 32 rows: Hopper past 3 x 2^23 weight elements, small-M below.
         assert_eq!(fam(a, Gemm::new(32, 4096, 4096)), Family::SmallM);
         assert_eq!(fam(a, Gemm::new(24, 2048, 8192)), Family::SmallM);
@@ -562,6 +569,7 @@ mod tests {
             "FERROTUNE_SMALL_M_UNALIGNED",
             "FERROTUNE_PACK",
             "FERROTUNE_SMALL_M_BESIDE_HOPPER",
+            "FERROTUNE_SMALL_M_SHORT_K_HOPPER",
         ]) {
             return;
         }

@@ -129,6 +129,59 @@ pub(super) fn hopper_rows(g: &Gemm) -> bool {
     }
 }
 
+/// Whether `g` goes to the Hopper tiles ahead of the small-M family (where the Hopper path can
+/// run it, or its packed copy): rows past [`hopper_rows`] against a weight of at least 1024
+/// rows, and K of at least 1024 — or, above [`HOPPER_SHORT_K_ABOVE_ROWS`] rows, K of at least
+/// [`HOPPER_SHORT_K_MIN`]. With 33 to 64 rows of x and K below 1024 the small-M kernels stage x
+/// again for every few weight rows and the tiles win even when the weight must be packed first
+/// (the H200 A/B of this rule against `FERROTUNE_SMALL_M_SHORT_K_HOPPER=0`, with the µs per
+/// shape: bench/NOTES.md, "33-64 rows of short K on the Hopper tiles"); from K 1024 the
+/// weight's pack costs more than the tiles save (33x8191x4099 in place:
+/// `gemv::reads_unaligned_in_place`). With 17 to 32 rows the tiles won on some shapes and lost
+/// on others (24x3000x300, 20x4097x600): kept on
+/// small-M. `FERROTUNE_SMALL_M_SHORT_K_HOPPER=0` turns the short-K rule off (A/B runs).
+pub(super) fn hopper_shape(g: &Gemm) -> bool {
+    let short_k = g.m > HOPPER_SHORT_K_ABOVE_ROWS
+        && g.k >= HOPPER_SHORT_K_MIN
+        && !std::env::var("FERROTUNE_SMALL_M_SHORT_K_HOPPER").is_ok_and(|v| v == "0");
+    hopper_rows(g) && g.n >= 1024 && (g.k >= 1024 || short_k)
+}
+
+/// Whether unaligned operands of `g` that small-M would read in place are packed instead, for
+/// the Hopper tiles [`hopper_shape`] sends the call to by its short-K rule: where the pack
+/// pays (`pack::pack_applies`) and the packed problem can take the Hopper path.
+pub(super) fn packed_for_hopper(
+    g: &Gemm,
+    dtype: DType,
+    out: DType,
+    arch: &str,
+    sm_count: u32,
+    cfg: GemmConfig,
+    ptrs: [u64; 2],
+) -> bool {
+    g.k < 1024
+        && hopper_shape(g)
+        && crate::ops::pack::pack_applies(g, dtype, ptrs).is_some()
+        && super::gemm_sm90::choose(
+            &crate::ops::pack::packed_gemm(g, dtype, ptrs),
+            dtype,
+            out,
+            arch,
+            sm_count,
+            cfg,
+            [256, 256],
+        )
+        .is_ok()
+}
+
+/// Rows of x above which [`hopper_shape`] sends K below 1024 to the Hopper tiles too.
+pub const HOPPER_SHORT_K_ABOVE_ROWS: usize = 32;
+
+/// The least K [`hopper_shape`] sends to the Hopper tiles above [`HOPPER_SHORT_K_ABOVE_ROWS`]
+/// rows: 48x6000x129 was measured there (above); one k-tile of 64 (33x4096x64) ran faster on
+/// small-M on the H100 (bench/results/irregular/run1-0a84591/).
+pub const HOPPER_SHORT_K_MIN: usize = 128;
+
 /// Weight elements (N x K) above which calls of 17 to 32 rows take the Hopper path
 /// ([`hopper_rows`]): between the 2^24 of 4096 x 4096 (small-M ahead) and the 26.2 M of
 /// 5120 x 5120 (Hopper ahead).

@@ -85,7 +85,9 @@ pub const IN_PLACE_MIN_WEIGHT: usize = 1 << 19;
 /// copies go to the Hopper tiles (x costs the small-M kernel more with every row group), unless
 /// the row kernel takes the call (`gemv_rows::applies`: up to 64 rows, x staged on chip).
 /// The slabs read in place with x row-major only (`vector_loads`); the row kernel stages x of
-/// either layout. `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` moves the limit to n rows.
+/// either layout. `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` moves the limit to n rows. The plan
+/// packs anyway, for the Hopper tiles, 33 to 64 rows of K below 1024 where the packed problem
+/// can take them (`gemm_plan_small_m::packed_for_hopper`).
 pub fn reads_unaligned_in_place(g: &Gemm, dtype: DType, ptrs: [u64; 2]) -> bool {
     let limit = std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse::<usize>().ok());
     small_m_applies(g, dtype).is_some()
