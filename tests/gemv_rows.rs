@@ -223,13 +223,15 @@ fn small_m_rows_takes_short_unaligned_rows_and_explains_otherwise() {
     assert!(!takes_rows(&rc(1, 4096, 1024), auto, 256), "aligned rows");
     assert!(takes_rows(&rc(9, 4097, 777), auto, 256), "9 rows");
     assert!(!takes_rows(&rc(9, 4097, 801), auto, 256), "9 rows, K above 800");
-    assert!(takes_rows(&rc(17, 4097, 777), auto, 256), "17 rows");
+    assert!(takes_rows(&rc(17, 2000, 777), auto, 256), "17 rows");
+    assert!(!takes_rows(&rc(17, 4097, 777), auto, 256), "17 rows, K 640 or more, 2048 weight rows or more");
     assert!(takes_rows(&rc(48, 1000, 799), auto, 256), "48 rows");
     assert!(!takes_rows(&rc(48, 1000, 999), auto, 256), "48 rows, K above 800");
     assert!(!takes_rows(&rc(28, 3001, 1201), auto, 256), "28 rows, K above 800");
     assert!(takes_rows(&rc(64, 777, 333), auto, 256), "64 rows, past the slab kernel's in-place limit");
     assert!(!takes_rows(&rc(64, 777, 336), auto, 256), "64 rows, aligned");
-    assert!(takes_rows(&rc(30, 6001, 700), auto, 256), "30 rows: the short-K Hopper rule starts at 33");
+    assert!(takes_rows(&rc(30, 6001, 601), auto, 256), "30 rows: the short-K Hopper rule starts at 33");
+    assert!(!takes_rows(&rc(30, 6001, 700), auto, 256), "30 rows, K 700: the slab kernel reads the weight once");
     assert!(takes_rows(&rc(33, 4096, 65), auto, 256), "K below the short-K Hopper rule's 128");
     // 33 to 64 rows, K 128 to 1023, at least 1024 weight rows: packed for the Hopper tiles on
     // sm_90a (`gemm_plan_small_m::hopper_shape`), the row kernel elsewhere.

@@ -82,10 +82,23 @@ pub const fn max_x_bytes(rows: usize) -> usize {
     if rows <= 16 { MAX_X_BYTES } else { MAX_X_BYTES_WIDE }
 }
 
-/// 16-byte vectors a thread loads before it stores them while staging x (more loads in flight
-/// for the wide entries, which stage more rows).
+/// 16-byte vectors a thread may load before it stores them while staging x (the compiled
+/// depth; a launch asks for up to this many, [`stage_for`]): 2 for up to 4 rows, whose x is at
+/// most two rounds of the block's threads; 4 from 8 rows, so that a 16-row slice of K up to 1024
+/// (up to 2,100 vectors) lands in two rounds instead of four (each round one trip to L2 before
+/// the block's first multiply).
 pub const fn stage_unroll(rows: usize) -> usize {
-    if rows <= 16 { 2 } else { 4 }
+    if rows <= 4 { 2 } else { 4 }
+}
+
+/// The staging depth a launch of `rows` compiled rows asks for: `asked` (1 to the compiled
+/// depth, A/B runs) or the compiled depth.
+pub const fn stage_for(rows: usize, asked: Option<usize>) -> usize {
+    let most = stage_unroll(rows);
+    match asked {
+        Some(d) if d >= 1 && d <= most => d,
+        _ => most,
+    }
 }
 
 /// 16-byte vectors of one staged row of x: the longest frame of K (a shift of 7), rounded up to
@@ -417,6 +430,10 @@ mod tests {
             // driver's 1 KiB per block included).
             assert!(most * blocks_per_sm(r) as usize <= 228 * 1024, "{r}");
             assert!(stage_unroll(r) >= 2);
+            assert_eq!(stage_for(r, None), stage_unroll(r));
+            assert_eq!(stage_for(r, Some(1)), 1);
+            assert_eq!(stage_for(r, Some(0)), stage_unroll(r));
+            assert_eq!(stage_for(r, Some(99)), stage_unroll(r));
         }
     }
 }

@@ -459,6 +459,7 @@ mod tests {
             "FERROTUNE_SMALL_M",
             "FERROTUNE_SMALL_M_BESIDE_HOPPER",
             "FERROTUNE_SMALL_M_SHORT_K_HOPPER",
+            "FERROTUNE_SMALL_M_ALIGNED_HOPPER",
         ]) {
             return;
         }
@@ -475,18 +476,17 @@ mod tests {
         }
         let f = fam(a, Gemm::new(128, 14_336, 4096));
         assert!(matches!(f, Family::Launch(Launch::Hopper(v, _)) if v.tile == 1), "{f:?}");
-        assert_eq!(fam(a, Gemm::new(33, 4096, 64)), Family::SmallM);
         assert_eq!(fam(a, Gemm::new(8, 11008, 4096)), Family::SmallM);
         assert_eq!(fam(a, Gemm::new(16, 4096, 4096)), Family::SmallM);
         // 9 to 16 rows against a weight of 2^25 elements or more: the Hopper streaming tile.
         let f = fam(a, Gemm::new(16, 11008, 4096));
         assert!(matches!(f, Family::Launch(Launch::Hopper(v, _)) if v.tile == gemm_sm90::STREAM_TILE), "{f:?}");
         assert_eq!(fam(a, Gemm::new(17, 33, 9000)), Family::SmallM);
-        // 33 to 64 rows with K of 128 to 1023 against 1024 weight rows or more: the Hopper tiles.
-        for (m, n, k) in [(64, 8000, 200), (48, 6000, 128), (33, 1024, 512), (40, 2048, 1000)] {
+        // 17 to 64 rows of aligned operands with K up to 1024, any N: the Hopper tiles.
+        for (m, n, k) in [(64, 8000, 200), (33, 4096, 64), (64, 1000, 512), (17, 64, 1024), (32, 8000, 8)] {
             assert!(matches!(fam(a, Gemm::new(m, n, k)), Family::Launch(Launch::Hopper(..))), "{m}x{n}x{k}");
         }
-        for (m, n, k) in [(64, 1000, 512), (32, 8000, 512), (64, 8000, 120)] {
+        for (m, n, k) in [(48, 128, 4096), (32, 2048, 1025), (16, 8000, 120), (16, 4096, 512)] {
             assert_eq!(fam(a, Gemm::new(m, n, k)), Family::SmallM, "{m}x{n}x{k}");
         }
         assert_eq!(fam("sm_80", Gemm::new(64, 8000, 200)), Family::SmallM);

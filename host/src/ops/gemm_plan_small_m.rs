@@ -132,24 +132,50 @@ pub(super) fn hopper_rows(g: &Gemm) -> bool {
 /// Whether `g` goes to the Hopper tiles ahead of the small-M family (where the Hopper path can
 /// run it, or its packed copy): rows past [`hopper_rows`] against a weight of at least 1024
 /// rows, and K of at least 1024 — or, above [`HOPPER_SHORT_K_ABOVE_ROWS`] rows, K of at least
-/// [`HOPPER_SHORT_K_MIN`]. With 33 to 64 rows of x and K below 1024 the small-M kernels stage x
-/// again for every few weight rows and the tiles win even when the weight must be packed first
-/// (the H200 A/B of this rule against `FERROTUNE_SMALL_M_SHORT_K_HOPPER=0`, with the µs per
-/// shape: bench/NOTES.md, "33-64 rows of short K on the Hopper tiles"); from K 1024 the
-/// weight's pack costs more than the tiles save (33x8191x4099 in place:
-/// `gemv::reads_unaligned_in_place`). With 17 to 32 rows the tiles won on some shapes and lost
-/// on others (24x3000x300, 20x4097x600): kept on
-/// small-M. `FERROTUNE_SMALL_M_SHORT_K_HOPPER=0` turns the short-K rule off (A/B runs).
+/// [`HOPPER_SHORT_K_MIN`] — or [`aligned_short_k`]. With 33 to 64 rows of x and K below 1024
+/// the small-M kernels stage x again for every few weight rows and the tiles win even when the
+/// weight must be packed first (the H200 A/B of this rule against
+/// `FERROTUNE_SMALL_M_SHORT_K_HOPPER=0`, with the µs per shape: bench/NOTES.md, "33-64 rows of
+/// short K on the Hopper tiles"); from K 1024 the weight's pack costs more than the tiles save
+/// (33x8191x4099 in place: `gemv::reads_unaligned_in_place`). With 17 to 32 rows the packed
+/// tiles won on some shapes and lost on others (24x3000x300, 20x4097x600): kept on small-M.
+/// `FERROTUNE_SMALL_M_SHORT_K_HOPPER=0` turns both short-K rules off (A/B runs).
 pub(super) fn hopper_shape(g: &Gemm) -> bool {
-    let short_k = g.m > HOPPER_SHORT_K_ABOVE_ROWS
-        && g.k >= HOPPER_SHORT_K_MIN
-        && !std::env::var("FERROTUNE_SMALL_M_SHORT_K_HOPPER").is_ok_and(|v| v == "0");
-    hopper_rows(g) && g.n >= 1024 && (g.k >= 1024 || short_k)
+    let off = std::env::var("FERROTUNE_SMALL_M_SHORT_K_HOPPER").is_ok_and(|v| v == "0");
+    let short_k = g.m > HOPPER_SHORT_K_ABOVE_ROWS && g.k >= HOPPER_SHORT_K_MIN && !off;
+    (hopper_rows(g) && g.n >= 1024 && (g.k >= 1024 || short_k)) || (!off && aligned_short_k(g))
 }
 
+/// The short-K rule for operands the Hopper path loads as they are (the plan asks
+/// `gemm_sm90::choose`, which takes only 16-byte rows): more than
+/// [`ALIGNED_SHORT_K_ABOVE_ROWS`] rows of x and K of at most [`ALIGNED_SHORT_K_MAX`], whatever
+/// N. On the H200, in one call each (bench/results/aligned-shortk-*/ has every shape, both
+/// 16-bit types), the streaming 64 x 128 tile against the small-M slab kernel, bf16 µs:
+/// 64x768x768 7.3 against 14.2, 48x512x512 6.0 against 10.1, 64x8192x64 5.1 against 11.2,
+/// 64x64x512 6.6 against 10.0, 33x4096x96 5.9 against 7.9, 32x1536x768 7.4 against 9.4,
+/// 20x2048x512 6.9 against 9.2, 28x8192x128 6.5 against 8.3, 32x4096x1024 9.9 against 11.9;
+/// ties at 24x3000x304 and 32x1024x64. From 9 to 16 rows the two were mixed (16x4096x512 7.9
+/// against 7.6, 10x8192x128 6.4 against 7.3): kept on small-M; and a longer K on a narrow
+/// weight keeps small-M ahead (48x128x4096 15.3 against 10.3). Unaligned operands keep their
+/// own rules (packed from 33 rows only: [`packed_for_hopper`]).
+/// `FERROTUNE_SMALL_M_ALIGNED_HOPPER=0` turns this rule off (A/B runs).
+pub(super) fn aligned_short_k(g: &Gemm) -> bool {
+    g.m > ALIGNED_SHORT_K_ABOVE_ROWS
+        && g.k <= ALIGNED_SHORT_K_MAX
+        && g.n > 0
+        && !std::env::var("FERROTUNE_SMALL_M_ALIGNED_HOPPER").is_ok_and(|v| v == "0")
+}
+
+/// Rows of x above which [`aligned_short_k`] sends short K to the Hopper tiles.
+pub const ALIGNED_SHORT_K_ABOVE_ROWS: usize = 16;
+
+/// The longest K [`aligned_short_k`] sends to the Hopper tiles.
+pub const ALIGNED_SHORT_K_MAX: usize = 1024;
+
 /// Whether unaligned operands of `g` that small-M would read in place are packed instead, for
-/// the Hopper tiles [`hopper_shape`] sends the call to by its short-K rule: where the pack
-/// pays (`pack::pack_applies`) and the packed problem can take the Hopper path.
+/// the Hopper tiles [`hopper_shape`] sends the call to by its short-K rule (33 to 64 rows, K
+/// from [`HOPPER_SHORT_K_MIN`] to 1023, at least 1024 weight rows): where the pack pays
+/// (`pack::pack_applies`) and the packed problem can take the Hopper path.
 pub(super) fn packed_for_hopper(
     g: &Gemm,
     dtype: DType,
@@ -159,8 +185,11 @@ pub(super) fn packed_for_hopper(
     cfg: GemmConfig,
     ptrs: [u64; 2],
 ) -> bool {
-    g.k < 1024
-        && hopper_shape(g)
+    let short_k = g.m > HOPPER_SHORT_K_ABOVE_ROWS && g.k >= HOPPER_SHORT_K_MIN && g.k < 1024;
+    short_k
+        && hopper_rows(g)
+        && g.n >= 1024
+        && !std::env::var("FERROTUNE_SMALL_M_SHORT_K_HOPPER").is_ok_and(|v| v == "0")
         && crate::ops::pack::pack_applies(g, dtype, ptrs).is_some()
         && super::gemm_sm90::choose(
             &crate::ops::pack::packed_gemm(g, dtype, ptrs),
@@ -177,9 +206,11 @@ pub(super) fn packed_for_hopper(
 /// Rows of x above which [`hopper_shape`] sends K below 1024 to the Hopper tiles too.
 pub const HOPPER_SHORT_K_ABOVE_ROWS: usize = 32;
 
-/// The least K [`hopper_shape`] sends to the Hopper tiles above [`HOPPER_SHORT_K_ABOVE_ROWS`]
-/// rows: 48x6000x129 was measured there (above); one k-tile of 64 (33x4096x64) ran faster on
-/// small-M on the H100 (bench/results/irregular/run1-0a84591/).
+/// The least K [`hopper_shape`]'s packed short-K rule sends to the Hopper tiles above
+/// [`HOPPER_SHORT_K_ABOVE_ROWS`] rows ([`packed_for_hopper`]): 48x6000x129 was measured there
+/// (above); one k-tile of 64 (33x4096x64) ran faster on small-M on the H100
+/// (bench/results/irregular/run1-0a84591/). Aligned operands of shorter K take the tiles by
+/// [`aligned_short_k`] (on the H200 33x4096x64 ran 5.3 µs there against 6.4 on small-M).
 pub const HOPPER_SHORT_K_MIN: usize = 128;
 
 /// Weight elements (N x K) above which calls of 17 to 32 rows take the Hopper path

@@ -44,7 +44,7 @@ pub const MIN_N: usize = 64;
 /// against 12.8-13.1; but 5x3000x1999 14.8-15.1 against 13.9-14.3, 3x7000x2047 23.3-23.6
 /// against 22.3-22.9 and 16x4097x1023 17.9-18.2 against 14.0-14.4 (the longer rows, more rows
 /// of x), and 3x5x7 5.4-6.6 against 4.9-5.4.
-pub const fn built_in_rows(m: usize, n: usize, k: usize) -> std::result::Result<(), &'static str> {
+pub fn built_in_rows(m: usize, n: usize, k: usize) -> std::result::Result<(), &'static str> {
     if n < MIN_N {
         return Err("fewer than 64 weight rows (one block: the slab kernel is as fast)");
     }
@@ -57,9 +57,31 @@ pub const fn built_in_rows(m: usize, n: usize, k: usize) -> std::result::Result<
              packed tiles)",
         ),
         9..=16 => Ok(()),
+        17..=32 if k >= SLAB_MIN_K_17_32 && n >= SLAB_MIN_N_17_32 && !wide_k_asked() => Err(
+            "17 to 32 rows of x (two slices) with K of 640 or more against 2048 weight rows or more (the slab kernel \
+             reads the weight once, the slices twice)",
+        ),
         _ if kr::x_fits(16, k) => Ok(()),
         _ => Err("x staged for 16 rows would take more than 40 KiB of shared memory"),
     }
+}
+
+/// K from which 17 to 32 rows of x against at least [`SLAB_MIN_N_17_32`] weight rows go to the
+/// slab kernel in place ([`built_in_rows`]): there the row kernel's two slices of 16 rows each
+/// read the whole weight, the slab kernel once. On the H200, in one call each
+/// (bench/results/aligned-shortk-*/, bf16 µs, slab against rows): 30x6001x700 18.8-19.5
+/// against 23.4-23.5, 17x4097x777 13.3 against 15.9, 32x3000x700 12.3 against 13.6; but the row
+/// kernel ahead on shorter K or fewer weight rows: 18x1200x700 11.4 against 14.5, 24x5000x500
+/// 12.9 against 15.1, 20x8000x300 11.9 against 15.0, 20x2000x500 10.9 against 13.5.
+/// `FERROTUNE_SMALL_M_ROWS_WIDE_K=1` gives such calls back to the row kernel (A/B runs).
+pub const SLAB_MIN_K_17_32: usize = 640;
+/// Weight rows from which [`SLAB_MIN_K_17_32`] applies.
+pub const SLAB_MIN_N_17_32: usize = 2048;
+
+/// Whether `FERROTUNE_SMALL_M_ROWS_WIDE_K=1` asks for the row kernel on 17 to 32 rows of long
+/// K against large weights too (the plan before [`SLAB_MIN_K_17_32`]).
+fn wide_k_asked() -> bool {
+    std::env::var("FERROTUNE_SMALL_M_ROWS_WIDE_K").is_ok_and(|v| v == "1")
 }
 
 /// A launch of the row kernel: its entry, blocks along x (weight rows) and y (slices of the
@@ -144,6 +166,14 @@ fn batches(rows: usize) -> usize {
     }
 }
 
+/// Vectors per thread in flight while a block of `rows` compiled rows stages x:
+/// `kr::stage_for`, or `FERROTUNE_SMALL_M_ROWS_STAGE=d` (1 to the entry's depth; A/B runs: 2 is
+/// the depth before the 8- and 16-row entries staged 4).
+fn stage_depth(rows: usize) -> usize {
+    let asked = std::env::var("FERROTUNE_SMALL_M_ROWS_STAGE").ok().and_then(|v| v.parse::<usize>().ok());
+    kr::stage_for(rows, asked)
+}
+
 /// The launch of a call `applies` accepted, on a device of `sms` SMs: rows of x per block
 /// ([`block_rows`]), the team (warps per 8-row group, `kr::team_for`) and the blocks.
 pub fn describe(g: &Gemm, dtype: DType, out: DType, sms: usize) -> Option<RowsLaunch> {
@@ -219,9 +249,10 @@ pub(crate) unsafe fn launch(
         lb.arg(x);
     }
     let team = team as u32;
-    lb.arg(&e.alpha).arg(&e.beta).arg(&flags).arg(&layout).arg(&team);
+    let stage = stage_depth(rows) as u32;
+    lb.arg(&e.alpha).arg(&e.beta).arg(&flags).arg(&layout).arg(&team).arg(&stage);
     // SAFETY: the arguments match `gemvr_entry!` in kernels-gpu/src/entry/gemv_rows.rs (5
-    // pointers, 6 u32, 3 u64, 2 f32, 3 u32); the caller vouches for the operands; `applies`
+    // pointers, 6 u32, 3 u64, 2 f32, 4 u32; the kernel clamps the staging depth to its own); the caller vouches for the operands; `applies`
     // checked the rows of x (at most 64: `slices` blocks of the entry's rows along y), the
     // weight's K-contiguous layout and the staged x's size; the shared memory given here is x's
     // and the warps' sums; the grid is `blocks(n, team)` by `slices(m, rows)` for the team and
@@ -254,7 +285,11 @@ mod tests {
         assert!(ok(&rc(1, 4096, 768), 258), "a view at an odd offset");
         assert!(ok(&rc(9, 4097, 777), 256), "9 rows");
         assert!(!ok(&rc(16, 4097, 1023), 256), "16 rows, K above 800");
-        assert!(ok(&rc(17, 4097, 777), 256), "17 rows");
+        assert!(ok(&rc(17, 2000, 777), 256), "17 rows");
+        assert!(!ok(&rc(17, 4097, 777), 256), "17 rows, K 640 or more against 2048 weight rows: the slab kernel");
+        assert!(ok(&rc(32, 4097, 639), 256), "32 rows, K below 640");
+        assert!(!ok(&rc(32, 2048, 640), 256), "32 rows, K 640, 2048 weight rows");
+        assert!(ok(&rc(33, 4097, 777), 256), "33 rows: slices of 16 again");
         assert!(ok(&rc(33, 1023, 777), 256), "33 rows");
         assert!(ok(&rc(64, 5000, 799), 256), "64 rows in slices of 16");
         assert!(!ok(&rc(64, 5000, 801), 256), "64 rows, K above 800");

@@ -35,6 +35,8 @@ struct Args {
     flags: u32,
     layout: u32,
     team: usize,
+    /// Vectors per thread in flight while x is staged (1 to the entry's `SU`).
+    stage: usize,
 }
 
 /// Vector `j` of the frame that starts at element `first` of the weight (its `span` elements
@@ -82,7 +84,8 @@ fn in_row_only(mut w: [u32; 4], j: usize, s: usize, k: usize) -> [u32; 4] {
 
 /// One block: weight rows `gemv_rows::row_of(blockIdx.x, team, 0..8 / team, 0..8)`, rows
 /// `blockIdx.y * R ..` of x, matrix `blockIdx.z`. `MT` MMA tiles (`gemv_rows::m_tiles(R)`),
-/// `SU` vectors per thread in flight while x is staged (`gemv_rows::stage_unroll(R)`).
+/// up to `SU` vectors per thread in flight while x is staged (`gemv_rows::stage_unroll(R)`;
+/// the launch's `stage`).
 ///
 /// # Safety
 /// Host-validated: the operands cover their matrices as `q` describes (the weight B
@@ -141,13 +144,14 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize, const MT: usize, const SU
     let smem = dyn_smem_addr();
     let a_col = q.layout & A_COL != 0;
     let total = R * xs;
+    let su = q.stage.clamp(1, SU);
     let mut i0 = tid;
     while i0 < total {
         let mut v = [[0u32; 4]; SU];
         for (u, vu) in v.iter_mut().enumerate() {
             let e = i0 + u * THREADS as usize;
             let (r, cc) = (m0 + e / xs, e % xs);
-            if e < total && r < q.m {
+            if u < su && e < total && r < q.m {
                 // SAFETY: row r of x (r < m), predicated inside it (load8).
                 *vu = unsafe {
                     if a_col {
@@ -160,12 +164,12 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize, const MT: usize, const SU
         }
         for (u, &vu) in v.iter().enumerate() {
             let e = i0 + u * THREADS as usize;
-            if e < total {
+            if u < su && e < total {
                 // SAFETY: inside the block's `x_bytes(R, k)`, 16-byte aligned.
                 unsafe { st_shared_v4(smem + (16 * e) as u32, vu) };
             }
         }
-        i0 += SU * THREADS as usize;
+        i0 += su * THREADS as usize;
     }
     // SAFETY: every thread of the block reaches the barrier.
     unsafe { sync_threads() };
@@ -242,8 +246,9 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize, const MT: usize, const SU
 }
 
 // ABI: (a, b, c, d, bias, m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, alpha, beta,
-// flags, layout, team); dims u32, strides u64, flags as `Epilogue::flags`, layout bit
-// `gemv::A_COL`, team one of `gemv_rows::TEAMS`.
+// flags, layout, team, stage); dims u32, strides u64, flags as `Epilogue::flags`, layout bit
+// `gemv::A_COL`, team one of `gemv_rows::TEAMS`, stage the staging depth
+// (`gemv_rows::stage_for`; clamped to the entry's).
 macro_rules! gemvr_entry {
     ($name:expr, $E:ty, $O:ty, $R:literal, $MT:literal, $SU:literal) => {
         const _: () = {
@@ -269,6 +274,7 @@ macro_rules! gemvr_entry {
                 flags: u32,
                 layout: u32,
                 team: u32,
+                stage: u32,
             ) {
                 let q = Args {
                     m: m as usize,
@@ -285,6 +291,7 @@ macro_rules! gemvr_entry {
                     flags,
                     layout,
                     team: team as usize,
+                    stage: stage as usize,
                 };
                 // SAFETY: the host validated the operands, rows, shared memory and launch shape
                 // for this variant (see `rows`).
@@ -299,8 +306,8 @@ macro_rules! gemvr_rows {
         // (rows, m_tiles(rows), stage_unroll(rows)): checked against gemv_rows below.
         gemvr_entry!(concat!($p, "_m1"), $E, $O, 1, 1, 2);
         gemvr_entry!(concat!($p, "_m4"), $E, $O, 4, 1, 2);
-        gemvr_entry!(concat!($p, "_m8"), $E, $O, 8, 1, 2);
-        gemvr_entry!(concat!($p, "_m16"), $E, $O, 16, 1, 2);
+        gemvr_entry!(concat!($p, "_m8"), $E, $O, 8, 1, 4);
+        gemvr_entry!(concat!($p, "_m16"), $E, $O, 16, 1, 4);
         gemvr_entry!(concat!($p, "_m32"), $E, $O, 32, 2, 4);
         gemvr_entry!(concat!($p, "_m48"), $E, $O, 48, 3, 4);
         gemvr_entry!(concat!($p, "_m64"), $E, $O, 64, 4, 4);
@@ -310,7 +317,7 @@ macro_rules! gemvr_rows {
 // The entries' compile-time counts agree with the plan's (`gemv_rows::m_tiles`,
 // `gemv_rows::stage_unroll`, `gemv_rows::ROWS`).
 const _: () = {
-    let table = [(1, 1, 2), (4, 1, 2), (8, 1, 2), (16, 1, 2), (32, 2, 4), (48, 3, 4), (64, 4, 4)];
+    let table = [(1, 1, 2), (4, 1, 2), (8, 1, 4), (16, 1, 4), (32, 2, 4), (48, 3, 4), (64, 4, 4)];
     let mut i = 0;
     while i < table.len() {
         let (r, mt, su) = table[i];
