@@ -3,7 +3,8 @@
 # shared aligned frame, x staged per block in shared memory in that frame, products on tensor
 # cores, for 1-64 rows of x against unaligned, short-K weights. Parts run in the order ab, check,
 # ncu, suite.
-# PART=check: the small-M GPU tests (slab, streaming and row kernels; the graph tests), then
+# PART=check: the small-M GPU tests (slab, streaming and row kernels; the graph tests), the
+# GEMM edge-shape, packed and tuned-family tests, then
 # the row kernel's tests again with its wide entries (FERROTUNE_SMALL_M_ROWS_R=64), then
 # compute-sanitizer memcheck and racecheck on the row kernel's tests.
 # PART=ab: `bench --ops gemm --shape-suite irregular` on SHAPES with each column of COLS (plan:
@@ -64,6 +65,10 @@ fi
 if [[ "$PART" == *check* ]]; then
   timeout $(cap 200) $T --test-threads=2 gemv graph > $R/gemv-tests.txt 2>&1
   stamp "gemv + graph tests exit $?: $(grep 'test result' $R/gemv-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/gemv-tests.txt | head
+  # The plan's other families on edge and random shapes (the Hopper tiles take aligned 17-64
+  # rows of short K; the packed tiles).
+  timeout $(cap 200) $T --test-threads=2 gpu_gemm_matches gpu_packed_unaligned gpu_tuned_family > $R/gemm-tests.txt 2>&1
+  stamp "gemm edge + packed + tuned-family tests exit $?: $(grep 'test result' $R/gemm-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/gemm-tests.txt | head
   # The wide entries (32, 48, 64 rows of x per block) run only when asked for: their tests too.
   FERROTUNE_SMALL_M_ROWS_R=64 timeout $(cap 120) $T --test-threads=2 gpu_small_m_rows > $R/rows-wide-tests.txt 2>&1
   stamp "row tests, FERROTUNE_SMALL_M_ROWS_R=64, exit $?: $(grep 'test result' $R/rows-wide-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/rows-wide-tests.txt | head
