@@ -20,6 +20,7 @@ mod gemv_rows;
 mod gemv_stream;
 mod multigpu;
 mod pack;
+mod pool_threads;
 mod profile_warnings;
 mod ptx;
 mod runtime;

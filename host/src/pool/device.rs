@@ -3,7 +3,7 @@
 //! order on the stream that allocated them, and cross to another stream only behind an event.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::sys::{CUevent_flags, CUresult};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result};
@@ -20,10 +20,17 @@ struct Capture {
 }
 
 struct State {
-    arena: Arena<CudaEvent>,
+    arena: Arena<Arc<CudaEvent>>,
     limit: Option<usize>,
-    /// Streams seen, by driver handle (events are recorded on them for cross-stream reuse).
-    streams: HashMap<u64, Weak<CudaStream>>,
+    /// Streams seen, by driver handle (events are recorded on them for cross-stream reuse),
+    /// held until the pool is their last holder (`let_go`), so that a handle is never reused
+    /// while the pool may still order work after its stream.
+    streams: HashMap<u64, Arc<CudaStream>>,
+    /// The last event of each stream let go whose work may still run, by its old handle: what
+    /// a later user of its blocks (or a new stream given the same handle) waits for, instead
+    /// of a device-wide synchronize (which fails, and breaks the capture, while another thread
+    /// captures a stream of this context).
+    gone: HashMap<u64, Arc<CudaEvent>>,
     /// Active captures, by the captured stream's handle.
     captures: HashMap<u64, Capture>,
     next_capture: u64,
@@ -86,6 +93,7 @@ impl DevicePool {
                 arena: Arena::default(),
                 limit: None,
                 streams: HashMap::new(),
+                gone: HashMap::new(),
                 captures: HashMap::new(),
                 next_capture: 1,
             }),
@@ -112,18 +120,39 @@ impl DevicePool {
         self.lock().limit
     }
 
-    /// Remembers `s` under its handle; a handle reused by a new stream after the old one was
-    /// destroyed waits for the device first (the old stream's work may still use its blocks).
+    /// Remembers `s` under its handle (after letting go of the streams only the pool still
+    /// holds); a handle reused by a new stream after the old one was let go makes the new
+    /// stream wait for the old one's last event (that work may still use its blocks).
     fn register(&self, st: &mut State, s: &Arc<CudaStream>) -> Result<()> {
+        Self::let_go(st)?;
         let key = s.cu_stream() as u64;
-        match st.streams.get(&key).map(|w| w.upgrade()) {
-            Some(Some(_)) => {}
-            Some(None) => {
-                self.ctx.synchronize().ctx(|| "waiting for a destroyed stream's work".into())?;
-                st.streams.insert(key, Arc::downgrade(s));
-            }
-            None => {
-                st.streams.insert(key, Arc::downgrade(s));
+        if st.streams.contains_key(&key) {
+            return Ok(());
+        }
+        if let Some(ev) = st.gone.remove(&key) {
+            s.wait(&ev).ctx(|| "ordering a new stream after the last work of its handle's old stream".into())?;
+        }
+        st.streams.insert(key, s.clone());
+        Ok(())
+    }
+
+    /// Outside captures: drops the streams only the pool holds, each after recording its last
+    /// event (kept in `gone`), and forgets the `gone` events that have completed. During a
+    /// capture it does nothing (no stream is destroyed and no event queried then). The legacy
+    /// and per-thread default streams (handles 0 and 2) are kept.
+    fn let_go(st: &mut State) -> Result<()> {
+        if !st.captures.is_empty() {
+            return Ok(());
+        }
+        st.gone.retain(|_, ev| !ev.is_complete());
+        let idle: Vec<u64> =
+            st.streams.iter().filter(|(k, s)| **k > 2 && Arc::strong_count(s) == 1).map(|(k, _)| *k).collect();
+        for key in idle {
+            if let Some(s) = st.streams.remove(&key) {
+                let ev = s
+                    .record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
+                    .ctx(|| "recording a stream's last pool event".into())?;
+                st.gone.insert(key, Arc::new(ev));
             }
         }
         Ok(())
@@ -195,17 +224,19 @@ impl DevicePool {
         }
     }
 
-    /// Makes `stream` wait for the work queued so far on the stream behind `from`.
+    /// Makes `stream` wait for the work queued so far on the stream behind `from` (or, for a
+    /// stream let go, its last event; none when that event has completed).
     fn order_after(&self, st: &State, from: Owner, stream: &Arc<CudaStream>) -> Result<()> {
-        match st.streams.get(&from.0).and_then(Weak::upgrade) {
-            Some(prev) => {
+        match (st.streams.get(&from.0), st.gone.get(&from.0)) {
+            (Some(prev), _) => {
                 let ev = prev
                     .record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
                     .ctx(|| "recording a pool event".into())?;
                 stream.wait(&ev).ctx(|| "ordering a reused segment after its last stream".into())
             }
-            // The stream is gone: its remaining work finishes on the device; wait for it.
-            None => self.ctx.synchronize().ctx(|| "waiting for a destroyed stream's work".into()),
+            (None, Some(ev)) => stream.wait(ev).ctx(|| "ordering a reused segment after a stream let go".into()),
+            // Let go, and its last event completed: nothing of it still runs.
+            (None, None) => Ok(()),
         }
     }
 
@@ -257,11 +288,13 @@ impl DevicePool {
             Freed::AfterEvents(others) => {
                 let mut events = Vec::with_capacity(others.len());
                 for o in others {
-                    if let Some(s) = st.streams.get(&o.0).and_then(Weak::upgrade) {
-                        events.push(
+                    if let Some(s) = st.streams.get(&o.0) {
+                        events.push(Arc::new(
                             s.record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
                                 .ctx(|| "recording a pool event".into())?,
-                        );
+                        ));
+                    } else if let Some(ev) = st.gone.get(&o.0) {
+                        events.push(ev.clone());
                     }
                 }
                 st.arena.park(addr, events);
