@@ -4,7 +4,7 @@
 # cores, for 1-64 rows of x against unaligned, short-K weights. Parts run in the order ab, check,
 # ncu, suite.
 # PART=check: the small-M GPU tests (slab, streaming and row kernels; the graph tests), the
-# GEMM edge-shape, packed and tuned-family tests, then
+# GEMM edge-shape, packed and tuned-family tests, the pool's threads and runtime tests, then
 # the row kernel's tests again with its wide entries (FERROTUNE_SMALL_M_ROWS_R=64), then
 # compute-sanitizer memcheck and racecheck on the row kernel's tests.
 # PART=ab: `bench --ops gemm --shape-suite irregular` on SHAPES with each column of COLS (plan:
@@ -69,6 +69,9 @@ if [[ "$PART" == *check* ]]; then
   # rows of short K; the packed tiles).
   timeout $(cap 200) $T --test-threads=2 gpu_gemm_matches gpu_packed_unaligned gpu_tuned_family > $R/gemm-tests.txt 2>&1
   stamp "gemm edge + packed + tuned-family tests exit $?: $(grep 'test result' $R/gemm-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/gemm-tests.txt | head
+  # The pool under threads (captures beside another thread's streams) and the runtime tests.
+  timeout $(cap 120) $T --test-threads=2 pool_threads runtime > $R/runtime-tests.txt 2>&1
+  stamp "pool + runtime tests exit $?: $(grep 'test result' $R/runtime-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/runtime-tests.txt | head
   # The wide entries (32, 48, 64 rows of x per block) run only when asked for: their tests too.
   FERROTUNE_SMALL_M_ROWS_R=64 timeout $(cap 120) $T --test-threads=2 gpu_small_m_rows > $R/rows-wide-tests.txt 2>&1
   stamp "row tests, FERROTUNE_SMALL_M_ROWS_R=64, exit $?: $(grep 'test result' $R/rows-wide-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/rows-wide-tests.txt | head
