@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::CudaContext;
+use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::device::{DeviceInfo, device_count};
 use crate::error::{DriverContext, Error, Result};
@@ -51,6 +51,12 @@ pub struct Gpu {
     pub(crate) info: DeviceInfo,
     pub(crate) pool: Arc<DevicePool>,
     kernels: OnceLock<Result<Kernels, String>>,
+    /// A stream held for the `Gpu`'s life. cudarc synchronizes the whole context when a
+    /// context object goes from no stream to one (`CudaContext::new_stream` with event
+    /// tracking on), which fails, and breaks the capture, while another thread captures a
+    /// stream of the device; holding one makes that transition here, before any capture
+    /// (`tests/pool_threads.rs`).
+    _keeper: Arc<CudaStream>,
 }
 
 impl Gpu {
@@ -68,7 +74,8 @@ impl Gpu {
             return Err(Error::UnsupportedDevice { name: info.name, major, minor });
         }
         let pool = DevicePool::new(ctx.clone());
-        Ok(Arc::new(Gpu { ctx, info, pool, kernels: OnceLock::new() }))
+        let _keeper = ctx.new_stream().ctx(|| format!("creating a stream on device {ordinal}"))?;
+        Ok(Arc::new(Gpu { ctx, info, pool, kernels: OnceLock::new(), _keeper }))
     }
 
     pub fn info(&self) -> &DeviceInfo {
