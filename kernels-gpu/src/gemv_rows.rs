@@ -91,16 +91,6 @@ pub const fn stage_unroll(rows: usize) -> usize {
     if rows <= 4 { 2 } else { 4 }
 }
 
-/// Threads that stage one row of x in a block of `rows` compiled rows: the block's threads
-/// shared over its rows, but at least a warp (a warp's loads then share one row of x and its
-/// misalignment, so `load8` takes one path per warp); rows are staged `THREADS / this` at a
-/// time. A power of two for every compiled count but 48 (32 there), so the entry's row and
-/// vector of a thread are shifts.
-pub const fn stage_threads(rows: usize) -> usize {
-    let share = if rows == 0 { THREADS as usize } else { THREADS as usize / rows };
-    if share > 32 { share } else { 32 }
-}
-
 /// The staging depth a launch of `rows` compiled rows asks for: `asked` (1 to the compiled
 /// depth, A/B runs) or the compiled depth.
 pub const fn stage_for(rows: usize, asked: Option<usize>) -> usize {
@@ -444,9 +434,6 @@ mod tests {
             assert_eq!(stage_for(r, Some(1)), 1);
             assert_eq!(stage_for(r, Some(0)), stage_unroll(r));
             assert_eq!(stage_for(r, Some(99)), stage_unroll(r));
-            // Whole warps per staged row, the block's threads in whole rows.
-            let t = stage_threads(r);
-            assert!(t >= 32 && t.is_multiple_of(32) && (THREADS as usize).is_multiple_of(t), "{r}: {t}");
         }
     }
 }

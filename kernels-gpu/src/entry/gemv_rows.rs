@@ -16,9 +16,7 @@ use crate::arch::nvptx::{
 use crate::element::Element;
 use crate::gemm::Epilogue;
 use crate::gemv::{A_COL, row_shift};
-use crate::gemv_rows::{
-    CHUNK, SLOTS, THREADS, UNROLL, WARPS, acc_place, in_row, row_of, stage_threads, vectors, x_bytes, x_stride,
-};
+use crate::gemv_rows::{CHUNK, SLOTS, THREADS, UNROLL, WARPS, acc_place, in_row, row_of, vectors, x_bytes, x_stride};
 use half::{bf16, f16};
 /// What every entry receives (passed field by field in the ABI).
 #[derive(Clone, Copy)]
@@ -142,47 +140,36 @@ unsafe fn rows<E: MmaElem, O: Element, const R: usize, const MT: usize, const SU
     let mut cur = load_batch(wt);
 
     // x in the block's frame: row r, vector c holds x[m0 + r][8c - s ..][..8] (zeros outside K
-    // and for rows past m), 16 bytes per vector, rows `xs` vectors apart (the same layout
-    // whatever thread stages it).
+    // and for rows past m), 16 bytes per vector, rows `xs` vectors apart.
     let smem = dyn_smem_addr();
     let a_col = q.layout & A_COL != 0;
+    let total = R * xs;
     let su = q.stage.clamp(1, SU);
-    // `TR` threads per staged row (at least a warp, so that a warp's loads share one row and
-    // its misalignment: no divergence in `load8`), `THREADS / TR` rows at a time; a thread's
-    // row and vectors come from the loops (compile-time shifts), not from a division by xs.
-    let tr = stage_threads(R);
-    let (first_row, tc) = (tid / tr, tid % tr);
-    let mut lr = first_row;
-    while lr < R {
-        let r = m0 + lr;
-        let row_base = smem + (16 * lr * xs) as u32;
-        let mut c0 = tc;
-        while c0 < xs {
-            let mut v = [[0u32; 4]; SU];
-            for (u, vu) in v.iter_mut().enumerate() {
-                let cc = c0 + u * tr;
-                if u < su && cc < xs && r < q.m {
-                    // SAFETY: row r of x (r < m), predicated inside it (load8).
-                    *vu = unsafe {
-                        if a_col {
-                            load8::<E, false>(a, r, q.m, 8 * cc, s, q.k, q.k, q.lda, true)
-                        } else {
-                            load8::<E, true>(a, r, q.m, 8 * cc, s, q.k, q.k, q.lda, false)
-                        }
-                    };
-                }
+    let mut i0 = tid;
+    while i0 < total {
+        let mut v = [[0u32; 4]; SU];
+        for (u, vu) in v.iter_mut().enumerate() {
+            let e = i0 + u * THREADS as usize;
+            let (r, cc) = (m0 + e / xs, e % xs);
+            if u < su && e < total && r < q.m {
+                // SAFETY: row r of x (r < m), predicated inside it (load8).
+                *vu = unsafe {
+                    if a_col {
+                        load8::<E, false>(a, r, q.m, 8 * cc, s, q.k, q.k, q.lda, true)
+                    } else {
+                        load8::<E, true>(a, r, q.m, 8 * cc, s, q.k, q.k, q.lda, false)
+                    }
+                };
             }
-            for (u, &vu) in v.iter().enumerate() {
-                let cc = c0 + u * tr;
-                if u < su && cc < xs {
-                    // SAFETY: vector cc < xs of staged row lr < R: inside the block's
-                    // `x_bytes(R, k)`, 16-byte aligned.
-                    unsafe { st_shared_v4(row_base + (16 * cc) as u32, vu) };
-                }
-            }
-            c0 += su * tr;
         }
-        lr += THREADS as usize / tr;
+        for (u, &vu) in v.iter().enumerate() {
+            let e = i0 + u * THREADS as usize;
+            if u < su && e < total {
+                // SAFETY: inside the block's `x_bytes(R, k)`, 16-byte aligned.
+                unsafe { st_shared_v4(smem + (16 * e) as u32, vu) };
+            }
+        }
+        i0 += su * THREADS as usize;
     }
     // SAFETY: every thread of the block reaches the barrier.
     unsafe { sync_threads() };
