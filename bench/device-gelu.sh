@@ -3,7 +3,7 @@
 # the plan, cuBLAS and cuBLASLt GELU_BIAS in the same process (`bench --ops gemm` always adds
 # the linear_bias_gelu rows of 8192x3072x768 and 512x3072x768), then (PART=ab,ncu) Nsight
 # Compute on the fused kernel of the plan and of NCU_TILE.
-# PART=check first runs the sm90 GPU tests and memcheck on the TMA-store edge test (every
+# PART=check first runs the sm90 and elementwise GPU tests and memcheck on the TMA-store edge test (every
 # activation, bias, ragged edges) with CHECK_TILES forced.
 # Usage on the device: COLS="plan 4 6 7" PART=check,ab,ncu bash bench/device-gelu.sh
 set -uo pipefail
@@ -13,6 +13,9 @@ COLS=${COLS:-plan 4 6 7 8}
 if [[ "$PART" == *check* ]]; then
   timeout $(cap 170) $T --test-threads=2 sm90 > $R/sm90-tests.txt 2>&1
   stamp "sm90 tests exit $?: $(grep 'test result' $R/sm90-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/sm90-tests.txt | head
+  # The 16-bit GELU forms are shared with the elementwise kernels: their GPU tests too.
+  timeout $(cap 120) $T --test-threads=2 elementwise > $R/elementwise-tests.txt 2>&1
+  stamp "elementwise tests exit $?: $(grep 'test result' $R/elementwise-tests.txt)"; grep -E "^test .*FAILED|panicked" $R/elementwise-tests.txt | head
   for tile in ${CHECK_TILES:-8 4}; do
     FERROTUNE_SM90_TILE=$tile FERROTUNE_SM90_MAX_BLOCKS=3 timeout $(cap 60) compute-sanitizer --tool memcheck \
       --error-exitcode 9 $T --test-threads=1 sm90_tma_store > $R/memcheck-t$tile.txt 2>&1

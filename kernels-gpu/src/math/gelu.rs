@@ -223,12 +223,33 @@ pub fn gelu_erf_fast(x: f32) -> f32 {
     gelu_erf_fast_with(Portable, x)
 }
 
-/// [`gelu_erf_fast`] with its multiply-adds done by `f`.
+/// [`gelu_erf_fast`] with its multiply-adds done by `f`: [`gelu_erf_fast_ftz_with`] on the
+/// GPU, the form that keeps every intermediate normal on the host.
 #[inline(always)]
 pub fn gelu_erf_fast_with<F: MulAdd>(f: F, x: f32) -> f32 {
+    if cfg!(target_arch = "nvptx64") {
+        return gelu_erf_fast_ftz_with(f, x);
+    }
     let a = abs_clamped(x, ERF_CUT);
     let e = exp2_approx_mul_with(f, a * a, GAUSS_C_HI);
     gelu_erf_from(x, erf_tail_ratio(f, a, ERF_T_FAST, &ERF_R_FAST), e)
+}
+
+/// [`gelu_erf_fast`] as the GPU runs it, in fewer instructions: `x Φ(x) = max(x, 0) - a q`
+/// with `a = min(|x|, 12.9)` and `q = Φ(-a)`, one multiply-add where the host form takes a
+/// subtraction, a select, a multiply and the cut-off's compare and select. The clamped `a`
+/// keeps the tail finite (below x = -12.9 the result is `-12.9 Φ(-12.9)`, about -2.9e-37,
+/// which 16-bit outputs round to -0.0 or keep as a value far below their tolerance); the sign
+/// of zero is kept (`-0.0 + -0.0`, `+0.0 - 0.0`). Same error bound as [`gelu_erf_fast`]
+/// wherever the result is above 1e-30 (the subtraction, for `x > 0`, has no cancellation:
+/// `a q < x / 2`).
+#[inline(always)]
+pub fn gelu_erf_fast_ftz_with<F: MulAdd>(f: F, x: f32) -> f32 {
+    let a = abs_clamped(x, ERF_CUT);
+    let e = exp2_approx_mul_with(f, a * a, GAUSS_C_HI);
+    let q = erf_tail_ratio(f, a, ERF_T_FAST, &ERF_R_FAST) * e;
+    // `>=`: +0.0 keeps its sign (+0.0 - 0.0), -0.0 takes the else arm (-0.0 - 0.0).
+    f.mul_add(-a, q, if x >= 0.0 { x } else { -0.0 })
 }
 
 /// `1 / sqrt(2 pi)`.
@@ -261,10 +282,29 @@ pub fn gelu_tanh_fast(x: f32) -> f32 {
     gelu_tanh_fast_with(Portable, x)
 }
 
-/// [`gelu_tanh_fast`] with its multiply-adds done by `f`.
+/// [`gelu_tanh_fast`] with its multiply-adds done by `f`: [`gelu_tanh_fast_ftz_with`] on the
+/// GPU, the form that keeps every intermediate normal on the host.
 #[inline(always)]
 pub fn gelu_tanh_fast_with<F: MulAdd>(f: F, x: f32) -> f32 {
+    if cfg!(target_arch = "nvptx64") {
+        return gelu_tanh_fast_ftz_with(f, x);
+    }
     let xc = tanh_clamped(x);
     let t = f.mul_add(TANH_NB_FAST, xc * xc, TANH_NA_FAST);
     gelu_tanh_from(x, exp2_approx_mul_with(f, xc, t))
+}
+
+/// [`gelu_tanh_fast`] as the GPU runs it, in fewer instructions: `xc / (1 + 2^(xc t))` with
+/// `xc = max(x, -9.9)` and no upper clamp and no cut-off select. On the GPU `ex2.approx.ftz`
+/// and `rcp.approx.ftz` flush what would be subnormal, so large `x` gives `2^(-inf) = 0` and
+/// `x` itself (+inf included), and below the clamp the result stays about `-1.5e-36` (-inf
+/// included), far below a 16-bit output's tolerance. NaN and the sign of zero pass through.
+/// The host's exponential takes arguments in [-125, 127] only: there this form holds for
+/// `x <= 9.9`.
+#[inline(always)]
+pub fn gelu_tanh_fast_ftz_with<F: MulAdd>(f: F, x: f32) -> f32 {
+    // A compare and select (not `f32::max`), so NaN passes through.
+    let xc = if x < -TANH_CUT { -TANH_CUT } else { x };
+    let t = f.mul_add(TANH_NB_FAST, xc * xc, TANH_NA_FAST);
+    div_by_ge1(xc, 1.0 + exp2_approx_mul_with(f, xc, t))
 }

@@ -21,8 +21,8 @@ mod gelu;
 
 pub use exp2::{exp2_poly, exp2_poly_mul_with, exp2_poly_with};
 pub use gelu::{
-    gelu_erf, gelu_erf_fast, gelu_erf_fast_with, gelu_erf_with, gelu_tanh, gelu_tanh_fast, gelu_tanh_fast_with,
-    gelu_tanh_with, normal_cdf_pdf_with,
+    gelu_erf, gelu_erf_fast, gelu_erf_fast_ftz_with, gelu_erf_fast_with, gelu_erf_with, gelu_tanh, gelu_tanh_fast,
+    gelu_tanh_fast_ftz_with, gelu_tanh_fast_with, gelu_tanh_with, normal_cdf_pdf_with,
 };
 
 // Cody–Waite split of ln 2: LN2_HI is ln 2 rounded to 16 significant bits (mpmath), so

@@ -25,6 +25,43 @@ fn fast_gelus_track_the_accurate_ones() {
     assert_eq!(gelu_erf_fast(f32::INFINITY), f32::INFINITY);
 }
 
+#[test]
+fn the_gpu_forms_of_the_fast_gelus_track_the_accurate_ones() {
+    // The forms the GPU runs for 16-bit results (no cut-off selects, one clamp each), checked
+    // here through the host's exponential, whose arguments must stay in [-125, 127]: the erf
+    // form clamps its own, the tanh form holds for x <= 9.9. Same bound as the host forms.
+    let (erf, tanh) =
+        (|x| gelu_erf_fast_ftz_with(crate::arch::Portable, x), |x| gelu_tanh_fast_ftz_with(crate::arch::Portable, x));
+    let mut x = -14.0f32;
+    while x < 14.0 {
+        let mut pairs = std::vec![(erf(x), gelu_erf(x))];
+        if x <= 9.9 {
+            pairs.push((tanh(x), gelu_tanh(x)));
+        }
+        for (fast, slow) in pairs {
+            if slow.abs() > 1e-30 {
+                assert!((((fast - slow) / slow).abs() as f64) < 3e-5, "x {x}: fast {fast:e} vs {slow:e}");
+            } else {
+                // The tails: tiny and of the input's sign, never a wrong magnitude.
+                assert!(fast.abs() < 1e-30 && (fast == 0.0 || fast.is_sign_negative() == (x < 0.0)), "x {x}: {fast:e}");
+            }
+        }
+        x += 0.000_7;
+    }
+    for f in [erf, tanh] {
+        assert!(f(f32::NAN).is_nan());
+        assert_eq!(f(0.0).to_bits(), 0);
+        assert_eq!(f(-0.0).to_bits(), (-0.0f32).to_bits());
+    }
+    assert_eq!(erf(f32::INFINITY), f32::INFINITY);
+    assert_eq!(erf(1e30), 1e30);
+    // Below the clamps: tiny, negative, finite (-inf included).
+    for x in [-13.0f32, -1e30, f32::NEG_INFINITY] {
+        assert!(erf(x) < 0.0 && erf(x) > -1e-30, "erf form at {x}: {:e}", erf(x));
+        assert!(tanh(x) < 0.0 && tanh(x) > -1e-30, "tanh form at {x}: {:e}", tanh(x));
+    }
+}
+
 use super::gelu::{GELU_A_HI, GELU_B_HI, GELU_B_LO};
 use super::*;
 use crate::arch::fmaf;

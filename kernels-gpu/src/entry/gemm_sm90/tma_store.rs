@@ -10,6 +10,7 @@
 //! the epilogue runs a box at a time in place before the box is written ([`activate_box`]);
 //! the one-tile form applies it a pair of column groups at a time as it writes ([`epi4`]).
 
+use crate::arch::fmaf;
 use crate::arch::nvptx::{st_shared_v2_f32, sync_warp};
 use crate::arch::sm90::{
     bulk_commit, bulk_wait_read, bulk_wait_read_n, fence_proxy_async, named_barrier, stmatrix_x4, tma_store_3d,
@@ -208,24 +209,65 @@ unsafe fn activate_box<O: Element, const NACC: usize, const ACT: u32>(
         return;
     }
     let act = Activation::from_code(ACT);
-    // The bias defaults to -0.0, which leaves every value as it is (-0.0 included).
-    let mut b = [-0.0f32; 16];
-    if out.flags & 1 != 0 {
-        // Columns past the edge read the last column's bias; TMA clips their results.
-        let last = out.n.saturating_sub(1);
-        for q in 0..per_box {
-            let col = n0 + (j + q) * 8 + 2 * t;
-            // SAFETY: both columns are at most the last one; the bias covers every column.
-            unsafe {
-                b[(2 * q) % 16] = (*bias.add(col.min(last))).to_f32();
-                b[(2 * q + 1) % 16] = (*bias.add((col + 1).min(last))).to_f32();
+    // Without a bias -0.0, which leaves every value as it is (-0.0 included).
+    let b = if out.flags & 1 == 0 {
+        [-0.0f32; 16]
+    } else {
+        let mut b = [0.0f32; 16];
+        let size = core::mem::size_of::<O>();
+        // The thread's first column of the box; its columns come in adjacent pairs.
+        let first = n0 + j * 8 + 2 * t;
+        if n0 + (j + per_box) * 8 <= out.n && (bias as usize) % (2 * size) == 0 {
+            // The whole box is inside the matrix and the bias is aligned to pairs (uniform
+            // across the warp): one load of both columns of each pair, at constant offsets.
+            for q in 0..per_box {
+                // SAFETY: both columns exist (above); the bias covers every column and the
+                // pair's address is aligned to its size (`first` is even).
+                let (lo, hi) = unsafe { load_pair(bias.add(first + q * 8)) };
+                b[(2 * q) % 16] = lo;
+                b[(2 * q + 1) % 16] = hi;
+            }
+        } else {
+            // Columns past the edge read the last column's bias; TMA clips their results.
+            let last = out.n.saturating_sub(1);
+            for q in 0..per_box {
+                let col = first + q * 8;
+                // SAFETY: both columns are at most the last one; the bias covers every column.
+                unsafe {
+                    b[(2 * q) % 16] = (*bias.add(col.min(last))).to_f32();
+                    b[(2 * q + 1) % 16] = (*bias.add((col + 1).min(last))).to_f32();
+                }
             }
         }
-    }
+        b
+    };
     for q in 0..per_box {
         for e in 0..4 {
             let k = (4 * (j + q) + e) % NACC;
-            acc[k] = act.apply_for(O::DTYPE, out.alpha * acc[k] + b[(2 * q + e % 2) % 16]);
+            // One multiply-add: `alpha x + (-0.0)` is `alpha x` exactly.
+            acc[k] = act.apply_for(O::DTYPE, fmaf(out.alpha, acc[k], b[(2 * q + e % 2) % 16]));
+        }
+    }
+}
+
+/// Two adjacent elements of `O` read with one load (4 bytes for 16-bit types, 8 for f32),
+/// widened to f32.
+///
+/// # Safety
+/// `p` and `p + 1` are readable and `p` is aligned to `2 size_of::<O>()`.
+#[inline(always)]
+unsafe fn load_pair<O: Element>(p: *const O) -> (f32, f32) {
+    // SAFETY: both elements are readable and the pair is aligned (caller); `O` is a plain
+    // 2- or 4-byte float, so any bits of its size are a value of it.
+    unsafe {
+        if core::mem::size_of::<O>() == 2 {
+            let w = (p as *const u32).read();
+            let (lo, hi) = (w as u16, (w >> 16) as u16);
+            (core::mem::transmute_copy::<u16, O>(&lo).to_f32(), core::mem::transmute_copy::<u16, O>(&hi).to_f32())
+        } else {
+            let w = (p as *const u64).read();
+            let (lo, hi) = (w as u32, (w >> 32) as u32);
+            (core::mem::transmute_copy::<u32, O>(&lo).to_f32(), core::mem::transmute_copy::<u32, O>(&hi).to_f32())
         }
     }
 }
@@ -243,7 +285,8 @@ unsafe fn epi4<O: Element, const ACT: u32>(a: [f32; 4], col: usize, out: Out, bi
     }
     let has_bias = out.flags & 1 != 0;
     let act = Activation::from_code(ACT);
-    let mut b = [0.0f32; 2];
+    // Without a bias (or past the edge) -0.0, which leaves `alpha x` as it is (-0.0 included).
+    let mut b = [-0.0f32; 2];
     if has_bias {
         for (i, bv) in b.iter_mut().enumerate() {
             if n0 + col + i < out.n {
@@ -252,11 +295,8 @@ unsafe fn epi4<O: Element, const ACT: u32>(a: [f32; 4], col: usize, out: Out, bi
             }
         }
     }
-    // A select, not an add of 0.0: without a bias, -0.0 stays -0.0.
-    let epi = |x: f32, b: f32| {
-        let v = out.alpha * x;
-        act.apply_for(O::DTYPE, if has_bias { v + b } else { v })
-    };
+    // One multiply-add: `alpha x + (-0.0)` is `alpha x` exactly.
+    let epi = |x: f32, b: f32| act.apply_for(O::DTYPE, fmaf(out.alpha, x, b));
     [epi(a[0], b[0]), epi(a[1], b[1]), epi(a[2], b[0]), epi(a[3], b[1])]
 }
 
