@@ -9,6 +9,8 @@
 set -uo pipefail
 source bench/device-lib.sh
 SHAPES=${SHAPES:-8192x3072x768}
+# The fused rows' shapes (`bench --gelu-shapes`); NO_SPLIT=1 skips the split-K rows.
+GELU_SHAPES=${GELU_SHAPES:-8192x3072x768,512x3072x768}
 COLS=${COLS:-plan 4 6 7 8}
 if [[ "$PART" == *check* ]]; then
   timeout $(cap 170) $T --test-threads=2 sm90 > $R/sm90-tests.txt 2>&1
@@ -25,9 +27,9 @@ fi
 if [[ "$PART" == *ab* ]]; then
   for col in $COLS; do
     if [ $col = plan ]; then unset FERROTUNE_SM90_TILE; else export FERROTUNE_SM90_TILE=$col; fi
-    timeout $(cap 90) $X bench --ops gemm --dtypes bf16 --shapes $SHAPES \
-      --json $R/gemm-$col-bf16.json > $R/gemm-$col-bf16.txt 2>&1; stamp "$col exit $?"
-    grep -E "linear_bias_gelu|^gemm" $R/gemm-$col-bf16.txt | head -8
+    env ${NO_SPLIT:+FERROTUNE_BENCH_NO_SPLIT=1} timeout $(cap 90) $X bench --ops gemm --dtypes bf16 --shapes $SHAPES \
+      --gelu-shapes $GELU_SHAPES --json $R/gemm-$col-bf16.json > $R/gemm-$col-bf16.txt 2>&1; stamp "$col exit $?"
+    grep -E "linear_bias_gelu|^gemm" $R/gemm-$col-bf16.txt | grep -v "3 kernels" | cut -c1-150 | head -24
   done
   unset FERROTUNE_SM90_TILE
   COLS="$COLS" python3 bench/tile_table.py $R > $R/ab-table.md; cat $R/ab-table.md

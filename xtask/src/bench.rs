@@ -37,6 +37,10 @@ pub struct Args {
     /// for `--ops clifford`, BxN.
     #[arg(long, value_delimiter = ',')]
     shapes: Option<Vec<String>>,
+    /// With `--ops gemm`: the shapes of the fused `linear_bias_gelu` rows (MxNxK; default
+    /// 8192x3072x768,512x3072x768).
+    #[arg(long, value_delimiter = ',')]
+    gelu_shapes: Option<Vec<String>>,
     /// With `--ops gemm`: a named shape suite instead of `--shapes` (`irregular`: odd, small-M,
     /// tiny- and long-K shapes against cuBLAS, with a copy-bandwidth ceiling; bf16 and f16
     /// unless `--dtypes` says otherwise).
@@ -133,6 +137,9 @@ fn check(args: &Args) -> anyhow::Result<()> {
         // tf32 is a GEMM input of the CUDA comparison only.
         v::dtypes(d, if family("gemm") || family("gemm-tiles") { &["tf32", "fp32", "fp16"] } else { &[] })?;
     }
+    for s in args.gelu_shapes.iter().flatten() {
+        v::shape(s, &[3], "MxNxK")?;
+    }
     for s in args.shapes.iter().flatten() {
         if family("clifford") {
             v::shape(s, &[2], "BxN")?;
@@ -226,6 +233,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if gemm_ops && on_cpu {
         return crate::bench_gemm::run_cpu(crate::bench_gemm::GemmArgs {
             shapes: args.shapes.clone().unwrap_or_default(),
+            gelu_shapes: Vec::new(),
             dtypes: args.dtypes.clone().unwrap_or_else(|| ["f32", "f16", "bf16"].map(String::from).to_vec()),
             warmup: args.warmup.unwrap_or(2),
             iters: args.iters.unwrap_or(10),
@@ -239,6 +247,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .shapes
                 .clone()
                 .unwrap_or_else(|| crate::bench_gemm::DEFAULT_SHAPES.split(',').map(String::from).collect()),
+            gelu_shapes: args
+                .gelu_shapes
+                .clone()
+                .unwrap_or_else(|| crate::bench_gemm::DEFAULT_GELU_SHAPES.split(',').map(String::from).collect()),
             dtypes: args.dtypes.clone().unwrap_or_else(|| ["f32", "tf32", "f16", "bf16"].map(String::from).to_vec()),
             warmup: args.warmup.unwrap_or(3),
             iters: args.iters.unwrap_or(20),

@@ -14,6 +14,8 @@ use ferrotune_bench::gemm::{
 /// What `bench --ops gemm` runs.
 pub struct GemmArgs {
     pub shapes: Vec<String>,
+    /// Shapes of the fused `linear_bias_gelu` rows (CUDA only).
+    pub gelu_shapes: Vec<String>,
     pub dtypes: Vec<String>,
     pub warmup: usize,
     pub iters: usize,
@@ -23,6 +25,9 @@ pub struct GemmArgs {
 /// The shapes of the GEMM issue's comparison table.
 pub const DEFAULT_SHAPES: &str =
     "8192x8192x8192,4096x4096x4096,4000x4000x4000,1000x3000x700,512x3072x768,8192x3072x768";
+
+/// The shapes of the fused `linear_bias_gelu` rows (the Hopper issue's).
+pub const DEFAULT_GELU_SHAPES: &str = "8192x3072x768,512x3072x768";
 
 pub fn parse_shape(s: &str) -> anyhow::Result<GemmShape> {
     let v: Vec<usize> =
@@ -66,7 +71,7 @@ pub fn run(args: GemmArgs) -> anyhow::Result<()> {
         Backend::new(BackendChoice::Cuda).context("bench --ops gemm compares with cuBLAS and needs a CUDA device")?;
     let repeat = Repeat { warmup: args.warmup, iters: args.iters };
     // Every shape must fit before anything is measured.
-    for s in &args.shapes {
+    for s in args.shapes.iter().chain(&args.gelu_shapes) {
         let g = parse_shape(s)?;
         ferrotune_bench::preflight::check_gemm(&backend.stream(), (g.m, g.n, g.k), 4, &format!("the GEMM {s}"))?;
     }
@@ -106,8 +111,9 @@ pub fn run(args: GemmArgs) -> anyhow::Result<()> {
         print(&r);
         rows.push(r);
     }
-    for (m, n, k) in [(8192, 3072, 768), (512, 3072, 768)] {
-        for r in fused_linear_bias_gelu(&backend, m, n, k, repeat)? {
+    for s in &args.gelu_shapes {
+        let g = parse_shape(s)?;
+        for r in fused_linear_bias_gelu(&backend, g.m, g.n, g.k, repeat)? {
             print(&r);
             rows.push(r);
         }

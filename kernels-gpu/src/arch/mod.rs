@@ -10,6 +10,13 @@ pub mod sm90;
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
 pub mod wgmma;
 
+/// Whether the approximate exponential and reciprocal ([`exp2_approx`], [`recip_ge1`]) flush
+/// what would be subnormal to zero and take any argument: true on the GPU (`ex2.approx.ftz`,
+/// `rcp.approx.ftz`), where the 16-bit GELU forms skip the clamps that keep the host's
+/// intermediates normal (`math::gelu_erf_fast_ftz_with`); false on the host, whose
+/// exponential takes arguments in [-125, 127] only.
+pub const FLUSHES_SUBNORMALS: bool = cfg!(target_arch = "nvptx64");
+
 /// Fused multiply-add `a * b + c`.
 ///
 /// On the GPU this is one `fma.rn.f32` (LLVM does not contract `a * b + c` by itself). On the

@@ -22,6 +22,7 @@ use crate::gemm_sm90::{
 use crate::gemm_sm90_split::Sm90Split;
 use half::{bf16, f16};
 
+mod box_bias;
 mod epilogue;
 mod pingpong;
 mod ring;
@@ -29,7 +30,7 @@ mod tma_store;
 
 use epilogue::{Out, drain, store_staged};
 use ring::{K_STEPS, Ring};
-use tma_store::{Boxes, Slab, store_boxes, store_tma};
+use tma_store::{Boxes, Slab, first_box_bias, store_boxes, store_tma};
 
 /// A `CUtensorMap` passed by value: 128 opaque bytes. Declared align(16) (rustc cannot pass
 /// more); the PTX build raises the parameter's alignment to 64, as TMA needs.
@@ -312,6 +313,9 @@ unsafe fn sm90_gemm_persistent<
             unsafe { ring.consume::<E>(it, cw, &mut acc, kt > 0 && lt == 0, kt == 0) };
             it += 1;
         }
+        // The first store box's bias loads, in flight while the last wgmmas finish.
+        // SAFETY: the bias covers every column when the flags say so (host).
+        let first_bias = unsafe { first_box_bias(bias, out, tn * ring.bn(), lt) };
         wgmma_wait::<0>();
         if ktiles > 0 && lt == 0 {
             // SAFETY: the tile's last stage is no longer read.
@@ -326,7 +330,7 @@ unsafe fn sm90_gemm_persistent<
             let (m0, n0) = (tm * ring.bm() + cw * 64 + warp * WARP_BOX_ROWS, tn * ring.bn());
             let s = Boxes { bufs, map_d, m0, n0, z: z as i32, done: boxes };
             // SAFETY: the warpgroup calls it together; each warp's buffers are its own.
-            boxes = unsafe { store_boxes::<O, NACC, SB>(&mut acc, bias, out, s, lt) };
+            boxes = unsafe { store_boxes::<O, NACC, SB>(&mut acc, bias, out, s, lt, first_bias) };
             t += step;
             continue;
         }

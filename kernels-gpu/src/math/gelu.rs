@@ -13,7 +13,7 @@
 
 use super::exp2::{exp2_fine, round_product};
 use super::{exp_normal, split, square, two_sum};
-use crate::arch::{MulAdd, Portable, div_by_ge1, exp2_approx_mul_with, recip_ge1};
+use crate::arch::{FLUSHES_SUBNORMALS, MulAdd, Portable, div_by_ge1, exp2_approx_mul_with, recip_ge1};
 
 /// Beyond this `|x|` the erf form's result is `x` (x > 0) or `|x Φ(x)| < 2.9e-37` (x < 0);
 /// `e^{-x^2/2}` at the cut-off is 7.3e-37, a normal float.
@@ -227,7 +227,7 @@ pub fn gelu_erf_fast(x: f32) -> f32 {
 /// GPU, the form that keeps every intermediate normal on the host.
 #[inline(always)]
 pub fn gelu_erf_fast_with<F: MulAdd>(f: F, x: f32) -> f32 {
-    if cfg!(target_arch = "nvptx64") {
+    if FLUSHES_SUBNORMALS {
         return gelu_erf_fast_ftz_with(f, x);
     }
     let a = abs_clamped(x, ERF_CUT);
@@ -286,7 +286,7 @@ pub fn gelu_tanh_fast(x: f32) -> f32 {
 /// GPU, the form that keeps every intermediate normal on the host.
 #[inline(always)]
 pub fn gelu_tanh_fast_with<F: MulAdd>(f: F, x: f32) -> f32 {
-    if cfg!(target_arch = "nvptx64") {
+    if FLUSHES_SUBNORMALS {
         return gelu_tanh_fast_ftz_with(f, x);
     }
     let xc = tanh_clamped(x);

@@ -16,7 +16,7 @@
 //! on the ring's full barriers only after the other has waited on all of its stages, so no
 //! stage's barrier can be two phases behind the parity a waiter asks for.
 
-use super::{Boxes, K_STEPS, Out, Ring, WgmmaElem, store_boxes, store_staged};
+use super::{Boxes, K_STEPS, Out, Ring, WgmmaElem, first_box_bias, store_boxes, store_staged};
 use crate::arch::nvptx::{block_idx_x, grid_dim_x, thread_idx_x};
 use crate::arch::sm90::{
     bulk_wait_read, desc_k_sw128, mbar_arrive, mbar_wait, named_barrier, named_barrier_arrive, setmaxnreg_dec,
@@ -148,7 +148,10 @@ pub(super) unsafe fn sm90_gemm_pingpong<
                     // SAFETY: the warpgroup calls it together after the tile's wgmmas
                     // completed; each warp's buffers are its own; the host set the flag with
                     // D's map.
-                    boxes = unsafe { store_boxes::<O, NACC, SB>(&mut acc[$h], bias, out, s, lt) };
+                    boxes = unsafe {
+                        let first = first_box_bias(bias, out, s.n0, lt);
+                        store_boxes::<O, NACC, SB>(&mut acc[$h], bias, out, s, lt, first)
+                    };
                 }};
             }
             store!(0);

@@ -7,7 +7,7 @@
 //! writes D (clipping the ragged edge) while the block retires. The persistent form, whose
 //! ring is busy with the next tile, does the same per warp: each warp's 16 rows box by box
 //! through buffers of its own, stored by its lane 0, no barrier across the warpgroup. There
-//! the epilogue runs a box at a time in place before the box is written ([`activate_box`]);
+//! the epilogue runs a box at a time in place before the box is written (`box_bias.rs`);
 //! the one-tile form applies it a pair of column groups at a time as it writes ([`epi4`]).
 
 use crate::arch::fmaf;
@@ -19,6 +19,7 @@ use crate::element::Element;
 use crate::elementwise::Activation;
 use crate::gemm_sm90::{STORE_BOX_BYTES, WARP_BOX_BYTES, WG_THREADS, store_box_cols, sw128_offset};
 
+use super::box_bias::{BoxBias, PLAIN, activate_box, box_bias};
 use super::epilogue::Out;
 
 /// Where a warpgroup's slab goes: its shared staging, the D map, and the slab's output origin.
@@ -63,10 +64,6 @@ pub(super) unsafe fn store_tma<O: Element, const NACC: usize>(
         }
     }
 }
-
-/// The epilogue code of the plain product (alpha 1, no bias, no activation), past the flags'
-/// 2-bit activation codes: its stores skip the arithmetic.
-const PLAIN: u32 = 4;
 
 /// The code a launch's stores run with: [`PLAIN`], else the activation's (0..=3).
 #[inline(always)]
@@ -176,99 +173,6 @@ unsafe fn store_as<O: Element, const NACC: usize, const ACT: u32>(
         }
         bulk_commit();
         bulk_wait_read();
-    }
-}
-
-/// Applies the epilogue `act(alpha x + bias)` (activation `ACT`; nothing for [`PLAIN`]) in
-/// place to the `per_box` column groups `j ..` of one store box of the persistent form (tile
-/// columns 8 j' + 2t and 8 j' + 2t + 1 of group j', rows g and g + 8), before the box's buffer
-/// is waited for and the box written: the box's bias loads are issued together and its
-/// elements' chains are independent. On the H100 (bench/results/gelu-epi-52fb673/) this took
-/// linear_bias_gelu 8192x3072x768 on the persistent 128 x 256 tile from 0.108 to 0.094 ms
-/// (erf) and 0.109 to 0.092 (tanh): applied a pair of groups at a time between the `stmatrix`
-/// stores ([`epi4`]), each bias load was waited for alone (ncu: a third of the epilogue's stall
-/// samples). Applied to a whole tile before its first store, it spilled registers (128
-/// accumulators leave about 40 of the kernel's 168), and so did this form in the one-tile
-/// kernels, which keep [`epi4`].
-///
-/// # Safety
-/// The bias covers every column when `out.flags` has bit 0; `n0` is the tile's first column;
-/// `t` is the thread's index in its quad (`lt % 4`); `per_box` is at most 8.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-unsafe fn activate_box<O: Element, const NACC: usize, const ACT: u32>(
-    acc: &mut [f32; NACC],
-    bias: *const O,
-    out: Out,
-    n0: usize,
-    t: usize,
-    j: usize,
-    per_box: usize,
-) {
-    if ACT == PLAIN {
-        return;
-    }
-    let act = Activation::from_code(ACT);
-    // Without a bias -0.0, which leaves every value as it is (-0.0 included).
-    let b = if out.flags & 1 == 0 {
-        [-0.0f32; 16]
-    } else {
-        let mut b = [0.0f32; 16];
-        let size = core::mem::size_of::<O>();
-        // The thread's first column of the box; its columns come in adjacent pairs.
-        let first = n0 + j * 8 + 2 * t;
-        if n0 + (j + per_box) * 8 <= out.n && (bias as usize) % (2 * size) == 0 {
-            // The whole box is inside the matrix and the bias is aligned to pairs (uniform
-            // across the warp): one load of both columns of each pair, at constant offsets.
-            for q in 0..per_box {
-                // SAFETY: both columns exist (above); the bias covers every column and the
-                // pair's address is aligned to its size (`first` is even).
-                let (lo, hi) = unsafe { load_pair(bias.add(first + q * 8)) };
-                b[(2 * q) % 16] = lo;
-                b[(2 * q + 1) % 16] = hi;
-            }
-        } else {
-            // Columns past the edge read the last column's bias; TMA clips their results.
-            let last = out.n.saturating_sub(1);
-            for q in 0..per_box {
-                let col = first + q * 8;
-                // SAFETY: both columns are at most the last one; the bias covers every column.
-                unsafe {
-                    b[(2 * q) % 16] = (*bias.add(col.min(last))).to_f32();
-                    b[(2 * q + 1) % 16] = (*bias.add((col + 1).min(last))).to_f32();
-                }
-            }
-        }
-        b
-    };
-    for q in 0..per_box {
-        for e in 0..4 {
-            let k = (4 * (j + q) + e) % NACC;
-            // One multiply-add: `alpha x + (-0.0)` is `alpha x` exactly.
-            acc[k] = act.apply_for(O::DTYPE, fmaf(out.alpha, acc[k], b[(2 * q + e % 2) % 16]));
-        }
-    }
-}
-
-/// Two adjacent elements of `O` read with one load (4 bytes for 16-bit types, 8 for f32),
-/// widened to f32.
-///
-/// # Safety
-/// `p` and `p + 1` are readable and `p` is aligned to `2 size_of::<O>()`.
-#[inline(always)]
-unsafe fn load_pair<O: Element>(p: *const O) -> (f32, f32) {
-    // SAFETY: both elements are readable and the pair is aligned (caller); `O` is a plain
-    // 2- or 4-byte float, so any bits of its size are a value of it.
-    unsafe {
-        if core::mem::size_of::<O>() == 2 {
-            let w = (p as *const u32).read();
-            let (lo, hi) = (w as u16, (w >> 16) as u16);
-            (core::mem::transmute_copy::<u16, O>(&lo).to_f32(), core::mem::transmute_copy::<u16, O>(&hi).to_f32())
-        } else {
-            let w = (p as *const u64).read();
-            let (lo, hi) = (w as u32, (w >> 32) as u32);
-            (core::mem::transmute_copy::<u32, O>(&lo).to_f32(), core::mem::transmute_copy::<u32, O>(&hi).to_f32())
-        }
     }
 }
 
@@ -410,17 +314,30 @@ pub(super) unsafe fn store_boxes<O: Element, const NACC: usize, const SB: usize>
     out: Out,
     s: Boxes,
     lt: usize,
+    first: BoxBias,
 ) -> usize {
     // SAFETY (each arm): forwarded.
     unsafe {
         match code(&out) {
-            0 => boxes_as::<O, NACC, SB, 0>(acc, bias, out, s, lt),
-            1 => boxes_as::<O, NACC, SB, 1>(acc, bias, out, s, lt),
-            2 => boxes_as::<O, NACC, SB, 2>(acc, bias, out, s, lt),
-            3 => boxes_as::<O, NACC, SB, 3>(acc, bias, out, s, lt),
-            _ => boxes_as::<O, NACC, SB, PLAIN>(acc, bias, out, s, lt),
+            0 => boxes_as::<O, NACC, SB, 0>(acc, bias, out, s, lt, first),
+            1 => boxes_as::<O, NACC, SB, 1>(acc, bias, out, s, lt, first),
+            2 => boxes_as::<O, NACC, SB, 2>(acc, bias, out, s, lt, first),
+            3 => boxes_as::<O, NACC, SB, 3>(acc, bias, out, s, lt, first),
+            _ => boxes_as::<O, NACC, SB, PLAIN>(acc, bias, out, s, lt, first),
         }
     }
+}
+
+/// The bias of a persistent warp's first store box of a tile ([`box_bias`] of group 0), to be
+/// loaded before the tile's last wgmmas are waited for and passed to [`store_boxes`]; nothing
+/// is loaded for the plain product.
+///
+/// # Safety
+/// The bias covers every column when `out.flags` has bit 0; `n0` is the tile's first column.
+#[inline(always)]
+pub(super) unsafe fn first_box_bias<O: Element>(bias: *const O, out: Out, n0: usize, lt: usize) -> BoxBias {
+    // SAFETY: forwarded.
+    unsafe { box_bias(bias, out, n0, lt % 4, 0) }
 }
 
 /// [`store_boxes`] with activation `ACT` fixed ([`PLAIN`]: none).
@@ -434,6 +351,7 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u3
     out: Out,
     s: Boxes,
     lt: usize,
+    first: BoxBias,
 ) -> usize {
     let size = core::mem::size_of::<O>();
     let box_cols = store_box_cols(size);
@@ -474,12 +392,26 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u3
             }
         }
     };
+    // Box by box: its epilogue before the wait for its buffer (which it overlaps), with its
+    // bias loaded one box ahead, then its groups' stores. Written out per group with constant
+    // indices; the epilogue stays outside the store closures, which the compiler then inlines
+    // (inside them, the GELU's bulk made it call one out of line, the accumulators on the stack).
+    let mut next = first;
+    macro_rules! box_by_box {
+        ($store:ident; $($j:literal)*) => {
+            $(
+                if $j < NACC / 4 {
+                    if $j % per_box == 0 {
+                        // SAFETY: forwarded.
+                        unsafe { activate_next::<O, NACC, ACT>(acc, &mut next, bias, out, s.n0, t, $j) };
+                    }
+                    $store(acc, $j);
+                }
+            )*
+        };
+    }
     if size == 4 {
-        let mut one = |j: usize| {
-            if j % per_box == 0 {
-                // Before the wait for the box's buffer, which it overlaps. SAFETY: forwarded.
-                unsafe { activate_box::<O, NACC, ACT>(acc, bias, out, s.n0, t, j, per_box) };
-            }
+        let one = |acc: &[f32; NACC], j: usize| {
             let buf = open(j);
             // SAFETY: the buffer is free (above) and holds the box of column j * 8 + 2t.
             unsafe {
@@ -487,20 +419,46 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u3
             };
             close(j, buf);
         };
-        each_group!(one, NACC; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
+        box_by_box!(one; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
             16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
     } else {
-        let mut two = |j: usize| {
-            if j % per_box == 0 {
-                // Before the wait for the box's buffer, which it overlaps. SAFETY: forwarded.
-                unsafe { activate_box::<O, NACC, ACT>(acc, bias, out, s.n0, t, j, per_box) };
-            }
+        let two = |acc: &[f32; NACC], j: usize| {
             let buf = open(j);
             // SAFETY: the buffer is free (above) and holds the box of groups j and j + 1.
             unsafe { write_pair::<O, PLAIN>(groups::<NACC, 8>(acc, j), j, lt, out, bias, s.n0, buf, 0) };
             close(j + 1, buf);
         };
-        each_group!(two, NACC; 0 2 4 6 8 10 12 14 16 18 20 22 24 26 28 30);
+        box_by_box!(two; 0 2 4 6 8 10 12 14 16 18 20 22 24 26 28 30);
     }
     s.done + 2 * NACC / box_cols
+}
+
+/// [`activate_box`] on the store box starting at group `j` with its bias `next`, after issuing
+/// the next box's bias loads into `next` (a function, not a closure: a closure the compiler
+/// declined to inline moved the accumulators to the stack).
+///
+/// # Safety
+/// The bias covers every column when `out.flags` has bit 0; `n0` is the tile's first column;
+/// `t` is the thread's index in its quad.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn activate_next<O: Element, const NACC: usize, const ACT: u32>(
+    acc: &mut [f32; NACC],
+    next: &mut BoxBias,
+    bias: *const O,
+    out: Out,
+    n0: usize,
+    t: usize,
+    j: usize,
+) {
+    if ACT == PLAIN {
+        return;
+    }
+    let b = *next;
+    let per_box = store_box_cols(core::mem::size_of::<O>()) / 8;
+    if j + per_box < NACC / 4 {
+        // SAFETY: forwarded.
+        *next = unsafe { box_bias(bias, out, n0, t, j + per_box) };
+    }
+    activate_box::<O, NACC, ACT>(acc, b, out.alpha, j);
 }
