@@ -7,8 +7,8 @@
 //! one multiply-add, a pair of bias values per load, the GPU's GELU forms without the host's
 //! clamps — took linear_bias_gelu 8192x3072x768 only from 0.094 to 0.091 ms on the H100
 //! (bench/results/gelu-ahead-2382fd421cb6/). Each box waited for its own bias loads (an L2
-//! round trip,//! four or eight times a tile); now box `i + 1`'s loads are in flight while box `i` is
-//! computed, and the first box's while the tile's last wgmmas finish.
+//! round trip, four or eight times a tile); now box `i + 1`'s loads are in flight while box
+//! `i` is computed, and the first box's while the tile's last wgmmas finish.
 
 use crate::arch::fmaf;
 use crate::element::Element;
