@@ -5,7 +5,7 @@
 # Clifford tune (f32, two shapes, every candidate verified in a CUDA worker); then
 # Nsight Compute's kernel durations at 512x3072x768 bf16 (ours and cuBLAS's kernels in the
 # same `bench` process), to split the small-problem gap between kernel and launch.
-# CLIFFORD=0 / NCU=0 skip those steps. Every step is bounded by what is left of BUDGET
+# TESTS=0 / CLIFFORD=0 / NCU=0 / NSYS=0 skip those steps. Every step is bounded by what is left of BUDGET
 # seconds; results under $OUT (profile.tgz has everything).
 set -uo pipefail
 START=$(date +%s); BUDGET=${BUDGET:-560}
@@ -20,9 +20,11 @@ R=$(mktemp -d); T=$C/ferrotune_tests; X=$C/xtask
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > $R/nvidia-smi.txt
 echo "commit $(cat $C/commit) date $(date -u +%FT%TZ)" >> $R/nvidia-smi.txt
 
+if [ "${TESTS:-1}" = 1 ]; then
 stamp "=== the whole GPU test binary"
 timeout $(cap 240) $T --test-threads=4 > $R/all-tests.txt 2>&1
 stamp "tests exit $?: $(grep 'test result' $R/all-tests.txt)"; grep -E "^test .*FAILED" $R/all-tests.txt | head
+fi
 
 stamp "=== the shipped elementwise profile, re-tuned"
 # RESUME=path: a profile of an earlier, cut-off run of this step (its entries are kept).

@@ -142,6 +142,9 @@ fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath, dtype: DType, out: DType) -
     if !store::persists(g, dtype, out) {
         return 0;
     }
+    if store::pingpong_gelu(g, dtype, out) {
+        return store::PINGPONG_TILE;
+    }
     if n192_fills_better(g, dtype, sm_count) { N192_TILE } else { store::PERSIST_TILE }
 }
 
@@ -160,6 +163,12 @@ pub fn tile_reason(g: &Gemm, tile: u8, path: GemmPath, sm_count: u32, out: DType
     if tile == store::PERSIST_TILE {
         return format!(
             "; persistent 128x256 tile with the TMA-store epilogue (no C read, rows of D whole 16-byte chunks){by_tma}"
+        );
+    }
+    if tile == store::PINGPONG_TILE {
+        return format!(
+            "; ping-pong 64x256 tile (one warpgroup's tanh-GELU epilogue beside the other's main loop; K <= {}){by_tma}",
+            store::PINGPONG_GELU_MAX_K
         );
     }
     if tile == N192_TILE {
@@ -403,6 +412,11 @@ mod tests {
             assert_eq!(t(&g.epilogue(beta), BF, BF), 0, "C read: {g:?}");
             let gelu = Epilogue { bias: true, act: Activation::GeluErf, ..Epilogue::PLAIN };
             assert_eq!(t(&g.epilogue(gelu), BF, BF), store::PERSIST_TILE, "GELU: {g:?}");
+            // The tanh GELU on the ping-pong tile up to K = 1024 (16-bit only).
+            let tanh = Epilogue { bias: true, act: Activation::GeluTanh, ..Epilogue::PLAIN };
+            let want = if g.k <= store::PINGPONG_GELU_MAX_K { store::PINGPONG_TILE } else { store::PERSIST_TILE };
+            assert_eq!(t(&g.epilogue(tanh), BF, BF), want, "tanh GELU: {g:?}");
+            assert_eq!(t(&g.epilogue(tanh), DType::F32, DType::F32), store::PERSIST_TILE, "TF32 tanh GELU: {g:?}");
             let relu = Epilogue { bias: true, act: Activation::Relu, ..Epilogue::PLAIN };
             assert_eq!(t(&g.epilogue(relu), BF, BF), store::PERSIST_TILE, "bias + ReLU: {g:?}");
             let reason = tile_reason(&g, store::PERSIST_TILE, GemmPath::Auto, 132, BF);
@@ -414,6 +428,11 @@ mod tests {
             assert_eq!(t(&g, BF, BF), N192_TILE, "{g:?}");
             assert_eq!(t(&g, DType::F32, DType::F32), store::PERSIST_TILE, "TF32: {g:?}");
         }
+        let tanh = Epilogue { bias: true, act: Activation::GeluTanh, ..Epilogue::PLAIN };
+        let why = tile_reason(&rc(8192, 3072, 768).epilogue(tanh), store::PINGPONG_TILE, GemmPath::Auto, 132, BF);
+        assert!(why.contains("ping-pong 64x256") && why.contains("TMA"), "{why}");
+        // A ragged D row (not whole 16-byte chunks) keeps the one-tile form.
+        assert_eq!(t(&rc(4096, 4100, 768).epilogue(tanh), BF, BF), 0);
         let why = tile_reason(&rc(3072, 3072, 1536), N192_TILE, GemmPath::Auto, 132, BF);
         assert!(why.contains("fill 97% of 132 SMs' tile slots over their waves, 128x256 tiles 73%"), "{why}");
         for g in [rc(5120, 5120, 1024), rc(4096, 2560, 2048), rc(6144, 4096, 1024), rc(8192, 8192, 8192)] {

@@ -50,6 +50,28 @@ pub fn persists(g: &Gemm, dtype: DType, out: DType) -> bool {
     compiled && stores_d(g, PERSIST_TILE, out.size_bytes())
 }
 
+/// The ping-pong 64 x 256 tile (tile 4): two consumer warpgroups on alternate tiles, so one's
+/// epilogue runs beside the other's main loop.
+pub const PINGPONG_TILE: u8 = 4;
+
+/// Longest K for which [`pingpong_gelu`] takes [`PINGPONG_TILE`]: past it the main loop is long
+/// enough that the cooperative 128 x 256 tile's epilogue weighs little.
+pub const PINGPONG_GELU_MAX_K: usize = 1024;
+
+/// Whether a large 16-bit problem that [`persists`] should run on [`PINGPONG_TILE`] instead: a
+/// tanh GELU epilogue and K of at most [`PINGPONG_GELU_MAX_K`]. There the cooperative tile's
+/// tensor cores wait through a long epilogue after a short main loop; the ping-pong tile hides
+/// it behind the other warpgroup's main loop. H100, bf16, against the persistent 128 x 256 in
+/// the same call (bench/results/gelu-ahead-2382fd421cb6/2-bias-ahead-h100/): K 768-1024 6-8%
+/// faster (8192x3072x768 0.0808 against 0.0861 ms, cuBLASLt's GELU_BIAS 0.0767), K 1536 and
+/// 4096 2-10% slower. The erf form (more instructions an element) was within 2% either way.
+pub fn pingpong_gelu(g: &Gemm, dtype: DType, out: DType) -> bool {
+    dtype != DType::F32
+        && g.epilogue.act == Activation::GeluTanh
+        && g.k <= PINGPONG_GELU_MAX_K
+        && stores_d(g, PINGPONG_TILE, out.size_bytes())
+}
+
 /// D's map for the TMA-store epilogue of variant `v` at `pd`, or `None` where it does not
 /// apply ([`stores_d`], or a base address TMA cannot take): the kernel then runs the staged
 /// epilogue of coalesced stores.
