@@ -99,3 +99,34 @@ fn a_bad_profile_warns_once_per_process_and_strict_makes_it_an_error() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The profiles shipped in `profiles/` are for this commit's kernels: every CUDA entry's build
+/// id is its op's build in one of the embedded modules. A kernel change that leaves them stale
+/// would make every user of that GPU see "tuned for another kernel build: re-tune" (run
+/// `TESTS=0 CLIFFORD=0 NCU=0 NSYS=0 bash bench/device-profile.sh` on that GPU and ship its
+/// `h100.toml`; profiles/README.md).
+#[test]
+fn shipped_profiles_match_the_embedded_kernels() {
+    let modules = match ferrotune::module::embedded_ptx() {
+        Ok(m) => m,
+        Err(e) => return eprintln!("skipped: no embedded PTX ({e})"),
+    };
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles"));
+    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.retain(|p| p.extension().is_some_and(|x| x == "toml"));
+    for f in files {
+        let p = Profile::load(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        for e in p.entries.iter().filter(|e| e.device.backend == "cuda") {
+            let known =
+                modules.iter().any(|&(arch, ptx)| ferrotune::build_id::ptx_build_of(arch, ptx, &e.op) == e.build);
+            assert!(
+                known,
+                "{}: {} {} was tuned for build {}, which no embedded module has",
+                f.display(),
+                e.op,
+                e.dtype,
+                e.build
+            );
+        }
+    }
+}
