@@ -5,8 +5,8 @@
 # Clifford tune (f32, two shapes, every candidate verified in a CUDA worker); then
 # Nsight Compute's kernel durations at 512x3072x768 bf16 (ours and cuBLAS's kernels in the
 # same `bench` process), to split the small-problem gap between kernel and launch.
-# TESTS=0 / CLIFFORD=0 / NCU=0 / NSYS=0 skip those steps. Every step is bounded by what is left of BUDGET
-# seconds; results under $OUT (profile.tgz has everything).
+# TESTS=0 / CLIFFORD=0 / NCU=0 / NSYS=0 skip those steps. Every step is bounded by what is
+# left of BUDGET seconds; results under $OUT (profile.tgz has everything).
 set -uo pipefail
 START=$(date +%s); BUDGET=${BUDGET:-560}
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
