@@ -5,7 +5,6 @@
 # Compute on the fused kernel of the plan and of NCU_TILE.
 # PART=check first runs the sm90 and elementwise GPU tests and memcheck on the TMA-store edge test (every
 # activation, bias, ragged edges) with CHECK_TILES forced, racecheck with RACECHECK_TILES.
-# A column `<tile>old` (or `planold`) runs with the looped GELU epilogue off (FERROTUNE_SM90_ACT_LOOP=0).
 # Usage on the device: COLS="plan 4 6 7" PART=check,ab,ncu bash bench/device-gelu.sh
 set -uo pipefail
 source bench/device-lib.sh
@@ -33,15 +32,12 @@ if [[ "$PART" == *check* ]]; then
 fi
 if [[ "$PART" == *ab* ]]; then
   for col in $COLS; do
-    # `<col>old`: that column with the looped GELU epilogue off (FERROTUNE_SM90_ACT_LOOP=0).
-    unset FERROTUNE_SM90_ACT_LOOP; c=$col
-    if [[ $c == *old ]]; then export FERROTUNE_SM90_ACT_LOOP=0; c=${c%old}; fi
-    if [ $c = plan ]; then unset FERROTUNE_SM90_TILE; else export FERROTUNE_SM90_TILE=$c; fi
+    if [ $col = plan ]; then unset FERROTUNE_SM90_TILE; else export FERROTUNE_SM90_TILE=$col; fi
     env ${NO_SPLIT:+FERROTUNE_BENCH_NO_SPLIT=1} timeout $(cap 90) $X bench --ops gemm --dtypes bf16 --shapes $SHAPES \
       --gelu-shapes $GELU_SHAPES --json $R/gemm-$col-bf16.json > $R/gemm-$col-bf16.txt 2>&1; stamp "$col exit $?"
     grep -E "linear_bias_gelu|^gemm" $R/gemm-$col-bf16.txt | grep -v "3 kernels" | cut -c1-150 | head -24
   done
-  unset FERROTUNE_SM90_TILE FERROTUNE_SM90_ACT_LOOP
+  unset FERROTUNE_SM90_TILE
   COLS="$COLS" python3 bench/tile_table.py $R > $R/ab-table.md; cat $R/ab-table.md
 fi
 if [[ "$PART" == *host* ]]; then

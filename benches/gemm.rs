@@ -494,31 +494,44 @@ pub fn fused_linear_bias_gelu(backend: &Backend, m: usize, n: usize, k: usize, r
     );
     let flops = fused.flops();
     let split_k = Some(slices_run(backend, &fused, DType::Bf16));
-    let row = |case: &str, ours: Stats, peer: String, st: Option<Stats>, mismatch: &Option<String>| GemmRow {
-        case: case.into(),
-        dtype: DType::Bf16.name().into(),
-        m,
-        n,
-        k,
-        batch: 1,
-        ours,
-        ours_tflops: tflops(flops, ours.median_ms),
-        peer,
-        peer_stats: st,
-        peer_tflops: st.map(|st| tflops(flops, st.median_ms)),
-        ratio: st.map(|st| st.median_ms / ours.median_ms),
-        correct: mismatch.is_none(),
-        mismatch: mismatch.clone(),
-        split_k,
-        split_k_sweep: Vec::new(),
-        path: path_of(backend, &fused, DType::Bf16, DType::Bf16),
-        ours_graph: None,
-        peer_graph: None,
-        peer_graph_note: None,
-    };
+    // Each row names the path of the GEMM it timed (the tanh epilogue may take another tile).
+    let (fused_path, tanh_path) =
+        (path_of(backend, &fused, DType::Bf16, DType::Bf16), path_of(backend, &tanh, DType::Bf16, DType::Bf16));
+    let row =
+        |case: &str, ours: Stats, peer: String, st: Option<Stats>, mismatch: &Option<String>, path: &Option<String>| {
+            GemmRow {
+                case: case.into(),
+                dtype: DType::Bf16.name().into(),
+                m,
+                n,
+                k,
+                batch: 1,
+                ours,
+                ours_tflops: tflops(flops, ours.median_ms),
+                peer,
+                peer_stats: st,
+                peer_tflops: st.map(|st| tflops(flops, st.median_ms)),
+                ratio: st.map(|st| st.median_ms / ours.median_ms),
+                correct: mismatch.is_none(),
+                mismatch: mismatch.clone(),
+                split_k,
+                split_k_sweep: Vec::new(),
+                path: path.clone(),
+                ours_graph: None,
+                peer_graph: None,
+                peer_graph_note: None,
+            }
+        };
     Ok([
-        row("linear_bias_gelu", t_fused, "our GEMM without epilogue".into(), Some(t_plain), &mismatch),
-        row("linear_bias_gelu", t_fused, "GEMM + bias_add + gelu (3 kernels, ours)".into(), Some(t_three), &mismatch),
-        row("linear_bias_gelu_tanh", t_tanh, lt, lt_stats, &tanh_mismatch),
+        row("linear_bias_gelu", t_fused, "our GEMM without epilogue".into(), Some(t_plain), &mismatch, &fused_path),
+        row(
+            "linear_bias_gelu",
+            t_fused,
+            "GEMM + bias_add + gelu (3 kernels, ours)".into(),
+            Some(t_three),
+            &mismatch,
+            &fused_path,
+        ),
+        row("linear_bias_gelu_tanh", t_tanh, lt, lt_stats, &tanh_mismatch, &tanh_path),
     ])
 }

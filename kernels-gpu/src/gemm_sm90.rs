@@ -118,13 +118,6 @@ impl Sm90Tile {
     const fn buffer_bytes(&self) -> usize {
         1024 + self.store_bufs * self.consumers * STORE_BOX_BYTES
     }
-    /// Whether a one-slab ping-pong tile with TMA-store buffers also has room for every consumer warp's
-    /// f32 scratch box past them ([`ACT_SCRATCH_BYTES`]), where its 16-bit GELU epilogues run
-    /// as a loop over shared memory (`entry/gemm_sm90/act_loop.rs`; the kernel checks the same
-    /// bound with [`act_scratch_fits`]).
-    pub const fn act_scratch(&self) -> bool {
-        self.pp_slabs == 1 && self.store_buffers() && act_scratch_fits(self.barrier_offset(), self.store_bufs)
-    }
     /// Rows of the D boxes this tile's TMA-store epilogue writes: a warp's ([`WARP_BOX_ROWS`])
     /// on the persistent cooperative form, a warpgroup's ([`STORE_BOX_ROWS`]) on the one-tile
     /// forms.
@@ -143,10 +136,7 @@ impl Sm90Tile {
     pub const fn smem_bytes(&self) -> usize {
         let staging = if self.persistent { 4 * self.consumers * 16 * STAGE_PITCH_BYTES } else { 16 };
         let mut tail = 16 * self.stages + staging;
-        let mut buffers = self.buffer_bytes();
-        if self.act_scratch() {
-            buffers += ACT_SCRATCH_WARPS * ACT_SCRATCH_BYTES;
-        }
+        let buffers = self.buffer_bytes();
         if self.store_buffers() && buffers > tail {
             tail = buffers;
         }
@@ -297,26 +287,6 @@ pub const WARP_BOX_ROWS: usize = 16;
 /// Bytes of one of a warp's TMA-store buffers (16 rows of 128 bytes, two swizzle atoms). A
 /// warpgroup's `store_bufs` buffers of [`STORE_BOX_BYTES`] hold `store_bufs` of these per warp.
 pub const WARP_BOX_BYTES: usize = WARP_BOX_ROWS * BK_BYTES;
-
-/// Bytes of one consumer warp's f32 scratch box on the ping-pong tiles that have room for it
-/// ([`Sm90Tile::act_scratch`]): one 16-bit store box (16 rows x 64 columns) before its
-/// activation, 256-byte rows whose 16-byte chunks are permuted by the row's index modulo 8.
-pub const ACT_SCRATCH_BYTES: usize = WARP_BOX_ROWS * 64 * 4;
-
-/// Consumer warps of a ping-pong tile, each with one scratch box.
-pub const ACT_SCRATCH_WARPS: usize = 8;
-
-/// Whether a ping-pong ring of `ring_bytes` (its barriers start there), two warpgroups' `sb`
-/// TMA-store buffers each and the eight scratch boxes fit in [`SMEM_MAX`] (with the two
-/// 1024-byte alignment gaps: past the barriers and of the base).
-pub const fn act_scratch_fits(ring_bytes: usize, sb: usize) -> bool {
-    ring_bytes + 2048 + 2 * sb * STORE_BOX_BYTES + ACT_SCRATCH_WARPS * ACT_SCRATCH_BYTES <= SMEM_MAX
-}
-
-/// Epilogue flag bit: a ping-pong tile with a scratch box per warp ([`Sm90Tile::act_scratch`])
-/// runs a 16-bit GELU epilogue as a loop over that box in shared memory instead of unrolled in
-/// registers. The host sets it unless `FERROTUNE_SM90_ACT_LOOP=0` (an A/B switch).
-pub const ACT_LOOP: u32 = 128;
 
 /// Output elements per row of a D box: one 128-byte swizzle row.
 pub const fn store_box_cols(out_bytes: usize) -> usize {
@@ -549,15 +519,6 @@ mod tests {
         // The 64 x 256 ring of 5 stages leaves no room for the buffers; the others have it.
         let pp_tma = [4, 5, 6, 7].map(|i| TILES[i].store_buffers());
         assert_eq!(pp_tma, [true, true, true, false]);
-        // The scratch boxes of the looped GELU fit beside 64 x 256's 4 x 40 KiB ring, not
-        // beside 64 x 128's 7 x 24 KiB; only one-slab ping-pong tiles have them (128 x 128's
-        // two slabs spilled); they count in the shared memory a launch asks for.
-        assert_eq!([4, 5, 6, 7].map(|i| TILES[i].act_scratch()), [true, false, false, false]);
-        assert!(TILES.iter().all(|t| !t.act_scratch() || t.pingpong()));
-        let t = TILES[4];
-        let end = t.store_buffers_offset() + 2 * t.store_bufs * STORE_BOX_BYTES + 8 * ACT_SCRATCH_BYTES;
-        assert_eq!(t.smem_bytes(), end + 1024);
-        assert!(t.smem_bytes() <= SMEM_MAX);
     }
 
     #[test]

@@ -271,14 +271,6 @@ fn map_prefetch() -> u32 {
     if on { k90::MAP_PREFETCH } else { 0 }
 }
 
-/// [`k90::ACT_LOOP`] unless `FERROTUNE_SM90_ACT_LOOP=0` (read once per process): the ping-pong
-/// tiles with scratch boxes run 16-bit GELU epilogues as a loop over shared memory.
-fn act_loop() -> u32 {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("FERROTUNE_SM90_ACT_LOOP").map_or(true, |v| v != "0"));
-    if on { k90::ACT_LOOP } else { 0 }
-}
-
 /// [`launch`] with the split's workspace at `ws` (counters at zero; 0 without a split).
 ///
 /// # Safety
@@ -349,7 +341,7 @@ unsafe fn launch_on(
     let dims = [g.m, g.n, g.k, g.ldc, g.batch].map(|x| x as u32);
     let stride_c = g.stride_c as u64;
     let e = g.epilogue;
-    let flags = e.flags() | if map_d.is_some() { k90::TMA_STORE } else { 0 } | map_prefetch() | act_loop();
+    let flags = e.flags() | if map_d.is_some() { k90::TMA_STORE } else { 0 } | map_prefetch();
     // Without the TMA store the kernel never reads the third map.
     let map_d = map_d.unwrap_or(TensorMap { opaque: [0; 16] });
     let what = || format!("launching {} ({}x{}x{}, batch {})", name.as_str(), g.m, g.n, g.k, g.batch);

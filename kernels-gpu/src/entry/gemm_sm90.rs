@@ -22,7 +22,6 @@ use crate::gemm_sm90::{
 use crate::gemm_sm90_split::Sm90Split;
 use half::{bf16, f16};
 
-mod act_loop;
 mod box_bias;
 mod epilogue;
 mod pingpong;
@@ -331,7 +330,7 @@ unsafe fn sm90_gemm_persistent<
             let (m0, n0) = (tm * ring.bm() + cw * 64 + warp * WARP_BOX_ROWS, tn * ring.bn());
             let s = Boxes { bufs, map_d, m0, n0, z: z as i32, done: boxes };
             // SAFETY: the warpgroup calls it together; each warp's buffers are its own.
-            boxes = unsafe { store_boxes::<O, NACC, SB>(&mut acc, bias, out, s, lt, first_bias, 0) };
+            boxes = unsafe { store_boxes::<O, NACC, SB>(&mut acc, bias, out, s, lt, first_bias) };
             t += step;
             continue;
         }

@@ -25,7 +25,7 @@ pub(super) const PLAIN: u32 = 4;
 /// of 16-bit values per word (low column in the low half), or the two words of an f32 pair.
 /// All -0.0 without a bias.
 #[derive(Clone, Copy)]
-pub(super) struct BoxBias(pub(super) [u32; 8]);
+pub(super) struct BoxBias([u32; 8]);
 
 /// Column groups (8 columns each) per store box: 8 for 16-bit outputs, 4 for f32.
 #[inline(always)]
@@ -99,7 +99,7 @@ fn bits<O: Element>(v: O) -> u32 {
 
 /// An element of `O` from its bits (the low 16 for a 16-bit type), widened to f32.
 #[inline(always)]
-pub(super) fn widen<O: Element>(w: u32) -> f32 {
+fn widen<O: Element>(w: u32) -> f32 {
     // SAFETY: any bits of its size are a value of `O` (a plain float).
     unsafe {
         if core::mem::size_of::<O>() == 2 {

@@ -23,7 +23,6 @@ use crate::arch::sm90::{
     setmaxnreg_inc, wgmma_commit, wgmma_fence, wgmma_wait,
 };
 use crate::element::Element;
-use crate::gemm_sm90::{ACT_SCRATCH_BYTES, act_scratch_fits};
 use crate::gemm_sm90::{BK_BYTES, SMEM_MAX, STORE_BOX_BYTES, TMA_STORE, WARP_BOX_BYTES, WARP_BOX_ROWS};
 use crate::gemm_sm90::{CONSUMER_REGS, PRODUCER_REGS, WG_THREADS, raster};
 
@@ -129,17 +128,6 @@ pub(super) unsafe fn sm90_gemm_pingpong<
     // then this warp's share of them.
     let wg_bufs = ST * Ring::<NACC, SLABS, ST>::STAGE + 1024 + cw * SB * STORE_BOX_BYTES;
     let bufs = ring.base + (wg_bufs + warp * SB * WARP_BOX_BYTES) as u32;
-    // Past both warpgroups' buffers, each consumer warp's f32 scratch box on one-slab tiles
-    // where it fits (`Sm90Tile::act_scratch`, which sizes the launch's shared memory the same
-    // way; two slabs keep 128 accumulators live and the loop spilled there): the
-    // 16-bit GELU epilogues then run as a loop over it (`act_loop.rs`). 0: none.
-    let ring_bytes = ST * Ring::<NACC, SLABS, ST>::STAGE;
-    let scratch = if SLABS == 1 && fits && act_scratch_fits(ring_bytes, SB) {
-        let past = ring_bytes + 1024 + 2 * SB * STORE_BOX_BYTES;
-        ring.base + (past + (4 * cw + warp) * ACT_SCRATCH_BYTES) as u32
-    } else {
-        0
-    };
     let mut boxes = 0;
     // Zeroed once: each tile's first wgmma overwrites them (with K = 0 none runs, and they
     // stay zero).
@@ -162,7 +150,7 @@ pub(super) unsafe fn sm90_gemm_pingpong<
                     // D's map.
                     boxes = unsafe {
                         let first = first_box_bias(bias, out, s.n0, lt);
-                        store_boxes::<O, NACC, SB>(&mut acc[$h], bias, out, s, lt, first, scratch)
+                        store_boxes::<O, NACC, SB>(&mut acc[$h], bias, out, s, lt, first)
                     };
                 }};
             }

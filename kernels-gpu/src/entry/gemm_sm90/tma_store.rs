@@ -17,9 +17,8 @@ use crate::arch::sm90::{
 };
 use crate::element::Element;
 use crate::elementwise::Activation;
-use crate::gemm_sm90::{ACT_LOOP, STORE_BOX_BYTES, WARP_BOX_BYTES, WG_THREADS, store_box_cols, sw128_offset};
+use crate::gemm_sm90::{STORE_BOX_BYTES, WARP_BOX_BYTES, WG_THREADS, store_box_cols, sw128_offset};
 
-use super::act_loop::boxes_looped;
 use super::box_bias::{BoxBias, PLAIN, activate_box, box_bias};
 use super::epilogue::Out;
 
@@ -307,9 +306,7 @@ pub(super) struct Boxes {
 /// The whole warpgroup calls it (`lt` its thread index) after its last wgmma of the tile
 /// completed; only this warp uses `s.bufs`; the bias covers every column when `out.flags` has
 /// bit 0; the map describes D with boxes of [`WARP_BOX_BYTES`]. Lane 0 of each warp calls
-/// [`bulk_wait_read`] before it exits. A non-zero `scratch` is this warp's f32 scratch box
-/// (`gemm_sm90::ACT_SCRATCH_BYTES`, 16-byte aligned, its own): with [`ACT_LOOP`] in the flags,
-/// a 16-bit GELU then runs as a loop over it (`act_loop.rs`).
+/// [`bulk_wait_read`] before it exits.
 #[inline(always)]
 pub(super) unsafe fn store_boxes<O: Element, const NACC: usize, const SB: usize>(
     acc: &mut [f32; NACC],
@@ -318,16 +315,12 @@ pub(super) unsafe fn store_boxes<O: Element, const NACC: usize, const SB: usize>
     s: Boxes,
     lt: usize,
     first: BoxBias,
-    scratch: u32,
 ) -> usize {
-    let looped = scratch != 0 && core::mem::size_of::<O>() == 2 && out.flags & ACT_LOOP != 0;
     // SAFETY (each arm): forwarded.
     unsafe {
         match code(&out) {
             0 => boxes_as::<O, NACC, SB, 0>(acc, bias, out, s, lt, first),
             1 => boxes_as::<O, NACC, SB, 1>(acc, bias, out, s, lt, first),
-            2 if looped => boxes_looped::<O, NACC, SB, 2>(acc, bias, out, s, lt, first, scratch),
-            3 if looped => boxes_looped::<O, NACC, SB, 3>(acc, bias, out, s, lt, first, scratch),
             2 => boxes_as::<O, NACC, SB, 2>(acc, bias, out, s, lt, first),
             3 => boxes_as::<O, NACC, SB, 3>(acc, bias, out, s, lt, first),
             _ => boxes_as::<O, NACC, SB, PLAIN>(acc, bias, out, s, lt, first),
