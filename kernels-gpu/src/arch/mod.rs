@@ -7,8 +7,10 @@
 pub mod nvptx;
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
 pub mod sm90;
+mod stream_store;
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90a"))]
 pub mod wgmma;
+pub use stream_store::{store_streaming, streaming_fence};
 
 /// Whether the approximate exponential and reciprocal ([`exp2_approx`], [`recip_ge1`]) flush
 /// what would be subnormal to zero and take any argument: true on the GPU (`ex2.approx.ftz`,

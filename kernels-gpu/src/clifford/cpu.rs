@@ -11,7 +11,7 @@ use super::{
     Algebra, Gv, MAX_C, MAX_G, MAX_W, Mv, Wv, accumulate_grades, apply_gate, gate_vjp_pdf, inv_rms,
     norm_backward_coefs, norm_stats, product_vjp_with, product_with, through_norm,
 };
-use crate::arch::{MulAdd, prefetch};
+use crate::arch::{MulAdd, prefetch, store_streaming, streaming_fence};
 use crate::element::{DType, Element};
 use crate::elementwise::Widen;
 use crate::math::normal_cdf_pdf_with;
@@ -256,16 +256,19 @@ pub(super) fn fold_lanes<A: Algebra>(acc: &mut [Lanes; MAX_G], sums: &mut Gv) {
 }
 
 /// Writes row `r` of `out` from the raw outputs in `scratch` (`C * padded(n)`, [`blocked_at`]
-/// with `C` planes), each divided by its
-/// grade's RMS when `ss` (the row's per-grade sums of squares) is given, narrowed in blocks.
+/// with `C` planes), each divided by its grade's RMS when `ss` (the row's per-grade sums of
+/// squares) is given, narrowed in blocks. With `stage` (at least `n` elements) each
+/// component's row is narrowed there first and then written with streaming stores
+/// ([`store_streaming`]: whole cache lines of the row, however the row's lanes blocks fall on
+/// them); the caller fences.
 #[inline(always)]
 pub(super) fn write_row<A: Algebra, T: Element, V: Widen<T>>(
     conv: V,
     scratch: &[f32],
     out: &mut [&mut [T]],
-    r: usize,
-    n: usize,
+    (r, n): (usize, usize),
     ss: Option<&Gv>,
+    mut stage: Option<&mut [T]>,
 ) {
     let mut inv = [1.0f32; MAX_G];
     if let Some(ss) = ss {
@@ -277,7 +280,11 @@ pub(super) fn write_row<A: Algebra, T: Element, V: Widen<T>>(
     for c in 0..A::C {
         let s = inv[A::T.grade[c]];
         let row = &mut out[c][r * n..(r + 1) * n];
-        for (b, o) in row.chunks_mut(LANES).enumerate() {
+        let dst: &mut [T] = match stage.as_deref_mut() {
+            Some(st) => &mut st[..n],
+            None => row,
+        };
+        for (b, o) in dst.chunks_mut(LANES).enumerate() {
             let at = blocked_at(A::C, c, b * LANES);
             let src: &Lanes = scratch[at..at + LANES].try_into().expect("scratch holds C * padded(n)");
             for l in 0..LANES {
@@ -285,12 +292,17 @@ pub(super) fn write_row<A: Algebra, T: Element, V: Widen<T>>(
             }
             store_lanes(conv, &tmp, o);
         }
+        if let Some(st) = stage.as_deref() {
+            store_streaming(&mut out[c][r * n..(r + 1) * n], &st[..n]);
+        }
     }
 }
 
 /// CPU path of the forward for whole rows: `x[c]`, `y[c]`, `out[c]` hold component `c` of the
 /// same rows (`rows * n` elements each), `wt` is [`weights_by_path`]. `scratch` holds `C * padded(n)`
-/// floats.
+/// floats. With `stage` (at least `n` elements) the outputs are written with streaming stores
+/// (for outputs larger than the caches: no read for ownership), fenced before the function
+/// returns.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn fwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
@@ -303,6 +315,7 @@ pub fn fwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
     n: usize,
     normalize: bool,
     scratch: &mut [f32],
+    mut stage: Option<&mut [T]>,
 ) {
     let rows = x[0].len().checked_div(n).unwrap_or(0);
     let (mut xs, mut ys) = ([[0.0f32; LANES]; MAX_C], [[0.0f32; LANES]; MAX_C]);
@@ -342,7 +355,10 @@ pub fn fwd_rows<A: Algebra, T: Element, V: Widen<T>, F: MulAdd>(
                 fold_lanes::<A>(&mut acc, &mut ss);
             }
         }
-        write_row::<A, T, V>(conv, scratch, out, r, n, normalize.then_some(&ss));
+        write_row::<A, T, V>(conv, scratch, out, (r, n), normalize.then_some(&ss), stage.as_deref_mut());
+    }
+    if stage.is_some() {
+        streaming_fence();
     }
 }
 
@@ -521,5 +537,45 @@ mod tests {
         fold_lanes::<super::super::Cl3>(&mut acc, &mut sums);
         assert_eq!(sums, [want + 1.0; MAX_G]);
         assert!(acc.iter().all(|a| a.iter().all(|&x| x == 0.0)));
+    }
+
+    /// The forward through the row staging and streaming stores writes the same bits as the
+    /// one that stores its blocks directly, on rows that do and do not fill whole lanes blocks
+    /// and cache lines, in f32 and bf16.
+    #[test]
+    fn streamed_forward_equals_the_direct_one() {
+        extern crate std;
+        use crate::arch::Portable;
+        use crate::elementwise::PortableWiden;
+        use half::bf16;
+        fn run<T: Element>(n: usize, rows: usize) {
+            type A = super::super::Cl3;
+            let len = rows * n;
+            let val = |i: usize, k: usize| T::from_f32(((i * 37 + k * 11) % 23) as f32 / 7.0 - 1.5);
+            let x: std::vec::Vec<std::vec::Vec<T>> = (0..A::C).map(|c| (0..len).map(|i| val(i, c)).collect()).collect();
+            let y: std::vec::Vec<std::vec::Vec<T>> = (0..A::C).map(|c| (0..len).map(|i| val(i + 5, c + 3)).collect()).collect();
+            let w: std::vec::Vec<T> = (0..n * A::W).map(|i| val(i, 9)).collect();
+            let mut wt = std::vec![0.0f32; A::W * padded(n)];
+            weights_by_path::<A, T>(&w, n, &mut wt);
+            let (xs, ys): (std::vec::Vec<&[T]>, std::vec::Vec<&[T]>) =
+                (x.iter().map(|v| &v[..]).collect(), y.iter().map(|v| &v[..]).collect());
+            let mut outs = [0, 1].map(|_| std::vec![std::vec![T::from_f32(f32::NAN); len]; A::C]);
+            for (k, out) in outs.iter_mut().enumerate() {
+                let mut o: std::vec::Vec<&mut [T]> = out.iter_mut().map(|v| &mut v[..]).collect();
+                let mut scratch = std::vec![0.0f32; A::C * padded(n)];
+                let mut stage = std::vec![T::from_f32(0.0); n];
+                let stage = (k == 1).then_some(&mut stage[..]);
+                fwd_rows::<A, T, _, _>(Portable, PortableWiden, &xs, &ys, &wt, &mut o, n, true, &mut scratch, stage);
+            }
+            let bits = |o: &std::vec::Vec<std::vec::Vec<T>>| -> std::vec::Vec<u32> {
+                o.iter().flatten().map(|v| v.to_f32().to_bits()).collect()
+            };
+            assert_eq!(bits(&outs[0]), bits(&outs[1]), "n {n}, rows {rows}");
+            assert!(outs[1].iter().flatten().all(|v| v.to_f32().is_finite()));
+        }
+        for (n, rows) in [(1, 3), (63, 2), (64, 3), (777, 3), (1024, 2)] {
+            run::<f32>(n, rows);
+            run::<bf16>(n, rows);
+        }
     }
 }

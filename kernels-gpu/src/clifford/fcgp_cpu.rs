@@ -86,6 +86,6 @@ pub fn fcgp_assemble_rows<A: Algebra, T: Element, V: Widen<T>>(
                 fold_lanes::<A>(&mut acc, &mut ss);
             }
         }
-        write_row::<A, T, V>(conv, scratch, out, r, n, normalize.then_some(&ss));
+        write_row::<A, T, V>(conv, scratch, out, (r, n), normalize.then_some(&ss), None);
     }
 }

@@ -122,8 +122,9 @@ macro_rules! isa_loops {
                 n: usize,
                 normalize: bool,
                 scratch: &mut [f32],
+                stage: Option<&mut [T]>,
             ) {
-                kc::fwd_rows::<A, T, Conv, HwFma>(HwFma, conv, x, y, wt, out, n, normalize, scratch)
+                kc::fwd_rows::<A, T, Conv, HwFma>(HwFma, conv, x, y, wt, out, n, normalize, scratch, stage)
             }
 
             /// # Safety
@@ -194,6 +195,25 @@ macro_rules! pick {
     };
 }
 
+/// Outputs of at least this many bytes per call are written with streaming stores (no read
+/// for ownership of each output line; see `ferrotune_kernels::arch::store_streaming`). Below
+/// it the outputs may still be in the last-level cache when the caller reads them, which
+/// streaming stores would give up. Measured in bench/NOTES.md (issue 16).
+pub(super) const STREAM_MIN_BYTES: usize = 8 << 20;
+
+/// Whether a call whose outputs take `bytes` writes them with streaming stores: from
+/// [`STREAM_MIN_BYTES`] on; `FERROTUNE_CPU_STREAM_STORES=0` (or `1`) turns them off (or on)
+/// for every size, for A/B runs.
+pub(super) fn stream_outputs(bytes: usize) -> bool {
+    static FORCED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    let forced = FORCED.get_or_init(|| match std::env::var("FERROTUNE_CPU_STREAM_STORES").as_deref() {
+        Ok("0") => Some(false),
+        Ok("1") => Some(true),
+        _ => None,
+    });
+    forced.unwrap_or(bytes >= STREAM_MIN_BYTES)
+}
+
 /// [`kc::fwd_rows`] in the widest build.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn fwd_rows<A: Algebra, T: Element>(
@@ -204,12 +224,13 @@ pub(super) fn fwd_rows<A: Algebra, T: Element>(
     n: usize,
     normalize: bool,
     scratch: &mut [f32],
+    stage: Option<&mut [T]>,
 ) {
     let conv = conv_for::<T>();
     pick!(
         fwd,
-        kc::fwd_rows::<A, T, Conv, Portable>(Portable, conv, x, y, wt, out, n, normalize, scratch),
-        (conv, x, y, wt, out, n, normalize, scratch)
+        kc::fwd_rows::<A, T, Conv, Portable>(Portable, conv, x, y, wt, out, n, normalize, scratch, stage),
+        (conv, x, y, wt, out, n, normalize, scratch, stage)
     )
 }
 

@@ -102,6 +102,7 @@ fn cpu_forward<A: Algebra, T: Scalar>(
     out: &mut [T],
 ) {
     let (plane, chunk) = (p.b * p.n, cfg.cpu_rows * p.n);
+    let stream = super::cpu_loops::stream_outputs(core::mem::size_of_val(out));
     let xs = planes(x, A::C, plane, chunk);
     let ys = planes(y, A::C, plane, chunk);
     let os = planes_mut(out, A::C, plane, chunk);
@@ -111,7 +112,18 @@ fn cpu_forward<A: Algebra, T: Scalar>(
     cpu.install(|| {
         os.into_par_iter().zip(xs.par_iter().zip(ys.par_iter())).for_each(|(mut o, (xc, yc))| {
             let mut scratch = vec![0.0f32; A::C * kc::padded(p.n)];
-            super::cpu_loops::fwd_rows::<A, T>(xc, yc, &wt, &mut o, p.n, p.normalize, &mut scratch);
+            // A row of staging for the streaming stores (see `cpu_loops::stream_outputs`).
+            let mut stage = stream.then(|| vec![T::from_f32(0.0); p.n]);
+            super::cpu_loops::fwd_rows::<A, T>(
+                xc,
+                yc,
+                &wt,
+                &mut o,
+                p.n,
+                p.normalize,
+                &mut scratch,
+                stage.as_deref_mut(),
+            );
         })
     });
 }
