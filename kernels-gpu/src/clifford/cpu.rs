@@ -553,7 +553,8 @@ mod tests {
             let len = rows * n;
             let val = |i: usize, k: usize| T::from_f32(((i * 37 + k * 11) % 23) as f32 / 7.0 - 1.5);
             let x: std::vec::Vec<std::vec::Vec<T>> = (0..A::C).map(|c| (0..len).map(|i| val(i, c)).collect()).collect();
-            let y: std::vec::Vec<std::vec::Vec<T>> = (0..A::C).map(|c| (0..len).map(|i| val(i + 5, c + 3)).collect()).collect();
+            let y: std::vec::Vec<std::vec::Vec<T>> =
+                (0..A::C).map(|c| (0..len).map(|i| val(i + 5, c + 3)).collect()).collect();
             let w: std::vec::Vec<T> = (0..n * A::W).map(|i| val(i, 9)).collect();
             let mut wt = std::vec![0.0f32; A::W * padded(n)];
             weights_by_path::<A, T>(&w, n, &mut wt);
