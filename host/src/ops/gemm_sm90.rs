@@ -21,7 +21,7 @@ pub use crate::ops::gemm_sm90_class::{
     is_streaming, mid_class, split_fill, split_for, split_reason, split_shape, split_tile, stream_tiles, streams,
     tuned_split,
 };
-use crate::ops::gemm_sm90_fill::{N192_TILE, n192_fills_better, wave_fill};
+use crate::ops::gemm_sm90_fill::{N192_TILE, NARROW_TILE, n192_fills_better, narrow_n, wave_fill};
 use crate::ops::gemm_sm90_store as store;
 use crate::tma::{TensorMap, TileMap};
 
@@ -116,8 +116,8 @@ pub fn choose(
 
 /// The tile: forced (the call's path, `FERROTUNE_SM90_TILE`) or tuned (the config's path), else
 /// the 128 x 128 tile in the compute-bound part of the streaming class ([`mid_class`]), the
-/// streaming tile in the rest of it ([`streams`]), else from the H100 sweep of every
-/// tile (bench/results/hopper-run3/sweep-tile*.txt):
+/// streaming tile in the rest of it ([`streams`]), the 128 x 128 tile for N <= 128
+/// ([`narrow_n`]), else from the H100 sweep of every tile (bench/results/hopper-run3/sweep-tile*.txt):
 /// 128 x 256 one block per tile whenever it gives at least half a wave of blocks (fastest on
 /// 8192³, 4096³, 2048³ and 8192x3072x768), else 128 x 128 (twice the blocks; fastest on
 /// 512x3072x768). Of those large problems, the ones whose D the TMA-store epilogue can write
@@ -133,6 +133,9 @@ fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath, dtype: DType, out: DType) -
     }
     if streams(g, sm_count) {
         return STREAM_TILE;
+    }
+    if narrow_n(g) {
+        return NARROW_TILE;
     }
     let big = k90::TILES[0];
     let tiles = g.m.div_ceil(big.bm()) * g.n.div_ceil(big.bn) * g.batch;
@@ -177,6 +180,13 @@ pub fn tile_reason(g: &Gemm, tile: u8, path: GemmPath, sm_count: u32, out: DType
              slots over their waves, 128x256 tiles {:.0}%{by_tma}",
             100.0 * wave_fill(g, 128, 192, sm_count),
             100.0 * wave_fill(g, 128, 256, sm_count)
+        );
+    }
+    if tile == NARROW_TILE && narrow_n(g) && !streams(g, sm_count) && !mid_class(g, sm_count) {
+        return format!(
+            "; 128x128 tile, six stages: N = {} fits one column of 128-wide tiles (a 128x256 tile would load B rows \
+             that are not there){by_tma}",
+            g.n
         );
     }
     if tile != STREAM_TILE {
@@ -438,6 +448,13 @@ mod tests {
         for g in [rc(5120, 5120, 1024), rc(4096, 2560, 2048), rc(6144, 4096, 1024), rc(8192, 8192, 8192)] {
             assert_eq!(t(&g, BF, BF), store::PERSIST_TILE, "{g:?}");
         }
+        // N at most 128 outside the streaming class: the 128 x 128 tile, any input type.
+        for g in [rc(16_384, 64, 8192), rc(10_000, 120, 5120), rc(65_536, 32, 1024)] {
+            assert_eq!(t(&g, BF, BF), NARROW_TILE, "{g:?}");
+            assert_eq!(t(&g, DType::F32, DType::F32), NARROW_TILE, "TF32: {g:?}");
+            assert!(tile_reason(&g, NARROW_TILE, GemmPath::Auto, 132, BF).contains("fits one column"), "{g:?}");
+        }
+        assert_eq!(t(&rc(8192, 128, 8192), BF, BF), STREAM_TILE);
         // D rows that are not whole 16-byte chunks: the one-tile form and its staged epilogue.
         assert_eq!(t(&rc(4096, 4100, 4096), BF, BF), 0);
         assert_eq!(t(&rc(512, 3072, 768), BF, BF), 1);
@@ -491,6 +508,11 @@ mod tests {
         assert_eq!(s(rc(256, 2048, 8192)), Sm90Split { slices: 2, kt_per: 64 });
         let why = split_reason(&rc(96, 3072, 16_384), STREAM_TILE, s(rc(96, 3072, 16_384)), 132);
         assert!(why.contains("leave 84 of 132 SMs idle") && why.contains("M + N = 3168"), "{why}");
+        // At most a third of the SMs whatever M + N: 40 tiles in 3 slices; 48 stay whole.
+        assert_eq!(s(rc(12, 5120, 13_824)).slices, 3);
+        assert!(!s(rc(48, 6144, 12_288)).is_split());
+        let why = split_reason(&rc(12, 5120, 13_824), STREAM_TILE, s(rc(12, 5120, 13_824)), 132);
+        assert!(why.contains("fill at most 1/3 of 132 SMs"), "{why}");
         // The compute-bound part (sides of 384 and more, M + N at most 2048, K long): the
         // 128 x 128 tile, split by its own rule.
         for (g, slices) in [

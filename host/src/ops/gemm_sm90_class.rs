@@ -36,6 +36,13 @@ pub const MIN_KT_PER_SLICE: usize = 16;
 /// 28.1 against 29.5; and 40x8192x8192 (M + N = 8232, the weight's bytes bound it) 43.2
 /// against 38.9.
 pub const STREAM_SPLIT_MN: usize = 5120;
+/// The streaming tile also splits K past a quarter of the SMs where its tiles fill at most a
+/// third of them, whatever M + N: fewer SMs than that cannot draw the weight at the memory's
+/// rate. On the H100 (bench/results/unseen-202c0e2a0088/classes/, bf16, 1 to 4 slices forced):
+/// 12x5120x13824 (40 tiles, M + N = 5132) 0.058 ms in 2 slices, 0.059 in 3, 0.068 unsplit;
+/// from 48 tiles unsplit won (48x6144x12288 0.060 against 0.065 in 2, 64x7168x8192,
+/// 40x8192x8192).
+pub const STREAM_SPLIT_THIRD: usize = 3;
 
 /// The tile a K split of `g` would run on: a forced tile that can split, none for a forced
 /// tile that cannot, else [`SPLIT_TILE`] in the [`mid_class`], [`STREAM_TILE`] in the rest of
@@ -88,7 +95,8 @@ pub fn stream_tiles(g: &Gemm) -> usize {
 /// fraction of the block slots (SMs x blocks per SM) leaves the others idle for the whole of
 /// a long K; cut K into up to `slots / tiles` slices (at most 64) of at least a least number
 /// of k-tiles ([`split_fill`]), so the grid is about one wave. The streaming tile also splits
-/// past that fraction where M + N is at most [`STREAM_SPLIT_MN`]. Not when the call forces
+/// past that fraction where M + N is at most [`STREAM_SPLIT_MN`] or its tiles fill at most a
+/// third of the slots ([`STREAM_SPLIT_THIRD`]). Not when the call forces
 /// `split_k` (1: no split; above 1: the `mma.sync` split-K) or is a batch.
 /// `FERROTUNE_SM90_SPLIT=s` forces `s` slices (1: off). A k-tile is 128 bytes of K for every
 /// input type (64 of f16/bf16, 32 of f32 on TF32, at half the rate), so the least slice is the
@@ -106,15 +114,16 @@ pub fn split_for(g: &Gemm, sm_count: u32, tile: u8, dtype: DType) -> Sm90Split {
     }
     let slots = sm_count.max(1) as usize * t.blocks_per_sm();
     let (fill, min_kt) = split_fill(tile);
-    if tiles == 0 || tiles > slots || (fill * tiles > slots && !splits_past_fill(g, tile)) {
+    if tiles == 0 || tiles > slots || (fill * tiles > slots && !splits_past_fill(g, tile, tiles, slots)) {
         return Sm90Split::NONE;
     }
     Sm90Split::new(ktiles, (slots / tiles).min(ktiles / min_kt))
 }
 
-/// Whether the streaming tile splits `g` past its fill fraction ([`STREAM_SPLIT_MN`]).
-fn splits_past_fill(g: &Gemm, tile: u8) -> bool {
-    is_streaming(tile) && g.m + g.n <= STREAM_SPLIT_MN
+/// Whether the streaming tile splits `g` (`tiles` output tiles on `slots` block slots) past its
+/// fill fraction ([`STREAM_SPLIT_MN`], [`STREAM_SPLIT_THIRD`]).
+fn splits_past_fill(g: &Gemm, tile: u8, tiles: usize, slots: usize) -> bool {
+    is_streaming(tile) && (g.m + g.n <= STREAM_SPLIT_MN || STREAM_SPLIT_THIRD * tiles <= slots)
 }
 
 /// (`fill`, least k-tiles per slice) of the split rule on `tile`: K is split when the tiles
@@ -163,7 +172,7 @@ pub fn split_reason(g: &Gemm, tile: u8, split: Sm90Split, sm_count: u32) -> Stri
     let tiles = g.m.div_ceil(t.bm()) * g.n.div_ceil(t.bn);
     let (fill, _) = split_fill(tile);
     let slots = sm_count.max(1) as usize * t.blocks_per_sm();
-    let why = if fill * tiles > slots {
+    let why = if fill * tiles > slots && g.m + g.n <= STREAM_SPLIT_MN {
         format!(
             "{tiles} output tiles of {}x{} leave {} of {sm_count} SMs idle and M + N = {} is at most {STREAM_SPLIT_MN} \
              (the multiplies, not the weight's bytes, set the time)",
@@ -171,6 +180,13 @@ pub fn split_reason(g: &Gemm, tile: u8, split: Sm90Split, sm_count: u32) -> Stri
             t.bn,
             slots.saturating_sub(tiles),
             g.m + g.n
+        )
+    } else if fill * tiles > slots {
+        format!(
+            "{tiles} output tiles of {}x{} fill at most 1/{STREAM_SPLIT_THIRD} of {sm_count} SMs (too few to draw \
+             the weight at the memory's rate)",
+            t.bm(),
+            t.bn
         )
     } else {
         format!(

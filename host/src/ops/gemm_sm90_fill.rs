@@ -1,7 +1,7 @@
 //! How full the Hopper tiles keep the SMs: the fraction of the tile slots (waves x SMs x tile
 //! area) a grid of one block per SM fills with outputs, and the plan's choice of the persistent
 //! 128 x 192 tile where it fills them much better than 128 x 256 (few waves with a mostly empty
-//! last one).
+//! last one), and the 128 x 128 tile for outputs at most 128 columns wide.
 
 use ferrotune_kernels::gemm_sm90::Sm90Variant;
 
@@ -10,6 +10,24 @@ use crate::ops::gemm::Gemm;
 
 /// The persistent 128 x 192 tile (wgmma N 192; 16-bit inputs).
 pub const N192_TILE: u8 = 14;
+
+/// The one-tile 128 x 128, six stages: the heuristic's tile for a narrow N ([`narrow_n`]).
+pub const NARROW_TILE: u8 = 1;
+
+/// Widest N that [`narrow_n`] gives to [`NARROW_TILE`]: one column of 128-wide tiles.
+pub const NARROW_N: usize = 128;
+
+/// Whether `g`'s output is narrow (N <= [`NARROW_N`]): a 128 x 256 tile would load and multiply
+/// B rows that are not there, half or more of each tile, and read A once per 128 x 256 output
+/// it fills only in part. Asked after the streaming class (few enough 64 x 128 tiles for one
+/// wave keep the streaming tile). On the H100, bf16, built-in plan against the 128 x 128 tile
+/// (bench/results/unseen-202c0e2a0088/classes/, best of call, queue and graph):
+/// 16384x64x8192 0.144 -> 0.100 ms, 32768x64x2048 0.078 -> 0.057, 20000x128x1024 0.030 ->
+/// 0.027, 65536x32x1024 0.079 -> 0.060, 10000x120x5120 0.084 -> 0.045, 12288x96x8192 0.138 ->
+/// 0.078; its persistent form (tile 3) within 5% of it.
+pub fn narrow_n(g: &Gemm) -> bool {
+    g.n <= NARROW_N
+}
 
 /// How much more of the SMs' tile slots the 128 x 192 tile must fill with useful outputs than
 /// the 128 x 256 one for the plan to take it (a 128 x 192 tile does less per byte it loads).
@@ -47,5 +65,6 @@ mod tests {
         assert!(n192_fills_better(&g(3072, 3072), DType::Bf16, 132));
         assert!(!n192_fills_better(&g(3072, 3072), DType::F32, 132), "not compiled for TF32");
         assert!(!n192_fills_better(&g(4096, 4096), DType::Bf16, 132));
+        assert!(narrow_n(&g(16384, 64)) && narrow_n(&g(9000, 128)) && !narrow_n(&g(9000, 129)));
     }
 }
