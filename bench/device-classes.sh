@@ -24,27 +24,4 @@ suite r1-tile14 $R1 FERROTUNE_SM90_TILE=14
 suite r1-tile1 $R1 FERROTUNE_SM90_TILE=1
 for s in 1 2 3 4; do suite r3-split$s $R3 FERROTUNE_SM90_SPLIT=$s; done
 suite r3-auto $R3
-python3 - $D <<'PY'
-import json, sys, glob, os
-D = sys.argv[1]
-def best(r):
-    return min(x for x in [r['ours']['median_ms'], r.get('ours_queued_ms'), r.get('ours_graph_ms')] if x)
-def cub(r):
-    return min(x for x in [r['cublas']['median_ms'], r.get('cublas_queued_ms'), r.get('cublas_graph_ms')] if x)
-for cls in ['r2', 'r1', 'r3']:
-    runs = sorted(glob.glob(f'{D}/{cls}-*.json'))
-    data = {os.path.basename(p)[len(cls)+1:-5]: json.load(open(p))['rows'] for p in runs}
-    names = list(data)
-    print(f'== {cls}: ours best-of ms per run; cuBLAS best-of ms from the auto run')
-    print('shape'.ljust(18) + ''.join(n.rjust(10) for n in names) + '   cuBLAS')
-    auto = {(r['m'], r['n'], r['k']): r for r in data.get('auto', [])}
-    keys = [(r['m'], r['n'], r['k']) for r in data[names[0]]]
-    for key in keys:
-        line = f'{key[0]}x{key[1]}x{key[2]}'.ljust(18)
-        for n in names:
-            r = next((r for r in data[n] if (r['m'], r['n'], r['k']) == key), None)
-            ok = r is not None and r['correct']
-            line += (f'{best(r):10.4f}' if ok else '       bad')
-        line += f'  {cub(auto[key]):.4f}' if key in auto else ''
-        print(line)
-PY
+python3 bench/classes_table.py $D r2 r1 r3
