@@ -149,9 +149,24 @@ pub fn clifford_explain_in(
         return heuristic(format!("the entry at {src} has an invalid config {:?}", found.entry.config));
     };
     match pass.validate(&c, p, s.gpu().map(|g| g.info())) {
-        Ok(()) => (Some(c), src),
+        Ok(()) => match wider_than_the_row(&c, p).filter(|_| s.gpu().is_some()) {
+            Some(why) => heuristic(format!("the entry at {src} does not suit B = {}, N = {}: {why}", p.b, p.n)),
+            None => (Some(c), src),
+        },
         Err(e) => heuristic(format!("the entry at {src} does not suit B = {}, N = {}: {e}", p.b, p.n)),
     }
+}
+
+/// Why a valid config from a profile would waste its GPU teams on rows of `p`: a row team that
+/// covers more than twice N (more than half its feature slots empty) was tuned for longer rows
+/// (the nearest bucket serves an entry to every N, and a team of 512 keeping two features,
+/// tuned at N = 1024, would leave 7 of 8 slots empty at N = 128). The built-in teams cover at
+/// most 2N; a config the call forces is still taken as it is, and the CPU backend has no teams.
+fn wider_than_the_row(c: &CliffordConfig, p: &Clifford) -> Option<String> {
+    let covers = c.variant.max_features(c.team() as usize)?;
+    (covers > 2 * p.n.max(1)).then(|| {
+        format!("its teams of {} threads cover {covers} features, more than twice N: tuned for longer rows", c.team())
+    })
 }
 
 /// (pass, dtype, dim, normalize, bucket of B, exact N, machine): validity depends on the exact
@@ -225,5 +240,31 @@ mod tests {
         assert_eq!(variant_label(RowVariant { vec: false, vpt: 2, stream_w: true }), "v1_p2s");
         assert_eq!(clifford_layout(&Clifford::new(2, 1, 1, false)), "cl2_plain");
         assert_eq!(CliffordPass::from_name("clifford_bwd"), Some(CliffordPass::Backward));
+    }
+
+    #[test]
+    fn profile_teams_twice_as_wide_as_the_row_are_refused() {
+        // The built-in configs never are, forward or backward, at any N.
+        for dim in [2, 3] {
+            for n in [1, 2, 30, 33, 128, 257, 512, 513, 777, 1024, 1025, 3000] {
+                let p = Clifford::new(dim, 64, n, true);
+                for dt in [DType::F32, DType::Bf16] {
+                    for c in [CliffordConfig::heuristic(&p, dt, None), CliffordConfig::backward_heuristic(&p, dt, None)]
+                    {
+                        assert_eq!(wider_than_the_row(&c, &p), None, "{dim}D N {n} {dt:?}: {c:?}");
+                    }
+                }
+            }
+        }
+        // A team of 512 keeping two features, tuned at N = 1024: fine from N = 512, refused
+        // below; the two-pass and split forms (any N) never.
+        let wide = CliffordConfig::heuristic(&Clifford::new(2, 4096, 1024, true), DType::F32, None);
+        let wide =
+            CliffordConfig { threads: 512, rows_per_block: 1, variant: RowVariant { vpt: 2, ..wide.variant }, ..wide };
+        assert_eq!(wider_than_the_row(&wide, &Clifford::new(2, 4096, 512, true)), None);
+        let why = wider_than_the_row(&wide, &Clifford::new(2, 4096, 511, true)).expect("refused");
+        assert!(why.contains("teams of 512 threads cover 1024 features"), "{why}");
+        assert!(wider_than_the_row(&wide, &Clifford::new(2, 4096, 128, true)).is_some());
+        assert_eq!(wider_than_the_row(&CliffordConfig::split(64, 0), &Clifford::new(3, 8, 100, true)), None);
     }
 }
