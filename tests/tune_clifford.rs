@@ -162,6 +162,18 @@ fn foreign_malformed_or_unsuitable_clifford_entries_are_reported_and_never_used(
         let text = src.to_string();
         assert!(text.contains("does not suit B = 64, N = 30") && text.contains(why), "{pass}: {text}");
     }
+    // Teams far wider than N (tuned for longer rows) are refused on a GPU only: the CPU backend
+    // has no teams and takes the entry (its `cpu_rows` is what it tunes).
+    let wide = CliffordConfig {
+        threads: 512,
+        rows_per_block: 1,
+        variant: CliffordVariant { vec: false, vpt: 2, stream_w: false },
+        ..good
+    };
+    let e = clifford_entry(&s, pass, &p, &wide);
+    let set = ProfileSet::load(&write(&dir, "wide.toml", &Profile { source: None, entries: vec![e], journal: vec![] }));
+    let (c, src) = choose(&set, pass, &s, &p);
+    assert_eq!(c, wide, "{src}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
