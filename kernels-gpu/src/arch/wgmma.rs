@@ -67,6 +67,72 @@ pub unsafe fn wgmma_m64n128k16_f16<const TRANS_B: u32>(d: &mut [f32; 64], desc_a
     }
 }
 
+/// `wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16`: `d = A B + d` (`+ 0` when `scale_d` is 0: the
+/// first k-step of a tile, no zeroing needed) for the warpgroup's
+/// 64 x 160 f32 accumulators (`d`, the fragment layout of the PTX ISA), A (64 x 16) and B
+/// (160 x 16, K-major unless `TRANS_B`) read from shared memory through the descriptors.
+/// Asynchronous: fence before, commit and wait after (see [`wgmma_fence`]).
+///
+/// # Safety
+/// All 128 threads of a warpgroup call it together with the same descriptors, which describe
+/// tiles in this block's shared memory that stay unchanged until the group is waited for.
+#[inline(always)]
+pub unsafe fn wgmma_m64n160k16_bf16<const TRANS_B: u32>(d: &mut [f32; 80], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: the caller upholds the warpgroup and shared-memory requirements.
+    unsafe {
+        asm!(
+            "{{ .reg .pred p; setp.ne.b32 p, {82}, 0; wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}, {19}, {20}, {21}, {22}, {23}, {24}, {25}, {26}, {27}, {28}, {29}, {30}, {31}, {32}, {33}, {34}, {35}, {36}, {37}, {38}, {39}, {40}, {41}, {42}, {43}, {44}, {45}, {46}, {47}, {48}, {49}, {50}, {51}, {52}, {53}, {54}, {55}, {56}, {57}, {58}, {59}, {60}, {61}, {62}, {63}, {64}, {65}, {66}, {67}, {68}, {69}, {70}, {71}, {72}, {73}, {74}, {75}, {76}, {77}, {78}, {79}}}, {80}, {81}, p, 1, 1, 0, {83}; }}",
+            inout(reg32) d[0], inout(reg32) d[1], inout(reg32) d[2], inout(reg32) d[3], inout(reg32) d[4], inout(reg32) d[5], inout(reg32) d[6], inout(reg32) d[7],
+            inout(reg32) d[8], inout(reg32) d[9], inout(reg32) d[10], inout(reg32) d[11], inout(reg32) d[12], inout(reg32) d[13], inout(reg32) d[14], inout(reg32) d[15],
+            inout(reg32) d[16], inout(reg32) d[17], inout(reg32) d[18], inout(reg32) d[19], inout(reg32) d[20], inout(reg32) d[21], inout(reg32) d[22], inout(reg32) d[23],
+            inout(reg32) d[24], inout(reg32) d[25], inout(reg32) d[26], inout(reg32) d[27], inout(reg32) d[28], inout(reg32) d[29], inout(reg32) d[30], inout(reg32) d[31],
+            inout(reg32) d[32], inout(reg32) d[33], inout(reg32) d[34], inout(reg32) d[35], inout(reg32) d[36], inout(reg32) d[37], inout(reg32) d[38], inout(reg32) d[39],
+            inout(reg32) d[40], inout(reg32) d[41], inout(reg32) d[42], inout(reg32) d[43], inout(reg32) d[44], inout(reg32) d[45], inout(reg32) d[46], inout(reg32) d[47],
+            inout(reg32) d[48], inout(reg32) d[49], inout(reg32) d[50], inout(reg32) d[51], inout(reg32) d[52], inout(reg32) d[53], inout(reg32) d[54], inout(reg32) d[55],
+            inout(reg32) d[56], inout(reg32) d[57], inout(reg32) d[58], inout(reg32) d[59], inout(reg32) d[60], inout(reg32) d[61], inout(reg32) d[62], inout(reg32) d[63],
+            inout(reg32) d[64], inout(reg32) d[65], inout(reg32) d[66], inout(reg32) d[67], inout(reg32) d[68], inout(reg32) d[69], inout(reg32) d[70], inout(reg32) d[71],
+            inout(reg32) d[72], inout(reg32) d[73], inout(reg32) d[74], inout(reg32) d[75], inout(reg32) d[76], inout(reg32) d[77], inout(reg32) d[78], inout(reg32) d[79],
+            in(reg64) desc_a,
+            in(reg64) desc_b,
+            in(reg32) scale_d,
+            const TRANS_B,
+        )
+    }
+}
+
+/// `wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16`: `d = A B + d` (`+ 0` when `scale_d` is 0: the
+/// first k-step of a tile, no zeroing needed) for the warpgroup's
+/// 64 x 160 f32 accumulators (`d`, the fragment layout of the PTX ISA), A (64 x 16) and B
+/// (160 x 16, K-major unless `TRANS_B`) read from shared memory through the descriptors.
+/// Asynchronous: fence before, commit and wait after (see [`wgmma_fence`]).
+///
+/// # Safety
+/// All 128 threads of a warpgroup call it together with the same descriptors, which describe
+/// tiles in this block's shared memory that stay unchanged until the group is waited for.
+#[inline(always)]
+pub unsafe fn wgmma_m64n160k16_f16<const TRANS_B: u32>(d: &mut [f32; 80], desc_a: u64, desc_b: u64, scale_d: u32) {
+    // SAFETY: the caller upholds the warpgroup and shared-memory requirements.
+    unsafe {
+        asm!(
+            "{{ .reg .pred p; setp.ne.b32 p, {82}, 0; wgmma.mma_async.sync.aligned.m64n160k16.f32.f16.f16 {{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17}, {18}, {19}, {20}, {21}, {22}, {23}, {24}, {25}, {26}, {27}, {28}, {29}, {30}, {31}, {32}, {33}, {34}, {35}, {36}, {37}, {38}, {39}, {40}, {41}, {42}, {43}, {44}, {45}, {46}, {47}, {48}, {49}, {50}, {51}, {52}, {53}, {54}, {55}, {56}, {57}, {58}, {59}, {60}, {61}, {62}, {63}, {64}, {65}, {66}, {67}, {68}, {69}, {70}, {71}, {72}, {73}, {74}, {75}, {76}, {77}, {78}, {79}}}, {80}, {81}, p, 1, 1, 0, {83}; }}",
+            inout(reg32) d[0], inout(reg32) d[1], inout(reg32) d[2], inout(reg32) d[3], inout(reg32) d[4], inout(reg32) d[5], inout(reg32) d[6], inout(reg32) d[7],
+            inout(reg32) d[8], inout(reg32) d[9], inout(reg32) d[10], inout(reg32) d[11], inout(reg32) d[12], inout(reg32) d[13], inout(reg32) d[14], inout(reg32) d[15],
+            inout(reg32) d[16], inout(reg32) d[17], inout(reg32) d[18], inout(reg32) d[19], inout(reg32) d[20], inout(reg32) d[21], inout(reg32) d[22], inout(reg32) d[23],
+            inout(reg32) d[24], inout(reg32) d[25], inout(reg32) d[26], inout(reg32) d[27], inout(reg32) d[28], inout(reg32) d[29], inout(reg32) d[30], inout(reg32) d[31],
+            inout(reg32) d[32], inout(reg32) d[33], inout(reg32) d[34], inout(reg32) d[35], inout(reg32) d[36], inout(reg32) d[37], inout(reg32) d[38], inout(reg32) d[39],
+            inout(reg32) d[40], inout(reg32) d[41], inout(reg32) d[42], inout(reg32) d[43], inout(reg32) d[44], inout(reg32) d[45], inout(reg32) d[46], inout(reg32) d[47],
+            inout(reg32) d[48], inout(reg32) d[49], inout(reg32) d[50], inout(reg32) d[51], inout(reg32) d[52], inout(reg32) d[53], inout(reg32) d[54], inout(reg32) d[55],
+            inout(reg32) d[56], inout(reg32) d[57], inout(reg32) d[58], inout(reg32) d[59], inout(reg32) d[60], inout(reg32) d[61], inout(reg32) d[62], inout(reg32) d[63],
+            inout(reg32) d[64], inout(reg32) d[65], inout(reg32) d[66], inout(reg32) d[67], inout(reg32) d[68], inout(reg32) d[69], inout(reg32) d[70], inout(reg32) d[71],
+            inout(reg32) d[72], inout(reg32) d[73], inout(reg32) d[74], inout(reg32) d[75], inout(reg32) d[76], inout(reg32) d[77], inout(reg32) d[78], inout(reg32) d[79],
+            in(reg64) desc_a,
+            in(reg64) desc_b,
+            in(reg32) scale_d,
+            const TRANS_B,
+        )
+    }
+}
+
 /// `wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16`: `d = A B + d` (`+ 0` when `scale_d` is 0: the
 /// first k-step of a tile, no zeroing needed) for the warpgroup's
 /// 64 x 192 f32 accumulators (`d`, the fragment layout of the PTX ISA), A (64 x 16) and B
