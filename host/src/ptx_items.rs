@@ -2,7 +2,9 @@
 //! entries) and the two texts a kernel family's build id hashes: the family's entries with
 //! every shared item ([`shared_text`]), or with only the shared items they reach, renamed in
 //! the order they are first reached ([`traced_text`]), so that LLVM's module-wide numbering of
-//! anonymous globals (panic locations) and other families' shared items do not leak in.
+//! anonymous globals (panic locations) and other families' shared items do not leak in. Both
+//! texts drop what LLVM numbers across the module: comments and the function's index in local
+//! names ([`without_module_numbering`]).
 
 use std::collections::HashMap;
 
@@ -107,7 +109,51 @@ fn identifiers(s: &str) -> impl Iterator<Item = &str> {
 
 /// The family's entries (those `wanted` accepts) and every non-entry item, in file order.
 pub(crate) fn shared_text(all: &[Item<'_>], wanted: &dyn Fn(&str) -> bool) -> String {
-    all.iter().filter(|i| !i.entry || i.name.is_none_or(wanted)).map(|i| i.text).collect()
+    let text: String = all.iter().filter(|i| !i.entry || i.name.is_none_or(wanted)).map(|i| i.text).collect();
+    without_module_numbering(&text)
+}
+
+/// `text` without what LLVM numbers across the module: the function's index in the names it
+/// derives from it (basic-block labels `$L__BB<f>_<b>` become `$L__BB_<b>`, the local stack
+/// `__local_depot<f>` becomes `__local_depot`; both are local to their function, one `<f>` per
+/// function, so nothing is merged) and comments (`// callseq <n>` counts calls module-wide).
+/// Without this, adding an entry to the module renumbers every function after it and moves
+/// the build ids of kernels that did not change.
+pub(crate) fn without_module_numbering(text: &str) -> String {
+    const MARKS: [(&str, bool); 2] = [("$L__BB", true), ("__local_depot", false)];
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let (mut last, mut k) = (0, 0);
+    while let Some(off) = text[k..].find(['$', '_', '/']) {
+        k += off;
+        if text[k..].starts_with("//") {
+            // A comment, up to (not including) the end of its line.
+            out.push_str(&text[last..k]);
+            k = text[k..].find('\n').map_or(text.len(), |e| k + e);
+            last = k;
+            continue;
+        }
+        let Some(&(mark, underscore)) = MARKS.iter().find(|(m, _)| text[k..].starts_with(m)) else {
+            k += 1;
+            continue;
+        };
+        let digits_from = k + mark.len();
+        let mut d = digits_from;
+        while d < b.len() && b[d].is_ascii_digit() {
+            d += 1;
+        }
+        let whole = d > digits_from
+            && (!underscore || (b.get(d) == Some(&b'_') && b.get(d + 1).is_some_and(u8::is_ascii_digit)));
+        // Only a whole name counts: not `x__local_depot1`.
+        let starts_word = k == 0 || !(b[k - 1].is_ascii_alphanumeric() || b[k - 1] == b'_' || b[k - 1] == b'$');
+        if whole && starts_word {
+            out.push_str(&text[last..digits_from]);
+            last = d;
+        }
+        k = d.max(k + 1);
+    }
+    out.push_str(&text[last..]);
+    out
 }
 
 /// The unnamed non-entry items (the header), the family's entries in file order, then the
@@ -163,7 +209,7 @@ pub(crate) fn traced_text(all: &[Item<'_>], wanted: &dyn Fn(&str) -> bool) -> St
         emit(all[order[k]].text, &mut order, &mut out);
         k += 1;
     }
-    out
+    without_module_numbering(&out)
 }
 
 /// Byte ranges of the PTX identifiers in `s`: maximal runs of letters, digits, `_`, `$` and
@@ -224,11 +270,34 @@ mod tests {
         assert!(a.contains("call.uni (r), $S0, (a);"), "{a}");
         assert!(a.contains("$S0(\n\t.param .b32 $S0_param_0"), "{a}");
         assert!(a.contains("[$S1]") && a.contains("$S1[1] = {generic($S2)}") && a.contains("$S2[8]"), "{a}");
-        assert!(!a.contains("smem") && !a.contains("ft_b") && a.starts_with("//\n// Generated"));
+        assert!(!a.contains("smem") && !a.contains("ft_b") && a.trim_start().starts_with(".version 8.0"));
         let b = traced_text(&all, &|n: &str| n == "ft_b");
         assert!(b.contains("mov.u64 %rd2, $S0;") && b.contains(".b8 $S0[];") && !b.contains("TABLE"), "{b}");
         let both = shared_text(&all, &|n: &str| n == "ft_b");
         assert!(both.contains("TABLE[8]") && both.contains("helper(") && !both.contains("ft_a"));
+    }
+
+    #[test]
+    fn the_function_index_leaves_local_names() {
+        let f = |n: usize| {
+            format!(
+                ".visible .entry ft_a(\n)\n{{\n\t.local .align 8 .b8 __local_depot{n}[16];\n\tmov.u64 %SPL, \
+                 __local_depot{n};\n\t@%p1 bra $L__BB{n}_2;\n$L__BB{n}_1:\n\tret;\n$L__BB{n}_2:\n\tret;\n}}\n"
+            )
+        };
+        let (a, b) = (f(36), f(50));
+        let ta = traced_text(&items(&a), &|n: &str| n == "ft_a");
+        assert_eq!(ta, traced_text(&items(&b), &|n: &str| n == "ft_a"), "only the function index differs");
+        assert!(ta.contains("bra $L__BB_2;\n$L__BB_1:") && ta.contains("__local_depot[16]"), "{ta}");
+        assert_eq!(shared_text(&items(&a), &|_: &str| true), shared_text(&items(&b), &|_: &str| true));
+        // Block numbers and everything else still count; look-alike names are left alone.
+        assert_ne!(ta, traced_text(&items(&a.replace("bra $L__BB36_2", "bra $L__BB36_1")), &|n: &str| n == "ft_a"));
+        let other = "mov.u32 %r1, my__local_depot7; bra $L__BB12; $L__BB9_x";
+        assert_eq!(without_module_numbering(other), other);
+        assert_eq!(without_module_numbering("$L__BB0_1 $L__BB123_45;"), "$L__BB_1 $L__BB_45;");
+        let calls = |n: usize| format!("\t{{ // callseq {n}, 0\n\tcall.uni f, (p);\n\t}} // callseq {n}\n\tret; //x\n");
+        assert_eq!(without_module_numbering(&calls(40)), "\t{ \n\tcall.uni f, (p);\n\t} \n\tret; \n");
+        assert_eq!(without_module_numbering(&calls(40)), without_module_numbering(&calls(84)));
     }
 
     #[test]
