@@ -25,8 +25,8 @@ const _: () = assert!(std::mem::size_of::<TensorMap>() == 128);
 
 /// A row-major 3-D tensor of 16-bit or 32-bit elements: `rows x cols` matrices (`cols`
 /// contiguous, rows `ld` elements apart), `batch` of them `stride` elements apart, loaded in
-/// boxes of `box_rows x box_cols` with the 128-byte swizzle (so `box_cols` elements must be
-/// 128 bytes at most).
+/// boxes of `box_rows x box_cols` with the swizzle as wide as a box row (`box_cols` elements
+/// must be 128, 64 or 32 bytes: the 128-, 64- or 32-byte swizzle).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TileMap {
     pub dtype: DType,
@@ -49,7 +49,7 @@ pub enum TmaError {
     BadStride { what: &'static str, bytes: u64 },
     #[error("dimension {what} = {value} is 0 or exceeds 2^32")]
     BadDim { what: &'static str, value: usize },
-    #[error("box {rows} x {cols} elements does not fit the 128-byte swizzle (at most 256 rows of 128 bytes)")]
+    #[error("box {rows} x {cols} elements does not fit a swizzle (at most 256 rows of 128, 64 or 32 bytes)")]
     BadBox { rows: u32, cols: u32 },
     #[error("cuTensorMapEncodeTiled refused the map: {0:?}")]
     Driver(CUresult),
@@ -73,10 +73,20 @@ impl TileMap {
                 return Err(TmaError::BadStride { what, bytes });
             }
         }
-        if self.box_rows == 0 || self.box_rows > 256 || self.box_cols == 0 || self.box_cols as u64 * es > 128 {
+        if self.box_rows == 0 || self.box_rows > 256 || self.swizzle().is_none() {
             return Err(TmaError::BadBox { rows: self.box_rows, cols: self.box_cols });
         }
         Ok(())
+    }
+
+    /// The swizzle as wide as a box row, if there is one (rows of 128, 64 or 32 bytes).
+    fn swizzle(&self) -> Option<CUtensorMapSwizzle> {
+        match self.box_cols as u64 * self.dtype.size_bytes() as u64 {
+            128 => Some(CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B),
+            64 => Some(CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B),
+            32 => Some(CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_32B),
+            _ => None,
+        }
     }
 
     /// The batch stride in bytes; a single matrix gets its own size (TMA never steps it).
@@ -88,6 +98,7 @@ impl TileMap {
     /// Encodes the map (validated first).
     pub fn encode(&self) -> Result<TensorMap, TmaError> {
         self.validate()?;
+        let swizzle = self.swizzle().ok_or(TmaError::BadBox { rows: self.box_rows, cols: self.box_cols })?;
         let ty = match self.dtype {
             DType::Bf16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
             DType::F16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
@@ -113,7 +124,7 @@ impl TileMap {
                 boxes.as_ptr(),
                 elem_strides.as_ptr(),
                 CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+                swizzle,
                 CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
             )
@@ -153,6 +164,10 @@ mod tests {
         assert!(matches!(TileMap { batch: 2, stride: 7, ..map() }.validate(), Err(TmaError::BadStride { .. })));
         assert_eq!(TileMap { batch: 2, stride: 6400, ..map() }.validate(), Ok(()));
         assert!(matches!(TileMap { box_cols: 128, ..map() }.validate(), Err(TmaError::BadBox { .. })));
+        // Rows of 64 and 32 bytes take the 64- and 32-byte swizzles; 48 bytes has none.
+        assert_eq!(TileMap { box_cols: 32, ..map() }.swizzle(), Some(CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B));
+        assert_eq!(TileMap { box_cols: 16, ..map() }.swizzle(), Some(CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_32B));
+        assert!(matches!(TileMap { box_cols: 24, ..map() }.validate(), Err(TmaError::BadBox { .. })));
         assert!(matches!(TileMap { rows: 0, ..map() }.validate(), Err(TmaError::BadDim { .. })));
     }
 }

@@ -30,7 +30,7 @@ pub const SMEM_MAX: usize = 232_448;
 /// One compiled Hopper tile: `64 * consumers` x `bn` outputs per block, `stages` deep ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Sm90Tile {
-    /// wgmma N: 128, 192 or 256.
+    /// wgmma N: 128, 160, 192 or 256.
     pub bn: usize,
     /// Consumer warpgroups, each owning 64 rows of the tile.
     pub consumers: usize,
@@ -177,7 +177,7 @@ const fn pp(slabs: usize, bn: usize, stages: usize) -> Sm90Tile {
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 19] = [
+pub const TILES: [Sm90Tile; 22] = [
     t(256, 2, 4, false),
     t(128, 2, 6, false),
     t(256, 2, 3, true),
@@ -218,6 +218,15 @@ pub const TILES: [Sm90Tile; 19] = [
     // few tiles read each B panel once per cluster instead of once per row tile.
     sc(2),
     sc(4),
+    // The persistent 128 x 160 (wgmma N 160), five stages, alone and in clusters of two along
+    // M (B multicast, the tile cuBLAS runs on 2048x5120x5120), and its one-tile form at six
+    // stages (D rows the TMA store cannot write): 1.6 times the tiles of 128 x 256, for
+    // problems whose 128 x 256 and 128 x 192 tiles leave the last wave mostly empty or waste
+    // columns (N = 300: two 160-wide tiles, 94% used, against 59% for 256). Its 16-bit D
+    // leaves in 64-byte boxes ([`store_box_row_bytes`]).
+    t(160, 2, 5, true),
+    c2(160, 2, 5, true),
+    t(160, 2, 6, false),
 ];
 
 // Every tile's epilogue staging fits in its ring (the f32 staging, so the TMA-store slabs too)
@@ -227,8 +236,11 @@ const _: () = {
     while i < TILES.len() {
         assert!(TILES[i].epilogue_bytes() <= TILES[i].barrier_offset());
         assert!(TILES[i].smem_bytes() <= SMEM_MAX);
-        // The TMA-store epilogue writes out at most 32 fragment column groups (BN 256).
+        // The TMA-store epilogue writes out at most 32 fragment column groups (BN 256), in
+        // whole store boxes of 16-bit and f32 outputs.
         assert!(TILES[i].bn <= 256);
+        assert!((TILES[i].bn * 2).is_multiple_of(store_box_row_bytes(2, TILES[i].bn)));
+        assert!((TILES[i].bn * 4).is_multiple_of(store_box_row_bytes(4, TILES[i].bn)));
         // A cluster splits the B tile into whole 8-row swizzle groups, and is cooperative.
         assert!(TILES[i].cluster == 1 || (TILES[i].b_box_rows().is_multiple_of(8) && TILES[i].pp_slabs == 0));
         // The store-buffer ring's wait is compiled for 2 to 4 buffers.
@@ -288,17 +300,34 @@ pub const WARP_BOX_ROWS: usize = 16;
 /// warpgroup's `store_bufs` buffers of [`STORE_BOX_BYTES`] hold `store_bufs` of these per warp.
 pub const WARP_BOX_BYTES: usize = WARP_BOX_ROWS * BK_BYTES;
 
-/// Output elements per row of a D box: one 128-byte swizzle row.
-pub const fn store_box_cols(out_bytes: usize) -> usize {
-    BK_BYTES / out_bytes
+/// Bytes per row of a D box of a tile `bn` outputs wide: one 128-byte swizzle row, or 64 bytes
+/// (the 64-byte swizzle) where the tile's rows are not whole 128-byte rows (16-bit 128 x 160:
+/// 320 bytes), so that no box reaches into the next tile's columns.
+pub const fn store_box_row_bytes(out_bytes: usize, bn: usize) -> usize {
+    if (bn * out_bytes).is_multiple_of(BK_BYTES) { BK_BYTES } else { BK_BYTES / 2 }
 }
 
-/// Byte offset, inside a box of 128-byte rows stored with the 128-byte swizzle (1024-aligned),
-/// of byte `byte` (0..128) of row `row`: the row's 16-byte chunks are permuted by the row's
-/// index modulo 8, the layout TMA reads and writes with `SWIZZLE_128B`.
+/// Output elements per row of a D box of a tile `bn` wide ([`store_box_row_bytes`]).
+pub const fn store_box_cols(out_bytes: usize, bn: usize) -> usize {
+    store_box_row_bytes(out_bytes, bn) / out_bytes
+}
+
+/// Byte offset, inside a box of `row_bytes`-byte rows (128 or 64) stored with the swizzle of
+/// that width (1024-aligned), of byte `byte` of row `row`: the layout TMA reads and writes with
+/// `SWIZZLE_128B` (a row's eight 16-byte chunks permuted by the row's index modulo 8) or
+/// `SWIZZLE_64B` (four chunks, by the index of the 128-byte line modulo 4): address bits 4-6
+/// (4-5) exchanged with bits 7-9 (7-8).
+#[inline(always)]
+pub const fn sw_offset(row: usize, byte: usize, row_bytes: usize) -> usize {
+    let a = row * row_bytes + byte;
+    let mask = if row_bytes == BK_BYTES { 7 } else { 3 };
+    a ^ (((a >> 7) & mask) << 4)
+}
+
+/// [`sw_offset`] in 128-byte rows.
 #[inline(always)]
 pub const fn sw128_offset(row: usize, byte: usize) -> usize {
-    row * BK_BYTES + (((byte / 16) ^ (row % 8)) * 16) + byte % 16
+    sw_offset(row, byte, BK_BYTES)
 }
 
 impl Sm90Variant {
@@ -430,8 +459,41 @@ mod tests {
                 banks[bank] = true;
             }
         }
-        assert_eq!(store_box_cols(2), 64);
-        assert_eq!(store_box_cols(4), 32);
+        assert_eq!((store_box_cols(2, 256), store_box_cols(4, 256)), (64, 32));
+        assert_eq!((store_box_cols(2, 192), store_box_cols(2, 128)), (64, 64));
+        // 16-bit 128 x 160: boxes of 32 columns (64-byte rows, 5 a tile row); f32 keeps 128 bytes.
+        assert_eq!((store_box_cols(2, 160), store_box_cols(4, 160)), (32, 32));
+        assert_eq!((store_box_row_bytes(2, 160), store_box_row_bytes(4, 160)), (64, 128));
+    }
+
+    /// The 64-byte swizzle: within each 512-byte atom (8 rows of 64 bytes) every (row, chunk)
+    /// lands on a distinct chunk of the atom, a row's chunks stay in its own 64 bytes, and a
+    /// warp's `stmatrix` (8 rows x 16 bytes per matrix) hits 32 distinct banks.
+    #[test]
+    fn swizzle_64_is_a_permutation_and_stmatrix_is_conflict_free() {
+        let mut seen = [false; 32];
+        for row in 0..8 {
+            for chunk in 0..4 {
+                let o = sw_offset(row, chunk * 16 + 5, 64);
+                assert_eq!(o % 16, 5);
+                assert_eq!(o / 64, row, "row {row} chunk {chunk} leaves its row");
+                assert!(!seen[o / 16], "row {row} chunk {chunk} collides");
+                seen[o / 16] = true;
+            }
+        }
+        // Row 2 (128-byte line 1): chunk 0 goes to chunk 1; row 7 (line 3): chunk 1 to 2.
+        assert_eq!(sw_offset(2, 0, 64), 128 + 16);
+        assert_eq!(sw_offset(7, 16, 64), 7 * 64 + 2 * 16);
+        for chunk in 0..4 {
+            let mut banks = [false; 32];
+            for row in 0..8 {
+                let first = sw_offset(row, chunk * 16, 64) / 4;
+                for b in first..first + 4 {
+                    assert!(!banks[b % 32], "chunk {chunk} row {row} conflicts");
+                    banks[b % 32] = true;
+                }
+            }
+        }
     }
 
     #[test]
@@ -482,6 +544,15 @@ mod tests {
         assert_eq!(n192.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x192x64s4p");
         assert_eq!((TILES[14].stage_bytes(), launch_bounds(n192.entry_name().as_str())), (40_960, Some((384, 1))));
         assert!(TILES[14].store_buffers() && !TILES[14].splits_k());
+        // The 128 x 160s: wgmma N 160, 36 KiB stages; persistent (5 stages, alone and in
+        // pairs, half a B tile of 80 rows each) and one-tile (6 stages, splits K).
+        let n160 = |tile| Sm90Variant { tile, ..v }.entry_name();
+        assert_eq!(n160(19).as_str(), "ft_gemm90_bf16_rc_bf16_128x160x64s5p");
+        assert_eq!(n160(20).as_str(), "ft_gemm90_bf16_rc_bf16_128x160x64s5pc2");
+        assert_eq!(n160(21).as_str(), "ft_gemm90_bf16_rc_bf16_128x160x64s6");
+        assert_eq!((TILES[19].stage_bytes(), TILES[20].b_box_rows()), (36_864, 80));
+        assert!(TILES[19].store_buffers() && TILES[20].store_buffers() && TILES[21].splits_k());
+        assert_eq!(launch_bounds(n160(21).as_str()), Some((384, 1)));
     }
 
     /// The TF32 entries: K 32 per stage (a 128-byte row of f32), f32 output, the tiles that

@@ -89,7 +89,7 @@ pub fn store_map(g: &Gemm, v: Sm90Variant, pd: u64) -> Option<TileMap> {
         batch: g.batch,
         stride: g.stride_c,
         box_rows: v.tile().store_box_rows() as u32,
-        box_cols: k90::store_box_cols(out.size_bytes()) as u32,
+        box_cols: k90::store_box_cols(out.size_bytes(), v.tile().bn) as u32,
     };
     m.validate().is_ok().then_some(m)
 }
@@ -130,6 +130,12 @@ mod tests {
         let pp = store_map(&g, v(4, false), 0x10000).expect("ping-pong tile with room for the buffers");
         assert_eq!((pp.box_rows, pp.box_cols), (16, 64), "one warp's rows");
         assert!(store_map(&g, v(7, false), 0x10000).is_none(), "ping-pong tile without room for the buffers");
+        // The 128 x 160 (tiles 19, 20): 16-bit D in boxes of 32 columns (64-byte rows), f32 in 32.
+        for tile in [19, 20] {
+            let n160 = store_map(&g, v(tile, false), 0x10000).expect("persistent 128 x 160");
+            assert_eq!((n160.box_rows, n160.box_cols), (16, 32), "64-byte rows");
+            assert_eq!(store_map(&g, v(tile, true), 0x10000).map(|m| m.box_cols), Some(32));
+        }
         let beta = Epilogue { beta: 0.5, ..Epilogue::PLAIN };
         assert!(store_map(&g.epilogue(beta), v(0, false), 0x10000).is_none(), "C read");
         let gelu = Epilogue { bias: true, act: Activation::GeluTanh, ..Epilogue::PLAIN };

@@ -11,8 +11,9 @@ use super::gemm_sm90_split::{SplitCtx, split_reduce};
 use crate::arch::nvptx::{block_idx_x, block_idx_y, block_idx_z, grid_dim_x, st_shared_v2_f32, thread_idx_x};
 use crate::arch::sm90::{
     bulk_wait_read, cluster_sync, named_barrier, param_to_generic, prefetch_tensormap, setmaxnreg_dec, setmaxnreg_inc,
-    wgmma_m64n128k8_tf32, wgmma_m64n128k16_bf16, wgmma_m64n128k16_f16, wgmma_m64n192k16_bf16, wgmma_m64n192k16_f16,
-    wgmma_m64n256k8_tf32, wgmma_m64n256k16_bf16, wgmma_m64n256k16_f16, wgmma_wait,
+    wgmma_m64n128k8_tf32, wgmma_m64n128k16_bf16, wgmma_m64n128k16_f16, wgmma_m64n160k16_bf16, wgmma_m64n160k16_f16,
+    wgmma_m64n192k16_bf16, wgmma_m64n192k16_f16, wgmma_m64n256k8_tf32, wgmma_m64n256k16_bf16, wgmma_m64n256k16_f16,
+    wgmma_wait,
 };
 use crate::element::Element;
 use crate::gemm_sm90::{
@@ -38,7 +39,7 @@ use tma_store::{Boxes, Slab, first_box_bias, store_boxes, store_tma};
 #[derive(Clone, Copy)]
 pub struct TensorMap([u64; 16]);
 
-/// An input type and its wgmma (K-major A and B): f16, bf16 (k16; N 128, 192 or 256) and f32 on
+/// An input type and its wgmma (K-major A and B): f16, bf16 (k16; N 128, 160, 192 or 256) and f32 on
 /// TF32 (k8; N 128 or 256, the tiles `gemm_sm90::TF32_TILES` compiles).
 /// Every wgmma takes 32 bytes of K, so a 128-byte stage is [`K_STEPS`] of them whatever the
 /// type, and the descriptor steps are the same.
@@ -53,7 +54,7 @@ trait WgmmaElem: Element {
 }
 
 macro_rules! wgmma_elem {
-    ($E:ty, $n128:ident, $n192:ident, $n256:ident) => {
+    ($E:ty, $n128:ident, $n160:ident, $n192:ident, $n256:ident) => {
         impl WgmmaElem for $E {
             #[inline(always)]
             unsafe fn mma<const NACC: usize>(d: &mut [f32; NACC], da: u64, db: u64, scale_d: u32) {
@@ -64,6 +65,8 @@ macro_rules! wgmma_elem {
                         $n256::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 128]), da, db, scale_d)
                     } else if NACC == 96 {
                         $n192::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 96]), da, db, scale_d)
+                    } else if NACC == 80 {
+                        $n160::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 80]), da, db, scale_d)
                     } else if NACC == 64 {
                         $n128::<0>(&mut *(d as *mut [f32; NACC] as *mut [f32; 64]), da, db, scale_d)
                     }
@@ -72,8 +75,8 @@ macro_rules! wgmma_elem {
         }
     };
 }
-wgmma_elem!(bf16, wgmma_m64n128k16_bf16, wgmma_m64n192k16_bf16, wgmma_m64n256k16_bf16);
-wgmma_elem!(f16, wgmma_m64n128k16_f16, wgmma_m64n192k16_f16, wgmma_m64n256k16_f16);
+wgmma_elem!(bf16, wgmma_m64n128k16_bf16, wgmma_m64n160k16_bf16, wgmma_m64n192k16_bf16, wgmma_m64n256k16_bf16);
+wgmma_elem!(f16, wgmma_m64n128k16_f16, wgmma_m64n160k16_f16, wgmma_m64n192k16_f16, wgmma_m64n256k16_f16);
 
 impl WgmmaElem for f32 {
     #[inline(always)]
@@ -315,7 +318,7 @@ unsafe fn sm90_gemm_persistent<
         }
         // The first store box's bias loads, in flight while the last wgmmas finish.
         // SAFETY: the bias covers every column when the flags say so (host).
-        let first_bias = unsafe { first_box_bias(bias, out, tn * ring.bn(), lt) };
+        let first_bias = unsafe { first_box_bias::<O, NACC>(bias, out, tn * ring.bn(), lt) };
         wgmma_wait::<0>();
         if ktiles > 0 && lt == 0 {
             // SAFETY: the tile's last stage is no longer read.
@@ -483,6 +486,9 @@ macro_rules! sm90_tiles {
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x192x64s4pb3"), $E, $O, 96, 2, 4, true, 0, 1, 3);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s8c2"), $E, $O, 64, 1, 8, false, 0, 2);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s8c4"), $E, $O, 64, 1, 8, false, 0, 4);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x160x64s5p"), $E, $O, 80, 2, 5, true, 0, 1);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x160x64s5pc2"), $E, $O, 80, 2, 5, true, 0, 2);
+        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x160x64s6"), $E, $O, 80, 2, 6, false, 0, 1);
     };
 }
 

@@ -27,25 +27,33 @@ pub(super) const PLAIN: u32 = 4;
 #[derive(Clone, Copy)]
 pub(super) struct BoxBias([u32; 8]);
 
-/// Column groups (8 columns each) per store box: 8 for 16-bit outputs, 4 for f32.
+/// Column groups (8 columns each) per store box of a tile `bn` wide: 8 for 16-bit outputs, 4
+/// for f32 and for the 16-bit 128 x 160's 64-byte boxes.
 #[inline(always)]
-pub(super) const fn groups_per_box(size: usize) -> usize {
-    crate::gemm_sm90::store_box_cols(size) / 8
+pub(super) const fn groups_per_box(size: usize, bn: usize) -> usize {
+    crate::gemm_sm90::store_box_cols(size, bn) / 8
 }
 
 /// Loads the bias of the store box whose first column group is `j` (thread `t` of its quad,
-/// tile's first column `n0`).
+/// tile's first column `n0`, tile `bn` wide).
 ///
 /// # Safety
 /// The bias covers every column when `out.flags` has bit 0.
 #[inline(always)]
-pub(super) unsafe fn box_bias<O: Element>(bias: *const O, out: Out, n0: usize, t: usize, j: usize) -> BoxBias {
+pub(super) unsafe fn box_bias<O: Element>(
+    bias: *const O,
+    out: Out,
+    n0: usize,
+    t: usize,
+    j: usize,
+    bn: usize,
+) -> BoxBias {
     let size = core::mem::size_of::<O>();
     if out.flags & 1 == 0 {
         // -0.0 in every element: two 16-bit ones a word, or one f32.
         return BoxBias([if size == 2 { 0x8000_8000 } else { 0x8000_0000 }; 8]);
     }
-    let per_box = groups_per_box(size);
+    let per_box = groups_per_box(size, bn);
     let mut w = [0u32; 8];
     // The thread's first column in the box; its columns come in adjacent pairs.
     let first = n0 + j * 8 + 2 * t;
@@ -127,7 +135,7 @@ pub(super) fn activate_box<O: Element, const NACC: usize, const ACT: u32>(
     }
     let act = Activation::from_code(ACT);
     let size = core::mem::size_of::<O>();
-    for q in 0..groups_per_box(size) {
+    for q in 0..groups_per_box(size, 2 * NACC) {
         let (lo, hi) = if size == 2 {
             let w = b.0[q % 8];
             (widen::<O>(w), widen::<O>(w >> 16))

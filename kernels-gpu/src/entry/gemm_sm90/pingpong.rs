@@ -149,7 +149,7 @@ pub(super) unsafe fn sm90_gemm_pingpong<
                     // completed; each warp's buffers are its own; the host set the flag with
                     // D's map.
                     boxes = unsafe {
-                        let first = first_box_bias(bias, out, s.n0, lt);
+                        let first = first_box_bias::<O, NACC>(bias, out, s.n0, lt);
                         store_boxes::<O, NACC, SB>(&mut acc[$h], bias, out, s, lt, first)
                     };
                 }};

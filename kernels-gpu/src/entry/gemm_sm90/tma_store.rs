@@ -17,7 +17,7 @@ use crate::arch::sm90::{
 };
 use crate::element::Element;
 use crate::elementwise::Activation;
-use crate::gemm_sm90::{STORE_BOX_BYTES, WARP_BOX_BYTES, WG_THREADS, store_box_cols, sw128_offset};
+use crate::gemm_sm90::{STORE_BOX_BYTES, WARP_BOX_BYTES, WG_THREADS, store_box_cols, store_box_row_bytes, sw_offset};
 
 use super::box_bias::{BoxBias, PLAIN, activate_box, box_bias};
 use super::epilogue::Out;
@@ -139,21 +139,23 @@ unsafe fn store_as<O: Element, const NACC: usize, const ACT: u32>(
     lt: usize,
 ) {
     let size = core::mem::size_of::<O>();
-    let box_cols = store_box_cols(size);
+    let (box_cols, rb) = (store_box_cols(size, 2 * NACC), store_box_row_bytes(size, 2 * NACC));
     let t = lt % 4;
     let buf = |col: usize| s.region + ((col / box_cols) * STORE_BOX_BYTES) as u32;
     if size == 4 {
         // Fragment column group j covers 8 columns: this thread's pair at 2t, rows g and g + 8.
         let one = |j: usize, a: [f32; 4]| {
             // SAFETY: the box lies in the warpgroup's slab; forwarded.
-            unsafe { write_fragment::<O, ACT>(a, j * 8 + 2 * t, lt, out, bias, s.n0, buf(j * 8), (lt / 32) * 16) };
+            unsafe {
+                write_fragment::<O, ACT>(a, j * 8 + 2 * t, lt, out, bias, s.n0, (buf(j * 8), rb), (lt / 32) * 16)
+            };
         };
         each_fragment!(one, acc, NACC; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
             16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
     } else {
         let two = |j: usize, a: [f32; 8]| {
             // SAFETY: groups j and j + 1 share a box, in the warpgroup's slab; forwarded.
-            unsafe { write_pair::<O, ACT>(a, j, lt, out, bias, s.n0, buf(j * 8), (lt / 32) * 16) };
+            unsafe { write_pair::<O, ACT>(a, j, lt, out, bias, s.n0, (buf(j * 8), rb), (lt / 32) * 16) };
         };
         each_pair!(two, acc, NACC; 0 2 4 6 8 10 12 14 16 18 20 22 24 26 28 30);
     }
@@ -206,12 +208,12 @@ unsafe fn epi4<O: Element, const ACT: u32>(a: [f32; 4], col: usize, out: Out, bi
 
 /// Writes one fragment column group of thread `lt` of a warpgroup (f32 outputs) — `a`: its
 /// accumulators of rows g and g + 8 at tile columns `col`, `col + 1` — after the epilogue, as
-/// two pairs into the swizzled box at `buf` that holds those columns, at box rows `row0 + g`
-/// and `row0 + g + 8` (`row0`: the warp's first row in the box).
+/// two pairs into the swizzled box `(address, row bytes)` that holds those columns, at box
+/// rows `row0 + g` and `row0 + g + 8` (`row0`: the warp's first row in the box).
 ///
 /// # Safety
-/// `buf` is a 1024-aligned shared box of 128-byte rows holding rows `row0 .. row0 + 16`, which
-/// this thread may write; as [`epi4`].
+/// The box is 1024-aligned shared memory of rows of its row bytes (128 or 64) holding rows
+/// `row0 .. row0 + 16`, which this thread may write; as [`epi4`].
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn write_fragment<O: Element, const ACT: u32>(
@@ -221,7 +223,7 @@ unsafe fn write_fragment<O: Element, const ACT: u32>(
     out: Out,
     bias: *const O,
     n0: usize,
-    buf: u32,
+    (buf, rb): (u32, usize),
     row0: usize,
 ) {
     let g = (lt % 32) / 4;
@@ -229,8 +231,8 @@ unsafe fn write_fragment<O: Element, const ACT: u32>(
     let v = unsafe { epi4::<O, ACT>(a, col, out, bias, n0) };
     for h in 0..2 {
         let row = row0 + g + 8 * h;
-        let addr = buf + sw128_offset(row, (col % store_box_cols(4)) * 4) as u32;
-        // SAFETY: inside the box (row < 64, byte < 128), aligned to the pair.
+        let addr = buf + sw_offset(row, (col % (rb / 4)) * 4, rb) as u32;
+        // SAFETY: inside the box (row < 64, byte < rb), aligned to the pair.
         unsafe { st_shared_v2_f32(addr, v[2 * h], v[2 * h + 1]) };
     }
 }
@@ -238,12 +240,13 @@ unsafe fn write_fragment<O: Element, const ACT: u32>(
 /// Writes fragment column groups `j` and `j + 1` (`j` even) of a warp of a warpgroup (16-bit
 /// outputs) after the epilogue: each thread converts its pairs (`Element::pack2_f32`) and the
 /// warp stores the four 8 x 8 matrices (rows 0-7 and 8-15 of its 16, each group) with one
-/// `stmatrix` into the swizzled box at `buf` (box rows `row0 ..`), lane `l` addressing row
-/// `l % 8` of matrix `l / 8`.
+/// `stmatrix` into the swizzled box `(address, row bytes)` (box rows `row0 ..`), lane `l`
+/// addressing row `l % 8` of matrix `l / 8`.
 ///
 /// # Safety
-/// The whole warp calls it; `buf` is a 1024-aligned shared box of 128-byte rows holding both
-/// groups' columns and rows `row0 .. row0 + 16`, which this warp may write; as [`epi4`].
+/// The whole warp calls it; the box is 1024-aligned shared memory of rows of its row bytes
+/// (128 or 64) holding both groups' columns and rows `row0 .. row0 + 16`, which this warp may
+/// write; as [`epi4`].
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn write_pair<O: Element, const ACT: u32>(
@@ -253,7 +256,7 @@ unsafe fn write_pair<O: Element, const ACT: u32>(
     out: Out,
     bias: *const O,
     n0: usize,
-    buf: u32,
+    (buf, rb): (u32, usize),
     row0: usize,
 ) {
     let (lane, t) = (lt % 32, lt % 4);
@@ -273,7 +276,7 @@ unsafe fn write_pair<O: Element, const ACT: u32>(
     let mi = lane / 8;
     let row = row0 + lane % 8 + 8 * (mi % 2);
     let col = (j + mi / 2) * 8;
-    let addr = buf + sw128_offset(row, (col % store_box_cols(2)) * 2) as u32;
+    let addr = buf + sw_offset(row, (col % (rb / 2)) * 2, rb) as u32;
     // SAFETY: every lane's row (16 bytes, 16-byte aligned: col is a multiple of 8) lies in
     // the box; the warp calls it together (caller).
     unsafe { stmatrix_x4(addr, r) };
@@ -335,9 +338,14 @@ pub(super) unsafe fn store_boxes<O: Element, const NACC: usize, const SB: usize>
 /// # Safety
 /// The bias covers every column when `out.flags` has bit 0; `n0` is the tile's first column.
 #[inline(always)]
-pub(super) unsafe fn first_box_bias<O: Element>(bias: *const O, out: Out, n0: usize, lt: usize) -> BoxBias {
+pub(super) unsafe fn first_box_bias<O: Element, const NACC: usize>(
+    bias: *const O,
+    out: Out,
+    n0: usize,
+    lt: usize,
+) -> BoxBias {
     // SAFETY: forwarded.
-    unsafe { box_bias(bias, out, n0, lt % 4, 0) }
+    unsafe { box_bias(bias, out, n0, lt % 4, 0, 2 * NACC) }
 }
 
 /// [`store_boxes`] with activation `ACT` fixed ([`PLAIN`]: none).
@@ -354,8 +362,9 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u3
     first: BoxBias,
 ) -> usize {
     let size = core::mem::size_of::<O>();
-    let box_cols = store_box_cols(size);
-    // Fragment column groups (8 columns each) per box: 8 for 16-bit outputs, 4 for f32.
+    let (box_cols, rb) = (store_box_cols(size, 2 * NACC), store_box_row_bytes(size, 2 * NACC));
+    // Fragment column groups (8 columns each) per box: 8 for 16-bit outputs (4 in the 64-byte
+    // boxes of the 128 x 160), 4 for f32.
     let per_box = box_cols / 8;
     let t = lt % 4;
     let lane = lt % 32;
@@ -415,7 +424,7 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u3
             let buf = open(j);
             // SAFETY: the buffer is free (above) and holds the box of column j * 8 + 2t.
             unsafe {
-                write_fragment::<O, PLAIN>(groups::<NACC, 4>(acc, j), j * 8 + 2 * t, lt, out, bias, s.n0, buf, 0)
+                write_fragment::<O, PLAIN>(groups::<NACC, 4>(acc, j), j * 8 + 2 * t, lt, out, bias, s.n0, (buf, rb), 0)
             };
             close(j, buf);
         };
@@ -425,7 +434,7 @@ unsafe fn boxes_as<O: Element, const NACC: usize, const SB: usize, const ACT: u3
         let two = |acc: &[f32; NACC], j: usize| {
             let buf = open(j);
             // SAFETY: the buffer is free (above) and holds the box of groups j and j + 1.
-            unsafe { write_pair::<O, PLAIN>(groups::<NACC, 8>(acc, j), j, lt, out, bias, s.n0, buf, 0) };
+            unsafe { write_pair::<O, PLAIN>(groups::<NACC, 8>(acc, j), j, lt, out, bias, s.n0, (buf, rb), 0) };
             close(j + 1, buf);
         };
         box_by_box!(two; 0 2 4 6 8 10 12 14 16 18 20 22 24 26 28 30);
@@ -455,10 +464,10 @@ unsafe fn activate_next<O: Element, const NACC: usize, const ACT: u32>(
         return;
     }
     let b = *next;
-    let per_box = store_box_cols(core::mem::size_of::<O>()) / 8;
+    let per_box = store_box_cols(core::mem::size_of::<O>(), 2 * NACC) / 8;
     if j + per_box < NACC / 4 {
         // SAFETY: forwarded.
-        *next = unsafe { box_bias(bias, out, n0, t, j + per_box) };
+        *next = unsafe { box_bias(bias, out, n0, t, j + per_box, 2 * NACC) };
     }
     activate_box::<O, NACC, ACT>(acc, b, out.alpha, j);
 }
