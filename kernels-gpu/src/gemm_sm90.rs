@@ -481,6 +481,13 @@ mod tests {
                 seen[o / 16] = true;
             }
         }
+        // The pattern repeats every atom (8 rows, 512 bytes), rows staying whole.
+        for row in 0..24 {
+            for byte in 0..64 {
+                let o = sw_offset(row, byte, 64);
+                assert_eq!((o / 64, o - (row / 8) * 512), (row, sw_offset(row % 8, byte, 64)), "row {row} byte {byte}");
+            }
+        }
         // Row 2 (128-byte line 1): chunk 0 goes to chunk 1; row 7 (line 3): chunk 1 to 2.
         assert_eq!(sw_offset(2, 0, 64), 128 + 16);
         assert_eq!(sw_offset(7, 16, 64), 7 * 64 + 2 * 16);
