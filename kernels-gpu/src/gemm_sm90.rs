@@ -177,7 +177,7 @@ const fn pp(slabs: usize, bn: usize, stages: usize) -> Sm90Tile {
 
 /// The compiled tiles (index 0 is the default). Adding one: append here and to the tile list
 /// in `entry/gemm_sm90.rs`.
-pub const TILES: [Sm90Tile; 22] = [
+pub const TILES: [Sm90Tile; 20] = [
     t(256, 2, 4, false),
     t(128, 2, 6, false),
     t(256, 2, 3, true),
@@ -218,14 +218,13 @@ pub const TILES: [Sm90Tile; 22] = [
     // few tiles read each B panel once per cluster instead of once per row tile.
     sc(2),
     sc(4),
-    // The persistent 128 x 160 (wgmma N 160), five stages, alone and in clusters of two along
-    // M (B multicast, the tile cuBLAS runs on 2048x5120x5120), and its one-tile form at six
-    // stages (D rows the TMA store cannot write): 1.6 times the tiles of 128 x 256, for
-    // problems whose 128 x 256 and 128 x 192 tiles leave the last wave mostly empty or waste
-    // columns (N = 300: two 160-wide tiles, 94% used, against 59% for 256). Its 16-bit D
-    // leaves in 64-byte boxes ([`store_box_row_bytes`]).
-    t(160, 2, 5, true),
-    c2(160, 2, 5, true),
+    // The one-tile 128 x 160 (wgmma N 160), six stages: 5/8 of a 128 x 256 tile's work, for
+    // problems where that many more tiles take no more waves (N = 300: two tiles of 160 as of
+    // 256; 8000 x 620: 252 tiles against 189, two waves of 132 either way). Its 16-bit D
+    // leaves in 64-byte boxes ([`store_box_row_bytes`]). The persistent 128 x 160 (five
+    // stages, alone and in clusters of two) was slower than the 128 x 256 and 128 x 192 on
+    // every large problem measured (bench/NOTES.md, "The 128 x 160 Hopper tiles") and is not
+    // compiled.
     t(160, 2, 6, false),
 ];
 
@@ -551,15 +550,12 @@ mod tests {
         assert_eq!(n192.entry_name().as_str(), "ft_gemm90_bf16_rc_bf16_128x192x64s4p");
         assert_eq!((TILES[14].stage_bytes(), launch_bounds(n192.entry_name().as_str())), (40_960, Some((384, 1))));
         assert!(TILES[14].store_buffers() && !TILES[14].splits_k());
-        // The 128 x 160s: wgmma N 160, 36 KiB stages; persistent (5 stages, alone and in
-        // pairs, half a B tile of 80 rows each) and one-tile (6 stages, splits K).
-        let n160 = |tile| Sm90Variant { tile, ..v }.entry_name();
-        assert_eq!(n160(19).as_str(), "ft_gemm90_bf16_rc_bf16_128x160x64s5p");
-        assert_eq!(n160(20).as_str(), "ft_gemm90_bf16_rc_bf16_128x160x64s5pc2");
-        assert_eq!(n160(21).as_str(), "ft_gemm90_bf16_rc_bf16_128x160x64s6");
-        assert_eq!((TILES[19].stage_bytes(), TILES[20].b_box_rows()), (36_864, 80));
-        assert!(TILES[19].store_buffers() && TILES[20].store_buffers() && TILES[21].splits_k());
-        assert_eq!(launch_bounds(n160(21).as_str()), Some((384, 1)));
+        // The one-tile 128 x 160: wgmma N 160, 36 KiB stages, six, splits K.
+        let n160 = Sm90Variant { tile: 19, ..v }.entry_name();
+        assert_eq!(n160.as_str(), "ft_gemm90_bf16_rc_bf16_128x160x64s6");
+        assert_eq!(TILES[19].stage_bytes(), 36_864);
+        assert!(TILES[19].splits_k() && !TILES[19].persistent);
+        assert_eq!(launch_bounds(n160.as_str()), Some((384, 1)));
     }
 
     /// The TF32 entries: K 32 per stage (a 128-byte row of f32), f32 output, the tiles that

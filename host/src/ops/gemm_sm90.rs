@@ -22,8 +22,7 @@ pub use crate::ops::gemm_sm90_class::{
     tuned_split,
 };
 use crate::ops::gemm_sm90_fill::{
-    N160_ONE_TILE, N160_TILE, N192_TILE, NARROW_TILE, narrow_n, one_tile_by_fill, persistent_by_fill, tile_bn,
-    wave_fill,
+    N160_TILE, N192_TILE, NARROW_TILE, n160_fills_as_fast, n192_fills_better, narrow_n, wave_fill, waves,
 };
 use crate::ops::gemm_sm90_store as store;
 use crate::tma::{TensorMap, TileMap};
@@ -146,12 +145,12 @@ fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath, dtype: DType, out: DType) -
         return 1;
     }
     if !store::persists(g, dtype, out) {
-        return one_tile_by_fill(g, dtype, sm_count, 0);
+        return if n160_fills_as_fast(g, dtype, sm_count) { N160_TILE } else { 0 };
     }
     if store::pingpong_gelu(g, dtype, out) {
         return store::PINGPONG_TILE;
     }
-    persistent_by_fill(g, dtype, sm_count, store::PERSIST_TILE)
+    if n192_fills_better(g, dtype, sm_count) { N192_TILE } else { store::PERSIST_TILE }
 }
 
 /// Why the heuristic took `tile` (unsplit) for `g`, for the plan's reason: the streaming class
@@ -177,15 +176,20 @@ pub fn tile_reason(g: &Gemm, tile: u8, path: GemmPath, sm_count: u32, out: DType
             store::PINGPONG_GELU_MAX_K
         );
     }
-    if [N192_TILE, N160_TILE, N160_ONE_TILE].contains(&tile) {
-        let bn = tile_bn(tile);
-        let form = if tile == N160_ONE_TILE { "one-tile" } else { "persistent" };
-        let epi = if tile == N160_ONE_TILE { "" } else { " with the TMA-store epilogue" };
+    if tile == N192_TILE {
         return format!(
-            "; {form} 128x{bn} tile{epi}: its tiles fill {:.0}% of {sm_count} SMs' tile slots over their waves, \
-             128x256 tiles {:.0}%{by_tma}",
-            100.0 * wave_fill(g, 128, bn, sm_count),
+            "; persistent 128x192 tile with the TMA-store epilogue: its tiles fill {:.0}% of {sm_count} SMs' tile \
+             slots over their waves, 128x256 tiles {:.0}%{by_tma}",
+            100.0 * wave_fill(g, 128, 192, sm_count),
             100.0 * wave_fill(g, 128, 256, sm_count)
+        );
+    }
+    if tile == N160_TILE {
+        return format!(
+            "; one-tile 128x160 tile: its {} tiles take {} wave(s) of {sm_count} SMs, as the 128x256's {} do{by_tma}",
+            g.m.div_ceil(128) * g.n.div_ceil(160) * g.batch,
+            waves(g, 128, 160, sm_count),
+            g.m.div_ceil(128) * g.n.div_ceil(256) * g.batch
         );
     }
     if tile == NARROW_TILE && narrow_n(g) && !streams(g, sm_count) && !mid_class(g, sm_count) {
@@ -438,35 +442,20 @@ mod tests {
             let reason = tile_reason(&g, store::PERSIST_TILE, GemmPath::Auto, 132, BF);
             assert!(reason.contains("persistent 128x256") && reason.contains("TMA"), "{reason}");
         }
-        // The persistent 128 x 192 or 128 x 160 where its tiles fill the SMs better (3072x3072:
-        // 384 tiles of 128 x 192 in 3 waves of 132, against 288 of 128 x 256 in 2.2; 1664x3072:
-        // 260 of 128 x 160 in 2 waves, 0.95 full, 128 x 192 0.79, 128 x 256 0.59): 16-bit only.
-        for (g, want) in [
-            (rc(3072, 3072, 1536), N192_TILE),
-            (rc(1664, 3072, 1536), N160_TILE),
-            (rc(1100, 2048, 264), N160_TILE),
-            (rc(2048, 5120, 5120), N160_TILE),
-        ] {
-            assert_eq!(t(&g, BF, BF), want, "{g:?}");
+        // The persistent 128 x 192 where its tiles fill the SMs better (3072x3072: 384 tiles of
+        // 128 x 192 in 3 waves of 132, against 288 of 128 x 256 in 2.2): 16-bit only.
+        for g in [rc(3072, 3072, 1536), rc(1664, 3072, 1536), rc(1100, 2048, 264)] {
+            assert_eq!(t(&g, BF, BF), N192_TILE, "{g:?}");
             assert_eq!(t(&g, DType::F32, DType::F32), store::PERSIST_TILE, "TF32: {g:?}");
         }
-        // Where D cannot leave through TMA (a C read, N = 300 of 600-byte rows), the one-tile
-        // 128 x 160 by the same rule.
-        let beta = Epilogue { beta: 1.0, ..Epilogue::PLAIN };
-        assert_eq!(t(&rc(5000, 300, 4000), BF, BF), N160_ONE_TILE);
-        assert_eq!(t(&rc(2048, 5120, 5120).epilogue(beta), BF, BF), N160_ONE_TILE);
-        assert_eq!(t(&rc(5000, 300, 4000), DType::F32, DType::F32), store::PERSIST_TILE, "TF32: rows of 1200 bytes");
-        let why = tile_reason(&rc(5000, 300, 4000), N160_ONE_TILE, GemmPath::Auto, 132, BF);
-        assert!(why.contains("one-tile 128x160 tile: its tiles fill 55%") && !why.contains("TMA"), "{why}");
         let tanh = Epilogue { bias: true, act: Activation::GeluTanh, ..Epilogue::PLAIN };
         let why = tile_reason(&rc(8192, 3072, 768).epilogue(tanh), store::PINGPONG_TILE, GemmPath::Auto, 132, BF);
         assert!(why.contains("ping-pong 64x256") && why.contains("TMA"), "{why}");
         // A ragged D row (not whole 16-byte chunks) keeps the one-tile form.
-        assert_eq!(t(&rc(4096, 4100, 768).epilogue(tanh), BF, BF), N160_ONE_TILE);
-        assert_eq!(t(&rc(4096, 4098, 768).epilogue(tanh), DType::F32, DType::F32), 0);
+        assert_eq!(t(&rc(4096, 4100, 768).epilogue(tanh), BF, BF), 0);
         let why = tile_reason(&rc(3072, 3072, 1536), N192_TILE, GemmPath::Auto, 132, BF);
         assert!(why.contains("fill 97% of 132 SMs' tile slots over their waves, 128x256 tiles 73%"), "{why}");
-        for g in [rc(6144, 4096, 1024), rc(8192, 8192, 8192), rc(4096, 4096, 1024)] {
+        for g in [rc(5120, 5120, 1024), rc(4096, 2560, 2048), rc(6144, 4096, 1024), rc(8192, 8192, 8192)] {
             assert_eq!(t(&g, BF, BF), store::PERSIST_TILE, "{g:?}");
         }
         // N at most 128 outside the streaming class: the 128 x 128 tile, any input type.
@@ -477,9 +466,22 @@ mod tests {
         }
         assert_eq!(t(&rc(8192, 128, 8192), BF, BF), STREAM_TILE);
         // D rows that are not whole 16-byte chunks: the one-tile form and its staged epilogue.
-        assert_eq!(t(&rc(4096, 4100, 4096), BF, BF), N160_ONE_TILE);
-        assert_eq!(t(&rc(4096, 4098, 4096), DType::F32, DType::F32), 0);
+        assert_eq!(t(&rc(4096, 4100, 4096), BF, BF), 0);
         assert_eq!(t(&rc(512, 3072, 768), BF, BF), 1);
+        // ... the one-tile 128 x 160 where its grid takes no more waves (N = 300: 600-byte rows,
+        // 80 tiles either way; a C read on 8000 x 620: 252 tiles against 189, two waves each);
+        // TF32 (1200-byte rows, whole chunks) persists.
+        let beta = Epilogue { beta: 1.0, ..Epilogue::PLAIN };
+        assert_eq!(t(&rc(5000, 300, 4000), BF, BF), N160_TILE);
+        assert_eq!(t(&rc(8000, 620, 2000).epilogue(beta), DType::F16, DType::F16), N160_TILE);
+        assert_ne!(t(&rc(8000, 624, 2000), BF, BF), N160_TILE, "D leaves through TMA: the persistent tiles");
+        assert_eq!(t(&rc(5000, 300, 4000), DType::F32, DType::F32), store::PERSIST_TILE);
+        assert_eq!(t(&rc(7000, 330, 2048), BF, BF), 0, "a second wave");
+        let why = tile_reason(&rc(5000, 300, 4000), N160_TILE, GemmPath::Auto, 132, BF);
+        assert!(
+            why.contains("one-tile 128x160 tile: its 80 tiles take 1 wave(s) of 132 SMs, as the 128x256's 80"),
+            "{why}"
+        );
     }
 
     /// The rules on the H100's 132 SMs: the streaming class (64 x 128 tiles in one wave) takes

@@ -1,8 +1,8 @@
 //! How full the Hopper tiles keep the SMs: the fraction of the tile slots (waves x SMs x tile
-//! area) a grid of one block per SM fills with outputs, and the plan's choice of a narrower
-//! tile (128 x 192 or 128 x 160) where it fills them much better than 128 x 256 (few waves with
-//! a mostly empty last one, or columns past N), and the 128 x 128 tile for outputs at most 128
-//! columns wide.
+//! area) a grid of one block per SM fills with outputs, and the plan's choice of the persistent
+//! 128 x 192 tile where it fills them much better than 128 x 256 (few waves with a mostly empty
+//! last one), the one-tile 128 x 160 where its grid takes no more waves than the 128 x 256's,
+//! and the 128 x 128 tile for outputs at most 128 columns wide.
 
 use ferrotune_kernels::gemm_sm90::Sm90Variant;
 
@@ -12,11 +12,8 @@ use crate::ops::gemm::Gemm;
 /// The persistent 128 x 192 tile (wgmma N 192; 16-bit inputs).
 pub const N192_TILE: u8 = 14;
 
-/// The persistent 128 x 160 tile (wgmma N 160; 16-bit inputs).
+/// The one-tile 128 x 160, six stages (wgmma N 160; 16-bit inputs).
 pub const N160_TILE: u8 = 19;
-
-/// The one-tile 128 x 160, six stages: [`N160_TILE`]'s form where the TMA store cannot write D.
-pub const N160_ONE_TILE: u8 = 21;
 
 /// The one-tile 128 x 128, six stages: the heuristic's tile for a narrow N ([`narrow_n`]).
 pub const NARROW_TILE: u8 = 1;
@@ -36,9 +33,9 @@ pub fn narrow_n(g: &Gemm) -> bool {
     g.n <= NARROW_N
 }
 
-/// How much more of the SMs' tile slots a narrower tile must fill with useful outputs than the
-/// 128 x 256 one for the plan to take it (a narrower tile does less per byte it loads).
-const NARROW_MARGIN: f64 = 0.1;
+/// How much more of the SMs' tile slots the 128 x 192 tile must fill with useful outputs than
+/// the 128 x 256 one for the plan to take it (a 128 x 192 tile does less per byte it loads).
+const N192_MARGIN: f64 = 0.1;
 
 /// The fraction of the tile slots (waves x SMs x tile area) a persistent `bm x bn` grid over
 /// `g` fills with outputs (the last wave's idle SMs and the ragged edges are the rest).
@@ -49,39 +46,30 @@ pub fn wave_fill(g: &Gemm, bm: usize, bn: usize, sm_count: u32) -> f64 {
     (g.m * g.n * g.batch) as f64 / slots.max(1) as f64
 }
 
-/// The persistent tile for a large problem whose D the TMA store writes: of 128 x 192 and
-/// 128 x 160 the one that fills the SMs' tile slots better (128 x 192 on a tie), where it
-/// fills them better than `wide` (the 128 x 256) by [`NARROW_MARGIN`] (3072 x 3072 on 132 SMs:
-/// 128 x 192 0.97 against 0.73; 2048 x 5120: 128 x 160 0.97 against 0.81 for both others),
-/// else `wide`. The narrow tiles are compiled for 16-bit inputs only.
-pub fn persistent_by_fill(g: &Gemm, dtype: DType, sm_count: u32, wide: u8) -> u8 {
-    narrowest_filling(g, dtype, sm_count, [(N192_TILE, 192), (N160_TILE, 160)]).unwrap_or(wide)
+/// Whether the 128 x 192 tile fills the SMs better than 128 x 256 by [`N192_MARGIN`] (3072 x
+/// 3072 on 132 SMs: 0.97 against 0.73).
+pub fn n192_fills_better(g: &Gemm, dtype: DType, sm_count: u32) -> bool {
+    let compiled = Sm90Variant { dtype, out_f32: false, tile: N192_TILE }.is_compiled();
+    compiled && wave_fill(g, 128, 192, sm_count) >= wave_fill(g, 128, 256, sm_count) + N192_MARGIN
 }
 
-/// The one-tile form's choice ([`N160_ONE_TILE`] or `wide`, the one-tile 128 x 256) by the same
-/// rule as [`persistent_by_fill`] (N = 300: two 160-wide tiles 94% used, against 59% of 256).
-pub fn one_tile_by_fill(g: &Gemm, dtype: DType, sm_count: u32, wide: u8) -> u8 {
-    narrowest_filling(g, dtype, sm_count, [(N160_ONE_TILE, 160)]).unwrap_or(wide)
+/// Waves of one block per SM that a one-tile grid of `bm x bn` tiles over `g` takes.
+pub fn waves(g: &Gemm, bm: usize, bn: usize, sm_count: u32) -> usize {
+    (g.m.div_ceil(bm) * g.n.div_ceil(bn) * g.batch).div_ceil(sm_count.max(1) as usize)
 }
 
-/// Of `narrow` (tile, width) the best-filling one (the first on a tie) where it fills the
-/// slots better than 128 x 256 by [`NARROW_MARGIN`] and is compiled for `dtype`.
-fn narrowest_filling<const N: usize>(g: &Gemm, dtype: DType, sm_count: u32, narrow: [(u8, usize); N]) -> Option<u8> {
-    let wide = wave_fill(g, 128, 256, sm_count);
-    let mut best: Option<(u8, f64)> = None;
-    for (tile, bn) in narrow {
-        let fill = wave_fill(g, 128, bn, sm_count);
-        let compiled = Sm90Variant { dtype, out_f32: false, tile }.is_compiled();
-        if compiled && fill >= wide + NARROW_MARGIN && best.is_none_or(|(_, f)| fill > f) {
-            best = Some((tile, fill));
-        }
-    }
-    best.map(|(t, _)| t)
-}
-
-/// The width of a narrow tile's outputs (for the plan's reason), or 256.
-pub fn tile_bn(tile: u8) -> usize {
-    ferrotune_kernels::gemm_sm90::TILES.get(tile as usize).map_or(256, |t| t.bn)
+/// Whether the one-tile 128 x 160 replaces the one-tile 128 x 256: compiled for `dtype`
+/// (16-bit), and its grid takes no more waves than the 128 x 256's, so each wave does 5/8 of
+/// the work or less. Where it takes more waves it lost: a 128 x 160 tile does less per byte it
+/// loads (about 0.8 of a 128 x 256 tile's time in a busy grid). On the H100, bf16, D rows TMA
+/// cannot store (bench/results/n160-branch/h100-adfb111/table.txt, ms, 128 x 160 against
+/// 128 x 256): same waves, 5000x300x4000 0.035 against 0.066 and 8000x620x2000 0.051 against
+/// 0.066; one more wave, 7000x330x2048 0.045 / 0.040, 6000x450x3000 0.069 / 0.061,
+/// 3001x2999x1001 0.076 / 0.069, 2048x5118x5120 0.208 / 0.182; two more, 4096x4100x4096
+/// 0.272 / 0.256.
+pub fn n160_fills_as_fast(g: &Gemm, dtype: DType, sm_count: u32) -> bool {
+    let compiled = Sm90Variant { dtype, out_f32: false, tile: N160_TILE }.is_compiled();
+    compiled && waves(g, 128, 160, sm_count) <= waves(g, 128, 256, sm_count)
 }
 
 #[cfg(test)]
@@ -97,21 +85,18 @@ mod tests {
         // 4096 columns in 192-wide tiles: 21.33 per row, the last a third used.
         let ragged = wave_fill(&g(128, 4096), 128, 192, 22);
         assert!((ragged - 4096.0 / (22.0 * 192.0)).abs() < 1e-12, "{ragged}");
-        let p = |m, n, dt| persistent_by_fill(&g(m, n), dt, 132, 8);
-        assert_eq!(p(3072, 3072, DType::Bf16), N192_TILE);
-        assert_eq!(p(3072, 3072, DType::F32), 8, "not compiled for TF32");
-        assert_eq!(p(4096, 4096, DType::Bf16), 8);
-        assert_eq!(p(8192, 8192, DType::Bf16), 8);
-        // 2048 x 5120: 320 tiles of 128 x 256 in 3 waves (0.81), 432 of 128 x 192 in 4 (0.81),
-        // 512 of 128 x 160 in 4 (0.97).
-        assert!((wave_fill(&g(2048, 5120), 128, 160, 132) - 512.0 / 528.0).abs() < 1e-12);
-        assert_eq!(p(2048, 5120, DType::Bf16), N160_TILE);
-        assert_eq!(p(2048, 5120, DType::F16), N160_TILE);
-        // N = 300 in one wave: 0.56 of 128 x 160 against 0.35 (256) and 0.42 (192).
-        assert_eq!(one_tile_by_fill(&g(5000, 300), DType::Bf16, 132, 0), N160_ONE_TILE);
-        assert_eq!(one_tile_by_fill(&g(5000, 300), DType::F32, 132, 0), 0);
-        assert_eq!(one_tile_by_fill(&g(8192, 8192), DType::Bf16, 132, 0), 0);
-        assert_eq!((tile_bn(N160_TILE), tile_bn(N192_TILE), tile_bn(200)), (160, 192, 256));
+        assert!(n192_fills_better(&g(3072, 3072), DType::Bf16, 132));
+        assert!(!n192_fills_better(&g(3072, 3072), DType::F32, 132), "not compiled for TF32");
+        assert!(!n192_fills_better(&g(4096, 4096), DType::Bf16, 132));
+        // The one-tile 128 x 160: N = 300, 80 tiles of either width; 8000 x 620, 252 tiles
+        // against 189, two waves each; 7000 x 330 takes a second wave (165 tiles against 110).
+        assert!(n160_fills_as_fast(&g(5000, 300), DType::Bf16, 132));
+        assert!(n160_fills_as_fast(&g(8000, 620), DType::F16, 132));
+        assert!(!n160_fills_as_fast(&g(5000, 300), DType::F32, 132), "not compiled for TF32");
+        assert_eq!((waves(&g(7000, 330), 128, 160, 132), waves(&g(7000, 330), 128, 256, 132)), (2, 1));
+        for (m, n) in [(7000, 330), (6000, 450), (3001, 2999), (2048, 5118), (4096, 4100), (8192, 8192)] {
+            assert!(!n160_fills_as_fast(&g(m, n), DType::Bf16, 132), "{m}x{n}");
+        }
         assert!(narrow_n(&g(16384, 64)) && narrow_n(&g(9000, 128)) && !narrow_n(&g(9000, 129)));
     }
 }

@@ -486,8 +486,6 @@ macro_rules! sm90_tiles {
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x192x64s4pb3"), $E, $O, 96, 2, 4, true, 0, 1, 3);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s8c2"), $E, $O, 64, 1, 8, false, 0, 2);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_64x128x64s8c4"), $E, $O, 64, 1, 8, false, 0, 4);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x160x64s5p"), $E, $O, 80, 2, 5, true, 0, 1);
-        sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x160x64s5pc2"), $E, $O, 80, 2, 5, true, 0, 2);
         sm90_entry!(concat!("ft_gemm90_", $in, "_rc_", $out, "_128x160x64s6"), $E, $O, 80, 2, 6, false, 0, 1);
     };
 }
