@@ -22,7 +22,8 @@ pub use crate::ops::gemm_sm90_class::{
     tuned_split,
 };
 use crate::ops::gemm_sm90_fill::{
-    N160_TILE, N192_TILE, NARROW_TILE, n160_fills_as_fast, n192_fills_better, narrow_n, wave_fill, waves,
+    N160_TILE, N192_TILE, NARROW_TILE, n160_fills_as_fast, n192_fills_better, narrow_n, rows_would_split, wave_fill,
+    waves,
 };
 use crate::ops::gemm_sm90_store as store;
 use crate::tma::{TensorMap, TileMap};
@@ -144,13 +145,18 @@ fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath, dtype: DType, out: DType) -
     if 2 * tiles < sm_count.max(1) as usize {
         return 1;
     }
-    if !store::persists(g, dtype, out) {
-        return if n160_fills_as_fast(g, dtype, sm_count) { N160_TILE } else { 0 };
-    }
-    if store::pingpong_gelu(g, dtype, out) {
+    let persists = store::persists(g, dtype, out);
+    if persists && store::pingpong_gelu(g, dtype, out) {
         return store::PINGPONG_TILE;
     }
-    if n192_fills_better(g, dtype, sm_count) { N192_TILE } else { store::PERSIST_TILE }
+    let wide = match (persists, n192_fills_better(g, dtype, sm_count)) {
+        (false, _) => 0,
+        (true, true) => N192_TILE,
+        (true, false) => store::PERSIST_TILE,
+    };
+    // The row split, measured first, keeps the 128 x 256 it splits.
+    let splits = wide != N192_TILE && rows_would_split(g, sm_count);
+    if !splits && n160_fills_as_fast(g, dtype, sm_count) { N160_TILE } else { wide }
 }
 
 /// Why the heuristic took `tile` (unsplit) for `g`, for the plan's reason: the streaming class
@@ -444,10 +450,19 @@ mod tests {
         }
         // The persistent 128 x 192 where its tiles fill the SMs better (3072x3072: 384 tiles of
         // 128 x 192 in 3 waves of 132, against 288 of 128 x 256 in 2.2): 16-bit only.
-        for g in [rc(3072, 3072, 1536), rc(1664, 3072, 1536), rc(1100, 2048, 264)] {
-            assert_eq!(t(&g, BF, BF), N192_TILE, "{g:?}");
+        let g = rc(3072, 3072, 1536);
+        assert_eq!((t(&g, BF, BF), t(&g, DType::F32, DType::F32)), (N192_TILE, store::PERSIST_TILE));
+        // ... unless the one-tile 128 x 160 takes no more waves than 128 x 256 (1100x2048: 117
+        // tiles against 72, one wave; 6000x600: 188 against 141, two; 1664x3072: 260 against
+        // 156, two), and the plan would not split the rows of a 128 x 256 instead (with a C
+        // read 1664x3072 runs one whole wave of one-tile 128 x 256 and a tail).
+        for g in [rc(1100, 2048, 264), rc(6000, 600, 4096), rc(1664, 3072, 1536), rc(9000, 304, 2048).batched(2)] {
+            assert_eq!(t(&g, BF, BF), N160_TILE, "{g:?}");
             assert_eq!(t(&g, DType::F32, DType::F32), store::PERSIST_TILE, "TF32: {g:?}");
         }
+        let c_read = Epilogue { beta: 0.5, ..Epilogue::PLAIN };
+        assert_eq!(t(&rc(1664, 3072, 200).epilogue(c_read), BF, BF), 0);
+        assert_eq!(t(&rc(3072, 3072, 72).epilogue(c_read), BF, BF), 0);
         let tanh = Epilogue { bias: true, act: Activation::GeluTanh, ..Epilogue::PLAIN };
         let why = tile_reason(&rc(8192, 3072, 768).epilogue(tanh), store::PINGPONG_TILE, GemmPath::Auto, 132, BF);
         assert!(why.contains("ping-pong 64x256") && why.contains("TMA"), "{why}");
@@ -474,7 +489,8 @@ mod tests {
         let beta = Epilogue { beta: 1.0, ..Epilogue::PLAIN };
         assert_eq!(t(&rc(5000, 300, 4000), BF, BF), N160_TILE);
         assert_eq!(t(&rc(8000, 620, 2000).epilogue(beta), DType::F16, DType::F16), N160_TILE);
-        assert_ne!(t(&rc(8000, 624, 2000), BF, BF), N160_TILE, "D leaves through TMA: the persistent tiles");
+        assert_eq!(t(&rc(8000, 624, 2000), BF, BF), N160_TILE, "D leaves through TMA: the same rule");
+        assert_eq!(t(&rc(6500, 904, 2048), BF, BF), N192_TILE, "204 tiles of 128 x 256, 306 of 128 x 160");
         assert_eq!(t(&rc(5000, 300, 4000), DType::F32, DType::F32), store::PERSIST_TILE);
         assert_eq!(t(&rc(7000, 330, 2048), BF, BF), 0, "a second wave");
         let why = tile_reason(&rc(5000, 300, 4000), N160_TILE, GemmPath::Auto, 132, BF);
