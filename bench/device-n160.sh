@@ -7,7 +7,8 @@
 # check the rule (the plan takes 19 where its grid takes no more waves than 128 x 256's: the
 # first four; the last three take 0). SANITIZE=1 adds compute-sanitizer memcheck, racecheck and
 # synccheck with tile 19 forced on the strided and fall-back tests, and memcheck on the
-# TMA-store edges (every tile); TIMING=0 skips the timing. Everything is tarred into $OUT.
+# TMA-store edges (every tile); TIMING=0 skips the timing; FORCED lists the tiles forced
+# (default 0 19). Everything is tarred into $OUT.
 # The first run (bench/results/n160-branch/h100-adfb111/) was of the branch, whose tiles 19
 # and 20 were a persistent 128 x 160 (alone, in clusters of two) and 21 the one-tile one; its
 # script is in bench/results/n160-branch/hopper-n160.patch.
@@ -31,8 +32,7 @@ if [ "${TIMING:-1}" = 1 ]; then
     env "$@" timeout $(cap 70) $X bench --ops gemm --shape-suite irregular --shapes $shapes --dtypes $DT --warmup 3 \
       --iters 20 --json $D/$name.json > $D/$name.txt 2>&1; stamp "$name exit $?"; }
   suite o-auto $O,$O2
-  suite o-tile0 $O,$O2 FERROTUNE_SM90_TILE=0
-  suite o-tile19 $O,$O2 FERROTUNE_SM90_TILE=19
+  for t in ${FORCED:-0 19}; do suite o-tile$t $O,$O2 FERROTUNE_SM90_TILE=$t; done
   python3 bench/classes_table.py $D o | tee $D/table.txt
   python3 bench/gemm_join.py $D/o-auto.json $D/torch.json --markdown $D/o-auto-vs-peers.md 2>&1 | tail -1
 fi
