@@ -22,8 +22,8 @@ pub use crate::ops::gemm_sm90_class::{
     tuned_split,
 };
 use crate::ops::gemm_sm90_fill::{
-    N160_TILE, N192_TILE, NARROW_TILE, n160_fills_as_fast, n192_fills_better, narrow_n, rows_would_split, wave_fill,
-    waves,
+    N160_TILE, N192_TILE, NARROW_TILE, n160_fills_as_fast, n160_no_more_tiles_than_n192, n192_fills_better, narrow_n,
+    rows_would_split, wave_fill, waves,
 };
 use crate::ops::gemm_sm90_store as store;
 use crate::tma::{TensorMap, TileMap};
@@ -154,9 +154,13 @@ fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath, dtype: DType, out: DType) -
         (true, true) => N192_TILE,
         (true, false) => store::PERSIST_TILE,
     };
-    // The row split, measured first, keeps the 128 x 256 it splits.
-    let splits = wide != N192_TILE && rows_would_split(g, sm_count);
-    if !splits && n160_fills_as_fast(g, dtype, sm_count) { N160_TILE } else { wide }
+    // The row split, measured first, keeps the 128 x 256 it splits; the persistent 128 x 192
+    // keeps problems where the 128 x 160 would run more tiles.
+    let keeps = match wide {
+        N192_TILE => !n160_no_more_tiles_than_n192(g),
+        _ => rows_would_split(g, sm_count),
+    };
+    if !keeps && n160_fills_as_fast(g, dtype, sm_count) { N160_TILE } else { wide }
 }
 
 /// Why the heuristic took `tile` (unsplit) for `g`, for the plan's reason: the streaming class
@@ -452,13 +456,17 @@ mod tests {
         // 128 x 192 in 3 waves of 132, against 288 of 128 x 256 in 2.2): 16-bit only.
         let g = rc(3072, 3072, 1536);
         assert_eq!((t(&g, BF, BF), t(&g, DType::F32, DType::F32)), (N192_TILE, store::PERSIST_TILE));
-        // ... unless the one-tile 128 x 160 takes no more waves than 128 x 256 (1100x2048: 117
-        // tiles against 72, one wave; 6000x600: 188 against 141, two; 1664x3072: 260 against
-        // 156, two), and the plan would not split the rows of a 128 x 256 instead (with a C
-        // read 1664x3072 runs one whole wave of one-tile 128 x 256 and a tail).
-        for g in [rc(1100, 2048, 264), rc(6000, 600, 4096), rc(1664, 3072, 1536), rc(9000, 304, 2048).batched(2)] {
+        // ... unless the one-tile 128 x 160 takes no more waves than 128 x 256 (6000x600: 188
+        // tiles against 141, two waves; 11000x480: 258 against 172) with no more tiles than
+        // the 128 x 192 (both 188, 258; 1664x3072: 260 against 208 keeps the 128 x 192), and
+        // the plan would not split the rows of a 128 x 256 instead (with a C read 1664x3072
+        // runs one whole wave of one-tile 128 x 256 and a tail).
+        for g in [rc(6000, 600, 4096), rc(11000, 480, 1536), rc(9000, 304, 2048).batched(2)] {
             assert_eq!(t(&g, BF, BF), N160_TILE, "{g:?}");
             assert_eq!(t(&g, DType::F32, DType::F32), store::PERSIST_TILE, "TF32: {g:?}");
+        }
+        for g in [rc(1664, 3072, 1536), rc(1100, 2048, 264), rc(3072, 768, 3072)] {
+            assert_eq!(t(&g, BF, BF), N192_TILE, "{g:?}");
         }
         let c_read = Epilogue { beta: 0.5, ..Epilogue::PLAIN };
         assert_eq!(t(&rc(1664, 3072, 200).epilogue(c_read), BF, BF), 0);

@@ -85,7 +85,8 @@ pub fn waves(g: &Gemm, bm: usize, bn: usize, sm_count: u32) -> usize {
 /// Whether the one-tile 128 x 160 replaces the 128 x 256 (one-tile or persistent) and the
 /// persistent 128 x 192: compiled for `dtype` (16-bit), its grid takes no more waves than the
 /// 128 x 256's, so each wave does 5/8 of the work or less (the plan asks where the 128 x 256
-/// it would take otherwise is not row-split: [`rows_would_split`]). Where it takes more waves it lost: a 128 x 160 tile does less per byte it loads.
+/// it would take otherwise is not row-split, [`rows_would_split`], and where the 128 x 192 it
+/// would take runs as many tiles, [`n160_no_more_tiles_than_n192`]). Where it takes more waves it lost: a 128 x 160 tile does less per byte it loads.
 /// On the H100, bf16, ms, 128 x 160 against the plan before (bench/results/n160-landed-fda0558/):
 /// D rows the TMA store cannot write (`table.txt`, against the one-tile 128 x 256), same
 /// waves, 5000x300x4000 0.035 / 0.066, 8000x620x2000 0.051 / 0.064, 9000x300x2048 0.041 /
@@ -97,6 +98,17 @@ pub fn waves(g: &Gemm, bm: usize, bn: usize, sm_count: u32) -> usize {
 pub fn n160_fills_as_fast(g: &Gemm, dtype: DType, sm_count: u32) -> bool {
     let compiled = Sm90Variant { dtype, out_f32: false, tile: N160_TILE }.is_compiled();
     compiled && waves(g, 128, 160, sm_count) <= waves(g, 128, 256, sm_count)
+}
+
+/// Whether the one-tile 128 x 160 runs no more tiles than the persistent 128 x 192 (as many
+/// column tiles: N = 480, 600, 640, 800), where the plan would take the 128 x 192: with more,
+/// the persistent tile's overlap of one tile's epilogue with the next one's loads won. On the
+/// H100, bf16, ms, 128 x 160 against 128 x 192 (bench/results/n160-landed-46f4c70/table.txt):
+/// as many tiles, 6000x600x4096 0.063 / 0.093, 11000x480x1536 0.033 / 0.037, 2500x800x4096
+/// 0.033 / 0.035; more, 1664x3072x1536 0.037 / 0.031, 1100x2048x264 0.011 / 0.0105,
+/// 2200x1800x2500 0.096 / 0.096, 3072x768x3072 0.028 / 0.029.
+pub fn n160_no_more_tiles_than_n192(g: &Gemm) -> bool {
+    g.n.div_ceil(160) <= g.n.div_ceil(192)
 }
 
 /// Whether the row split would take a single problem on a 128 x 256 tile (its last wave
