@@ -23,7 +23,7 @@ pub use crate::ops::gemm_sm90_class::{
 };
 use crate::ops::gemm_sm90_fill::{
     N160_TILE, N192_TILE, NARROW_TILE, n160_fills_as_fast, n160_no_more_tiles_than_n192, n192_fills_better, narrow_n,
-    rows_would_split, wave_fill, waves,
+    wave_fill, waves,
 };
 use crate::ops::gemm_sm90_store as store;
 use crate::tma::{TensorMap, TileMap};
@@ -154,12 +154,8 @@ fn tile_for(g: &Gemm, sm_count: u32, path: GemmPath, dtype: DType, out: DType) -
         (true, true) => N192_TILE,
         (true, false) => store::PERSIST_TILE,
     };
-    // The row split, measured first, keeps the 128 x 256 it splits; the persistent 128 x 192
-    // keeps problems where the 128 x 160 would run more tiles.
-    let keeps = match wide {
-        N192_TILE => !n160_no_more_tiles_than_n192(g),
-        _ => rows_would_split(g, sm_count),
-    };
+    // The persistent 128 x 192 keeps problems where the 128 x 160 would run more tiles.
+    let keeps = wide == N192_TILE && !n160_no_more_tiles_than_n192(g);
     if !keeps && n160_fills_as_fast(g, dtype, sm_count) { N160_TILE } else { wide }
 }
 
@@ -459,8 +455,8 @@ mod tests {
         // ... unless the one-tile 128 x 160 takes no more waves than 128 x 256 (6000x600: 188
         // tiles against 141, two waves; 11000x480: 258 against 172) with no more tiles than
         // the 128 x 192 (both 188, 258; 1664x3072: 260 against 208 keeps the 128 x 192), and
-        // the plan would not split the rows of a 128 x 256 instead (with a C read 1664x3072
-        // runs one whole wave of one-tile 128 x 256 and a tail).
+        // ahead of the row split (with a C read 1664x3072 is one whole wave of one-tile
+        // 128 x 256 and 24 more, 1664x3072: 260 tiles of 128 x 160 in two).
         for g in [rc(6000, 600, 4096), rc(11000, 480, 1536), rc(9000, 304, 2048).batched(2)] {
             assert_eq!(t(&g, BF, BF), N160_TILE, "{g:?}");
             assert_eq!(t(&g, DType::F32, DType::F32), store::PERSIST_TILE, "TF32: {g:?}");
@@ -469,7 +465,7 @@ mod tests {
             assert_eq!(t(&g, BF, BF), N192_TILE, "{g:?}");
         }
         let c_read = Epilogue { beta: 0.5, ..Epilogue::PLAIN };
-        assert_eq!(t(&rc(1664, 3072, 200).epilogue(c_read), BF, BF), 0);
+        assert_eq!(t(&rc(1664, 3072, 200).epilogue(c_read), BF, BF), N160_TILE);
         assert_eq!(t(&rc(3072, 3072, 72).epilogue(c_read), BF, BF), 0);
         let tanh = Epilogue { bias: true, act: Activation::GeluTanh, ..Epilogue::PLAIN };
         let why = tile_reason(&rc(8192, 3072, 768).epilogue(tanh), store::PINGPONG_TILE, GemmPath::Auto, 132, BF);

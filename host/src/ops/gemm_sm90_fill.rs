@@ -2,8 +2,7 @@
 //! area) a grid of one block per SM fills with outputs, and the plan's choice of the persistent
 //! 128 x 192 tile where it fills them much better than 128 x 256 (few waves with a mostly empty
 //! last one), the one-tile 128 x 160 where its grid takes no more waves than the 128 x 256's,
-//! the 128 x 128 tile for outputs at most 128 columns wide, and the rows the row split
-//! (`gemm_sm90_rows`) runs as whole waves ([`head_rows`]).
+//! and the 128 x 128 tile for outputs at most 128 columns wide.
 
 use ferrotune_kernels::gemm_sm90::Sm90Variant;
 
@@ -54,29 +53,6 @@ pub fn n192_fills_better(g: &Gemm, dtype: DType, sm_count: u32) -> bool {
     compiled && wave_fill(g, 128, 192, sm_count) >= wave_fill(g, 128, 256, sm_count) + N192_MARGIN
 }
 
-/// The split applies when the last wave holds at most this fraction of the SMs (1/4) after at
-/// most [`MAX_WHOLE_WAVES`] whole ones: the tail then costs a fraction of a wave of smaller
-/// tiles instead of a wave of large ones, and that wave is a large share of the time. On the
-/// H100 (bench/results/rows-n192-6e4f02207e62/) it paid there (3072x3072x4096 1.19x,
-/// 1664x3072x1536 1.13x, 3000x3070x1536 1.04x) and not beyond (2560x4096x1024, 42% in the
-/// last wave: 0.97x; 4096x4100x4096, 4 whole waves: 0.96x; 5120x5120x1024, 6: 1.00x).
-const MAX_LAST_WAVE: (usize, usize) = (1, 4);
-const MAX_WHOLE_WAVES: usize = 2;
-
-/// Rows of the head of an `m x n` output in `bm x bn` tiles on `sms` SMs: the most whole tile
-/// rows whose tiles fit the whole waves, when there are 1 to [`MAX_WHOLE_WAVES`] whole waves,
-/// the last wave is at most [`MAX_LAST_WAVE`] full, and rows remain for the tail.
-pub fn head_rows(m: usize, n: usize, bm: usize, bn: usize, sms: usize) -> Option<usize> {
-    let (tiles_m, tiles_n) = (m.div_ceil(bm), n.div_ceil(bn));
-    let tiles = tiles_m * tiles_n;
-    let (waves, last) = (tiles / sms.max(1), tiles % sms.max(1));
-    let sparse = last > 0 && last * MAX_LAST_WAVE.1 <= sms * MAX_LAST_WAVE.0;
-    // Fewer than all the tile rows: the head's tiles fit the whole waves, and `last` > 0 tiles
-    // remain beyond them.
-    let rows = waves * sms / tiles_n.max(1);
-    ((1..=MAX_WHOLE_WAVES).contains(&waves) && sparse && rows > 0).then_some(rows * bm)
-}
-
 /// Waves of one block per SM that a one-tile grid of `bm x bn` tiles over `g` takes.
 pub fn waves(g: &Gemm, bm: usize, bn: usize, sm_count: u32) -> usize {
     (g.m.div_ceil(bm) * g.n.div_ceil(bn) * g.batch).div_ceil(sm_count.max(1) as usize)
@@ -84,9 +60,10 @@ pub fn waves(g: &Gemm, bm: usize, bn: usize, sm_count: u32) -> usize {
 
 /// Whether the one-tile 128 x 160 replaces the 128 x 256 (one-tile or persistent) and the
 /// persistent 128 x 192: compiled for `dtype` (16-bit), its grid takes no more waves than the
-/// 128 x 256's, so each wave does 5/8 of the work or less (the plan asks where the 128 x 256
-/// it would take otherwise is not row-split, [`rows_would_split`], and where the 128 x 192 it
-/// would take runs as many tiles, [`n160_no_more_tiles_than_n192`]). Where it takes more waves it lost: a 128 x 160 tile does less per byte it loads.
+/// 128 x 256's, so each wave does 5/8 of the work or less (the plan asks where the 128 x 192
+/// it would take otherwise runs as many tiles, [`n160_no_more_tiles_than_n192`]; ahead of the
+/// row split, which lost to it: 9000x300x2048 0.041 ms against the split's 0.054,
+/// bench/results/n160-landed-3eb02e8/table.txt). Where it takes more waves it lost: a 128 x 160 tile does less per byte it loads.
 /// On the H100, bf16, ms, 128 x 160 against the plan before (bench/results/n160-landed-fda0558/):
 /// D rows the TMA store cannot write (`table.txt`, against the one-tile 128 x 256), same
 /// waves, 5000x300x4000 0.035 / 0.066, 8000x620x2000 0.051 / 0.064, 9000x300x2048 0.041 /
@@ -109,12 +86,6 @@ pub fn n160_fills_as_fast(g: &Gemm, dtype: DType, sm_count: u32) -> bool {
 /// 2200x1800x2500 0.096 / 0.096, 3072x768x3072 0.028 / 0.029.
 pub fn n160_no_more_tiles_than_n192(g: &Gemm) -> bool {
     g.n.div_ceil(160) <= g.n.div_ceil(192)
-}
-
-/// Whether the row split would take a single problem on a 128 x 256 tile (its last wave
-/// sparse after one or two whole ones: [`head_rows`]).
-pub fn rows_would_split(g: &Gemm, sm_count: u32) -> bool {
-    g.batch == 1 && head_rows(g.m, g.n, 128, 256, sm_count as usize).is_some()
 }
 
 #[cfg(test)]

@@ -18,7 +18,6 @@ use crate::config::{GemmConfig, GemmPath};
 use crate::error::Result;
 use crate::ops::gemm::Gemm;
 use crate::ops::gemm_sm90;
-pub use crate::ops::gemm_sm90_fill::head_rows;
 
 /// A problem cut into a head of whole waves and a tail planned on its own.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -30,6 +29,15 @@ pub struct RowSplit {
     pub tail: Sm90Variant,
     pub tail_split: Sm90Split,
 }
+
+/// The split applies when the last wave holds at most this fraction of the SMs (1/4) after at
+/// most [`MAX_WHOLE_WAVES`] whole ones: the tail then costs a fraction of a wave of smaller
+/// tiles instead of a wave of large ones, and that wave is a large share of the time. On the
+/// H100 (bench/results/rows-n192-6e4f02207e62/) it paid there (3072x3072x4096 1.19x,
+/// 1664x3072x1536 1.13x, 3000x3070x1536 1.04x) and not beyond (2560x4096x1024, 42% in the
+/// last wave: 0.97x; 4096x4100x4096, 4 whole waves: 0.96x; 5120x5120x1024, 6: 1.00x).
+const MAX_LAST_WAVE: (usize, usize) = (1, 4);
+const MAX_WHOLE_WAVES: usize = 2;
 
 /// The head and the tail as problems of their own (the tail's rows start at `head_rows`).
 pub fn parts(g: &Gemm, head_rows: usize) -> (Gemm, Gemm) {
@@ -67,6 +75,20 @@ pub fn row_split(
     let pa_tail = pa + (head_rows * g.lda * dtype.size_bytes()) as u64;
     let (tv, tsp) = gemm_sm90::choose(&tail, dtype, out, arch, sm_count, cfg, [pa_tail, pb]).ok()?;
     Some(RowSplit { head_rows, head: v, tail: tv, tail_split: tsp })
+}
+
+/// Rows of the head of an `m x n` output in `bm x bn` tiles on `sms` SMs: the most whole tile
+/// rows whose tiles fit the whole waves, when there are 1 to [`MAX_WHOLE_WAVES`] whole waves,
+/// the last wave is at most [`MAX_LAST_WAVE`] full, and rows remain for the tail.
+pub fn head_rows(m: usize, n: usize, bm: usize, bn: usize, sms: usize) -> Option<usize> {
+    let (tiles_m, tiles_n) = (m.div_ceil(bm), n.div_ceil(bn));
+    let tiles = tiles_m * tiles_n;
+    let (waves, last) = (tiles / sms.max(1), tiles % sms.max(1));
+    let sparse = last > 0 && last * MAX_LAST_WAVE.1 <= sms * MAX_LAST_WAVE.0;
+    // Fewer than all the tile rows: the head's tiles fit the whole waves, and `last` > 0 tiles
+    // remain beyond them.
+    let rows = waves * sms / tiles_n.max(1);
+    ((1..=MAX_WHOLE_WAVES).contains(&waves) && sparse && rows > 0).then_some(rows * bm)
 }
 
 /// Why the plan split the rows, and what runs each part.
