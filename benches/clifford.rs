@@ -450,12 +450,13 @@ fn bench_row_on<T: Scalar>(
 /// A launch config in words.
 fn describe(c: &CliffordConfig) -> String {
     format!(
-        "threads {} rows/block {} {}_p{}{} blocks/SM {}",
+        "threads {} rows/block {} {}_p{}{}{} blocks/SM {}",
         c.threads,
         c.rows_per_block,
         if c.variant.vec { "v4" } else { "v1" },
         c.variant.vpt,
         if c.variant.stream_w { "s" } else { "" },
+        if c.cluster > 1 { format!("c cluster {}", c.cluster) } else { String::new() },
         c.blocks_per_sm
     )
 }

@@ -8,7 +8,8 @@ use ferrotune::ops::clifford::{Clifford, CliffordConfig};
 /// The backward configs `fwdbwd_sweep` times: every one-pass variant with the smallest team
 /// that covers N (up to 1024), blocks of 128..=1024 threads, 0, 1 and 2 blocks per SM, the
 /// two-pass form of the forward heuristic (1- and 4-feature accesses, 1 or 2 blocks per SM),
-/// and the split form (blocks of 64 to 256 features, 0, 2, 4 or 8 blocks per SM).
+/// the split form (blocks of 64 to 256 features, 0, 2, 4 or 8 blocks per SM) and the cluster
+/// form (a row over the fewest blocks of 128 or 256 threads that cover it, up to 8).
 pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
     let mut v = vec![CliffordConfig::heuristic(p, DType::F32, None).backward_form()];
     // The two-pass kernels with 1- and 4-feature accesses, one or two blocks per SM.
@@ -27,7 +28,28 @@ pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
     for variant in ferrotune_kernels::clifford::BWD_SPLIT {
         for threads in [64u32, 128, 256] {
             for blocks_per_sm in [0, 2, 4, 8] {
-                let c = CliffordConfig { threads, rows_per_block: 1, variant, blocks_per_sm, cpu_rows: 16 };
+                let c = CliffordConfig { threads, rows_per_block: 1, variant, blocks_per_sm, cpu_rows: 16, cluster: 1 };
+                if c.validate_backward(p, None).is_ok() {
+                    v.push(c);
+                }
+            }
+        }
+    }
+    // The cluster form: one-feature accesses kept in registers (1 or 2 a thread), blocks of
+    // 128 or 256 threads, the fewest blocks per cluster (2 to 8) that cover N, one cluster per
+    // SM's worth of blocks or two blocks an SM.
+    for vpt in ferrotune_kernels::clifford::BWD_CLUSTER_VPT {
+        for threads in [128u32, 256] {
+            let cluster = p.n.max(1).div_ceil((threads * vpt) as usize).max(2);
+            for blocks_per_sm in [0, 2] {
+                let c = CliffordConfig {
+                    threads,
+                    rows_per_block: 1,
+                    variant: ferrotune::ops::clifford::CliffordVariant { vec: false, vpt, stream_w: false },
+                    blocks_per_sm,
+                    cpu_rows: 16,
+                    cluster: cluster.min(u32::MAX as usize) as u32,
+                };
                 if c.validate_backward(p, None).is_ok() {
                     v.push(c);
                 }
@@ -47,6 +69,7 @@ pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
                     variant,
                     blocks_per_sm,
                     cpu_rows: 16,
+                    cluster: 1,
                 };
                 if c.validate_backward(p, None).is_ok() {
                     v.push(c);
@@ -78,6 +101,7 @@ pub fn sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
                         variant,
                         blocks_per_sm,
                         cpu_rows: 16,
+                        cluster: 1,
                     };
                     if c.validate(p, None).is_ok() {
                         v.push(c);

@@ -459,6 +459,7 @@ fn gpu_backward_typed<T: Scalar>(gpu: &Backend) {
                     variant: v,
                     blocks_per_sm: 1,
                     cpu_rows: 1,
+                    cluster: 1,
                 };
                 if team <= 256 && c.validate_backward(&p, None).is_ok() {
                     cfgs.push(Some(c));
@@ -510,6 +511,7 @@ fn gpu_clifford_backward_smem_many_rows() {
                         variant: v,
                         blocks_per_sm: 1,
                         cpu_rows: 1,
+                        cluster: 1,
                     };
                     if threads > 1024 || c.validate_backward(&p, None).is_err() {
                         continue;

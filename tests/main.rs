@@ -2,6 +2,7 @@
 
 mod bench;
 mod clifford;
+mod clifford_cluster;
 mod clifford_cpu_bwd;
 mod clifford_fcgp;
 mod clifford_long;

@@ -233,7 +233,7 @@ proptest! {
         cpu_rows in 0usize..12,
     ) {
         let p = Clifford::new(dim, b, n, normalize);
-        let cfg = CliffordConfig { threads, rows_per_block: rows, variant, blocks_per_sm, cpu_rows };
+        let cfg = CliffordConfig { threads, rows_per_block: rows, variant, blocks_per_sm, cpu_rows, cluster: 1 };
         for (pass, r) in CliffordPass::ALL.into_iter().zip(run_both(&p, &cfg)) {
             match r {
                 Ok(()) => prop_assert!(pass.validate(&cfg, &p, None).is_ok(), "{pass} ran an invalid {cfg:?}"),
@@ -265,6 +265,7 @@ fn gpu_tuned_clifford_configs_run_and_match_the_cpu() {
         variant: CliffordVariant { vec: false, vpt: 4, stream_w: false },
         blocks_per_sm: 2,
         cpu_rows: 8,
+        cluster: 1,
     };
     assert!(bwd.validate_backward(&p, dev).is_ok());
     let file = Profile {

@@ -270,7 +270,8 @@ mod tests {
         let s = shape(CliffordPass::Forward, 3, 4096, 256);
         let d = gpu(&s, 64);
         let v = CliffordVariant { vec: false, vpt: 1, stream_w: false };
-        let fit = CliffordConfig { threads: 256, rows_per_block: 1, variant: v, blocks_per_sm: 0, cpu_rows: 1 };
+        let fit =
+            CliffordConfig { threads: 256, rows_per_block: 1, variant: v, blocks_per_sm: 0, cpu_rows: 1, cluster: 1 };
         let idle = CliffordConfig { threads: 1024, ..fit };
         assert!(predict_ms(&d, &s, &fit) < predict_ms(&d, &s, &idle));
     }

@@ -17,6 +17,13 @@ pub struct CliffordConfigJson {
     pub stream_w: bool,
     pub blocks_per_sm: u32,
     pub cpu_rows: usize,
+    /// Blocks per cluster (the backward's cluster form); absent on the wire means 1.
+    #[serde(default = "one")]
+    pub cluster: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl From<CliffordConfig> for CliffordConfigJson {
@@ -29,6 +36,7 @@ impl From<CliffordConfig> for CliffordConfigJson {
             stream_w: c.variant.stream_w,
             blocks_per_sm: c.blocks_per_sm,
             cpu_rows: c.cpu_rows,
+            cluster: c.cluster,
         }
     }
 }
@@ -41,6 +49,7 @@ impl From<CliffordConfigJson> for CliffordConfig {
             variant: CliffordVariant { vec: c.vec, vpt: c.vpt, stream_w: c.stream_w },
             blocks_per_sm: c.blocks_per_sm,
             cpu_rows: c.cpu_rows,
+            cluster: c.cluster,
         }
     }
 }

@@ -71,7 +71,8 @@ pub fn variant_label(v: RowVariant) -> String {
 }
 
 /// A Clifford config as named parameters: `threads`, `rows_per_block`, `vec`, `vpt`,
-/// `stream_w`, `blocks_per_sm`, `cpu_rows`, and `variant` (the label, checked on reading).
+/// `stream_w`, `blocks_per_sm`, `cpu_rows`, `variant` (the label, checked on reading), and
+/// `cluster` where it is not 1 (absent reads as 1, so older profiles load unchanged).
 pub fn clifford_to_params(c: &CliffordConfig) -> Config {
     let mut m = Config::new();
     m.insert("threads".into(), Param::Int(c.threads.into()));
@@ -82,6 +83,9 @@ pub fn clifford_to_params(c: &CliffordConfig) -> Config {
     m.insert("variant".into(), Param::Text(variant_label(c.variant)));
     m.insert("blocks_per_sm".into(), Param::Int(c.blocks_per_sm.into()));
     m.insert("cpu_rows".into(), Param::Int(c.cpu_rows as i64));
+    if c.cluster != 1 {
+        m.insert("cluster".into(), Param::Int(c.cluster.into()));
+    }
     m
 }
 
@@ -107,12 +111,17 @@ pub fn clifford_from_params(m: &Config) -> Option<CliffordConfig> {
         None => {}
         Some(_) => return None,
     }
+    let cluster = match m.get("cluster") {
+        None => 1,
+        Some(_) => u32_of("cluster").filter(|&c| c > 0)?,
+    };
     Some(CliffordConfig {
         threads: u32_of("threads")?,
         rows_per_block: u32_of("rows_per_block")?,
         variant,
         blocks_per_sm: u32_of("blocks_per_sm")?,
         cpu_rows,
+        cluster,
     })
 }
 

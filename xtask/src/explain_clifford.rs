@@ -14,12 +14,13 @@ fn show(c: &CliffordConfig) -> String {
         "{} threads, {} rows per block (team of {}), variant {}{}, {} blocks per SM, cpu_rows {}",
         c.threads,
         c.rows_per_block,
-        c.team(),
+        c.team() * c.cluster,
         variant_label(c.variant),
-        match (c.variant.stream_w, c.variant.vpt) {
-            (true, 0) => " (split: the norm's row coefficients first, then one feature a thread)",
-            (true, _) => " (weights re-read per row)",
-            _ => "",
+        match (c.variant.stream_w, c.variant.vpt, c.cluster) {
+            (true, 0, _) => " (split: the norm's row coefficients first, then one feature a thread)".to_string(),
+            (true, _, _) => " (weights re-read per row)".to_string(),
+            (_, _, k) if k > 1 => format!(" (a row shared by a cluster of {k} blocks)"),
+            _ => String::new(),
         },
         c.blocks_per_sm,
         c.cpu_rows

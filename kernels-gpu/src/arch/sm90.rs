@@ -170,6 +170,52 @@ pub fn cluster_ctarank() -> u32 {
     r
 }
 
+/// Blocks in this block's cluster (`%cluster_nctarank`; 1 without a cluster).
+#[inline(always)]
+pub fn cluster_nctarank() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %cluster_nctarank;", r = out(reg32) r) };
+    r
+}
+
+/// This block's cluster along the grid's x (`%clusterid.x`; the block index without a cluster).
+#[inline(always)]
+pub fn cluster_id_x() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %clusterid.x;", r = out(reg32) r) };
+    r
+}
+
+/// Clusters along the grid's x (`%nclusterid.x`).
+#[inline(always)]
+pub fn n_cluster_id_x() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %nclusterid.x;", r = out(reg32) r) };
+    r
+}
+
+/// The f32 at the shared offset `addr` of the cluster's block `rank` (`mapa`, then
+/// `ld.shared::cluster`).
+///
+/// # Safety
+/// Block `rank` exists, has not exited, and wrote `addr` before a cluster barrier that this
+/// thread has passed; nothing writes it until the next one.
+#[inline(always)]
+pub unsafe fn ld_shared_cluster_f32(addr: u32, rank: u32) -> f32 {
+    let v: f32;
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        asm!(
+            "{{ .reg .b32 ra; mapa.shared::cluster.u32 ra, {a}, {r}; ld.shared::cluster.f32 {v}, [ra]; }}",
+            a = in(reg32) addr, r = in(reg32) rank, v = out(reg32) v,
+        )
+    };
+    v
+}
+
 /// A barrier over every thread of the cluster (`barrier.cluster.arrive` then `wait`, release
 /// and acquire: shared-memory writes and mbarrier initialisations before it are visible to the
 /// other blocks of the cluster after it).

@@ -147,6 +147,26 @@ pub fn bwd_entry_name(dim: u32, dtype: DType, v: RowVariant) -> crate::gemm::Ent
     n
 }
 
+/// Accesses per thread (one feature each) of the compiled cluster backward entries
+/// (`entry/clifford_bwd_cluster.rs`, sm_90a builds only): `ft_clifford_bwd_d{2,3}_{dt}_v1_p{n}c`,
+/// a row shared by the blocks of a thread-block cluster.
+pub const BWD_CLUSTER_VPT: [u32; 2] = [1, 2];
+
+/// Most blocks in a cluster of the cluster backward (the portable cluster size).
+pub const MAX_CLUSTER: u32 = 8;
+
+/// Bytes of one block's slot of row sums in the cluster backward (`2 * MAX_G` f32); the
+/// kernel's dynamic shared memory is the team-sum scratch and two slots.
+pub const CLUSTER_SLOT_BYTES: u32 = (2 * super::MAX_G * 4) as u32;
+
+/// The entry point of the cluster backward with `vpt` accesses a thread:
+/// `ft_clifford_bwd_d{dim}_{dt}_v1_p{vpt}c`.
+pub fn bwd_cluster_entry_name(dim: u32, dtype: DType, vpt: u32) -> crate::gemm::EntryName {
+    let mut n = bwd_entry_name(dim, dtype, RowVariant { vec: false, vpt, stream_w: false });
+    n.push("c");
+    n
+}
+
 /// The ops of this family, as named in entry points and bench rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CliffordKernel {

@@ -4,6 +4,8 @@
 
 mod clifford;
 mod clifford_bwd;
+#[cfg(target_feature = "sm_90a")]
+mod clifford_bwd_cluster;
 mod clifford_bwd_split;
 mod clifford_fcgp;
 mod clifford_fwd;

@@ -1,7 +1,7 @@
 //! [`CliffordConfig`]: how the Clifford row kernels and the backward are launched, the
 //! built-in heuristic, validation, and the space the tuner sweeps.
 
-use ferrotune_kernels::clifford::{BWD_VARIANTS, RowVariant, fwd_variants};
+use ferrotune_kernels::clifford::{BWD_CLUSTER_VPT, BWD_VARIANTS, MAX_CLUSTER, RowVariant, fwd_variants};
 
 use super::{Clifford, OP};
 use crate::DType;
@@ -116,6 +116,9 @@ pub struct CliffordConfig {
     pub blocks_per_sm: u32,
     /// Batch rows per rayon task on the CPU backend.
     pub cpu_rows: usize,
+    /// Blocks of a thread-block cluster sharing one row (the backward's cluster form,
+    /// `ft_clifford_bwd_*_v1_p{n}c`, sm_90a; [`BWD_CLUSTER_VPT`]); 1 everywhere else.
+    pub cluster: u32,
 }
 
 impl CliffordConfig {
@@ -154,6 +157,7 @@ impl CliffordConfig {
             variant,
             blocks_per_sm: 0,
             cpu_rows: (4096 / n).max(1),
+            cluster: 1,
         }
     }
 
@@ -214,6 +218,7 @@ impl CliffordConfig {
             variant: v,
             blocks_per_sm: 0,
             cpu_rows: (4096 / p.n.max(1)).max(1),
+            cluster: 1,
         });
         out
     }
@@ -236,7 +241,7 @@ impl CliffordConfig {
             let threads = team.max(32);
             if threads <= max_threads.min(block_limit(p.dim, variant, false)) {
                 let blocks_per_sm = if p.dim == 2 { 4 } else { 2 };
-                out.push(CliffordConfig { threads, rows_per_block: 1, variant, blocks_per_sm, cpu_rows });
+                out.push(CliffordConfig { threads, rows_per_block: 1, variant, blocks_per_sm, cpu_rows, cluster: 1 });
             }
         }
         out
@@ -254,6 +259,7 @@ impl CliffordConfig {
             variant,
             blocks_per_sm: per_sm,
             cpu_rows: (4096 / p.n.max(1)).max(1),
+            cluster: 1,
         }
     }
 
@@ -314,6 +320,7 @@ impl CliffordConfig {
             variant: RowVariant { vec: false, vpt: 0, stream_w: true },
             blocks_per_sm,
             cpu_rows: 1,
+            cluster: 1,
         }
     }
 
@@ -392,6 +399,12 @@ impl CliffordConfig {
         if self.cpu_rows == 0 {
             return bad("cpu_rows must be at least 1".into());
         }
+        if self.cluster != 1 {
+            return bad(format!(
+                "cluster {}: clusters are for the backward's cluster form only; the forward and the FCGP take 1",
+                self.cluster
+            ));
+        }
         Ok(())
     }
 
@@ -401,7 +414,11 @@ impl CliffordConfig {
         let mut two_pass = *self;
         two_pass.variant.vpt = 0;
         two_pass.variant.stream_w = false;
+        two_pass.cluster = 1;
         two_pass.validate(p, device)?;
+        if self.cluster != 1 {
+            return self.validate_cluster(p, device);
+        }
         if self.variant.vpt > 0
             && self.variant.stream_w
             && let Some(d) = device
@@ -459,6 +476,45 @@ impl CliffordConfig {
         Ok(())
     }
 
+    /// Checks a config of the backward's cluster form (`cluster` > 1): a compiled variant
+    /// (one feature an access, [`BWD_CLUSTER_VPT`] kept in registers), one row per block, at
+    /// most [`MAX_CLUSTER`] blocks covering N, a device with clusters.
+    fn validate_cluster(&self, p: &Clifford, device: Option<&DeviceInfo>) -> Result<()> {
+        let bad = |why: String| Err(Error::InvalidConfig { op: OP, why: format!("backward in clusters: {why}") });
+        let v = self.variant;
+        if self.cluster == 0 || self.cluster > MAX_CLUSTER {
+            return bad(format!("cluster {} must be in 1..={MAX_CLUSTER}", self.cluster));
+        }
+        if v.vec || v.stream_w || !BWD_CLUSTER_VPT.contains(&v.vpt) {
+            return bad(format!(
+                "variant {v:?} is not compiled; the cluster form keeps one-feature accesses in registers, \
+                 {BWD_CLUSTER_VPT:?} a thread (vec = false, stream_w = false)"
+            ));
+        }
+        if self.rows_per_block != 1 {
+            return bad(format!(
+                "a block holds part of one row: rows per block must be 1, not {}",
+                self.rows_per_block
+            ));
+        }
+        let cover = self.cluster as usize * self.threads as usize * v.vpt as usize;
+        if p.n > cover {
+            return bad(format!(
+                "{} blocks of {} threads keeping {} features each cover {cover} features, N is {}",
+                self.cluster, self.threads, v.vpt, p.n
+            ));
+        }
+        if let Some(d) = device
+            && d.compute_capability.0 < 9
+        {
+            return bad(format!(
+                "thread-block clusters need compute capability 9.0 (the sm_90a build); this device is {}.{}",
+                d.compute_capability.0, d.compute_capability.1
+            ));
+        }
+        Ok(())
+    }
+
     /// Every config the tuner may try for `p` on the GPU: compiled variants x block sizes x
     /// batch blocks x grid policies, keeping those that cover N and whose blocks the
     /// variant's registers allow for every dtype ([`registers_any_dtype`]).
@@ -470,7 +526,14 @@ impl CliffordConfig {
                 let mut rows = 1;
                 while rows <= threads {
                     for blocks_per_sm in [0, 2, 4, 8] {
-                        let c = CliffordConfig { threads, rows_per_block: rows, variant, blocks_per_sm, cpu_rows: 16 };
+                        let c = CliffordConfig {
+                            threads,
+                            rows_per_block: rows,
+                            variant,
+                            blocks_per_sm,
+                            cpu_rows: 16,
+                            cluster: 1,
+                        };
                         if c.validate(p, None).is_ok() {
                             v.push(c);
                         }
@@ -556,6 +619,7 @@ mod tests {
             variant: RowVariant { vec: false, vpt: 1, stream_w: false },
             blocks_per_sm: 1,
             cpu_rows: 1,
+            cluster: 1,
         };
         let f = c.fit(384).unwrap();
         assert_eq!((f.threads, f.team(), f.rows_per_block), (256, 256, 1));
@@ -576,6 +640,7 @@ mod tests {
             variant: RowVariant { vec: false, vpt: 1, stream_w: false },
             blocks_per_sm: 0,
             cpu_rows: 1,
+            cluster: 1,
         };
         assert!(matches!(bad.validate(&p, None), Err(Error::InvalidConfig { .. })));
         let odd = Clifford::new(2, 4, 7, true);

@@ -22,6 +22,7 @@ mod cpu_loops;
 mod fcgp;
 mod fcgp_bwd;
 mod sgp_bwd;
+mod sgp_bwd_cluster;
 mod sgp_bwd_split;
 mod sgp_fwd;
 

@@ -21,6 +21,7 @@ use crate::stream::Stream;
 pub fn sgp_backward_workspace_len(s: &Stream, p: &Clifford, cfg: &CliffordConfig) -> Result<usize> {
     Ok(match s.gpu() {
         Some(g) if cfg.variant.is_split() => super::sgp_bwd_split::split_workspace_len(p, cfg, g.info.sm_count)?,
+        Some(g) if cfg.cluster > 1 => super::sgp_bwd_cluster::cluster_workspace_len(p, cfg, g.info.sm_count)?,
         Some(g) => partials(p, cfg, cfg.variant, g.info.sm_count)?.1 * p.sgp_weights_len()?,
         None => 0,
     })
@@ -207,6 +208,15 @@ fn gpu_backward<T: Scalar>(
     let (pdw, gdw) = dw.device_ptr_mut(cs);
     let (pws, gws) = ws.device_ptr_mut(cs);
     let variant = runnable_bwd_variant::<T>(cfg, p, &[px, py, pg, pdx, pdy]);
+    if cfg.cluster > 1 {
+        // SAFETY: the lengths were checked by the caller, `validate_backward` passed, the
+        // workspace grown to `sgp_backward_workspace_len`; the guards live past the launch.
+        let nparts =
+            unsafe { super::sgp_bwd_cluster::launch(cs, gpu, p, T::DTYPE, cfg, [px, py, pg, pw, pdx, pdy], pws) }?;
+        dw_reduce::<T>(cs, gpu, t.w, p.n, (pws, pdw), nparts)?;
+        drop((gx, gy, gw, gg, gdx, gdy, gdw, gws));
+        return Ok(());
+    }
     if variant.is_split() {
         // SAFETY: the lengths were checked by the caller, the workspace grown to
         // `sgp_backward_workspace_len`; the guards live past the launches.
