@@ -93,11 +93,15 @@ pub fn space(d: &Description, shape: &Shape) -> Space {
     }
 }
 
-/// The config a point stands for (parameters the point lacks keep `base`'s values).
+/// The config a point stands for (parameters the point lacks keep `base`'s values; a point
+/// with a variant has no cluster).
 pub fn to_config(pass: CliffordPass, p: &Point, base: CliffordConfig) -> CliffordConfig {
     let mut c = base;
     if let Some(v) = p.get(Param::Variant).and_then(|i| variants(pass).get(i as usize).copied()) {
         c.variant = v;
+        // The space's variants run without clusters (a cluster base, the H100's built-in
+        // backward for long f32 rows, is measured as the base itself).
+        c.cluster = 1;
     }
     if let Some(t) = p.get(Param::Threads) {
         c.threads = t as u32;
@@ -252,6 +256,20 @@ mod tests {
             assert!(pruned.iter().any(|p| p.reason.contains("cover")), "{pass}: a team too small for N is pruned");
             assert!(pruned.iter().all(|p| !p.reason.is_empty()));
         }
+    }
+
+    #[test]
+    fn a_cluster_base_is_measured_beside_the_unclustered_space() {
+        // The H100's built-in backward for 3D f32 N 777 is the cluster form; the space's
+        // points are the unclustered variants.
+        let s = shape(CliffordPass::Backward, 3, 4096, 777);
+        let d = gpu(&s, 64);
+        let base = CliffordConfig::cluster_backward(&s.problem).expect("two blocks cover 777");
+        let (cands, _) = candidates(&d, &s, base);
+        assert_eq!(cands[0], base);
+        assert!(cands.len() > 10, "{} candidates", cands.len());
+        assert!(cands[1..].iter().all(|c| c.cluster == 1), "{cands:?}");
+        assert!(cands.iter().any(|c| c.variant.is_split()));
     }
 
     #[test]

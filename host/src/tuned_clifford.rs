@@ -166,15 +166,16 @@ pub fn clifford_explain_in(
     }
 }
 
-/// Why a valid config from a profile would waste its GPU teams on rows of `p`: a row team that
-/// covers more than twice N (more than half its feature slots empty) was tuned for longer rows
+/// Why a valid config from a profile would waste its GPU teams on rows of `p`: a row team (all
+/// the blocks of a cluster in the backward's cluster form) that covers more than twice N (more than half its feature slots empty) was tuned for longer rows
 /// (the nearest bucket serves an entry to every N, and a team of 512 keeping two features,
 /// tuned at N = 1024, would leave 7 of 8 slots empty at N = 128). The built-in teams cover at
 /// most 2N; a config the call forces is still taken as it is, and the CPU backend has no teams.
 fn wider_than_the_row(c: &CliffordConfig, p: &Clifford) -> Option<String> {
-    let covers = c.variant.max_features(c.team() as usize)?;
+    let team = c.team() as usize * c.cluster.max(1) as usize;
+    let covers = c.variant.max_features(team)?;
     (covers > 2 * p.n.max(1)).then(|| {
-        format!("its teams of {} threads cover {covers} features, more than twice N: tuned for longer rows", c.team())
+        format!("its teams of {team} threads cover {covers} features, more than twice N: tuned for longer rows")
     })
 }
 
@@ -242,6 +243,24 @@ mod tests {
             };
             assert_eq!(clifford_from_params(&m), None, "{k} = {v:?}");
         }
+        // The cluster: written where it is not 1, absent reads as 1, 0 or a negative value is
+        // malformed.
+        let clustered = CliffordConfig {
+            threads: 256,
+            rows_per_block: 1,
+            variant: RowVariant { vec: false, vpt: 2, stream_w: false },
+            cluster: 2,
+            ..c
+        };
+        let m = clifford_to_params(&clustered);
+        assert_eq!(m.get("cluster"), Some(&Param::Int(2)));
+        assert_eq!(clifford_from_params(&m), Some(clustered));
+        assert!(!clifford_to_params(&c).contains_key("cluster"));
+        for v in [0, -2] {
+            let mut m = clifford_to_params(&clustered);
+            m.insert("cluster".into(), Param::Int(v));
+            assert_eq!(clifford_from_params(&m), None, "cluster = {v}");
+        }
         // `variant` is only a check: without it the fields decide.
         let mut m = clifford_to_params(&c);
         m.remove("variant");
@@ -275,5 +294,10 @@ mod tests {
         assert!(why.contains("teams of 512 threads cover 1024 features"), "{why}");
         assert!(wider_than_the_row(&wide, &Clifford::new(2, 4096, 128, true)).is_some());
         assert_eq!(wider_than_the_row(&CliffordConfig::split(64, 0), &Clifford::new(3, 8, 100, true)), None);
+        // A cluster's team is all its blocks: 2 x 256 threads keeping two features cover 1024.
+        let cl = CliffordConfig { threads: 256, cluster: 2, ..wide };
+        assert_eq!(wider_than_the_row(&cl, &Clifford::new(3, 4096, 777, true)), None);
+        let why = wider_than_the_row(&cl, &Clifford::new(3, 4096, 500, true)).expect("refused");
+        assert!(why.contains("teams of 512 threads cover 1024 features"), "{why}");
     }
 }

@@ -27,19 +27,35 @@ pub fn backward_entry(dim: u32, dtype: DType, v: RowVariant) -> String {
     }
 }
 
+/// The entry point the backward config `c` launches: [`backward_entry`] of its variant, or
+/// the cluster form's (`_c`) where `c.cluster` > 1.
+pub fn backward_entry_of(dim: u32, dtype: DType, c: &CliffordConfig) -> String {
+    if c.cluster > 1 {
+        kc::bwd_cluster_entry_name(dim, dtype, c.variant.vpt).as_str().to_string()
+    } else {
+        backward_entry(dim, dtype, c.variant)
+    }
+}
+
 /// The kernel the `pass` of `c` launches.
 fn entry_of(pass: CliffordPass, p: &Clifford, dtype: DType, c: &CliffordConfig) -> String {
     match pass {
         CliffordPass::Forward => row_entry(CliffordKernel::Forward, p.dim, dtype, c.variant),
-        CliffordPass::Backward => backward_entry(p.dim, dtype, c.variant),
+        CliffordPass::Backward => backward_entry_of(p.dim, dtype, c),
     }
 }
 
 /// The backward's built-in config on this stream: `CliffordConfig::backward_heuristic` with
-/// its threads lowered to what the compiled kernel's registers allow.
+/// its threads lowered to what the compiled kernel's registers allow. A cluster form whose
+/// kernel is not in the loaded module (a GPU of compute capability 9.0 without the sm_90a
+/// build) falls back to the form without clusters.
 pub fn backward_config<T: Scalar>(s: &Stream, p: &Clifford) -> Result<CliffordConfig> {
-    let cfg = CliffordConfig::backward_heuristic(p, T::DTYPE, s.gpu().map(|g| g.info()));
-    fit_to(s, cfg, &backward_entry(p.dim, T::DTYPE, cfg.variant))
+    let info = s.gpu().map(|g| g.info());
+    let mut cfg = CliffordConfig::backward_heuristic(p, T::DTYPE, info);
+    if cfg.cluster > 1 && s.gpu().is_some_and(|g| g.kernels().is_ok_and(|k| k.arch != "sm_90a")) {
+        cfg = CliffordConfig::backward_heuristic_unclustered(p, T::DTYPE, info);
+    }
+    fit_to(s, cfg, &backward_entry_of(p.dim, T::DTYPE, &cfg))
 }
 
 /// A tuned config, or the heuristic with the reason when the tuned one is absent or asks for

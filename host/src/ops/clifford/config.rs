@@ -276,7 +276,43 @@ impl CliffordConfig {
     /// ahead of the best one-pass config). As many blocks per SM as the registers allow loop
     /// over the rows; each team's weight gradient stays in registers. The `_p{n}s` kernels
     /// and the two-pass ones are left to the tuner's space.
+    ///
+    /// On a GPU with thread-block clusters (compute capability 9.0, the sm_90a build), f32 rows
+    /// that would take the split form take the cluster form instead where at most
+    /// [`MAX_CLUSTER`] blocks cover them ([`CliffordConfig::cluster_backward`]).
     pub fn backward_heuristic(p: &Clifford, dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
+        let c = Self::backward_heuristic_unclustered(p, dtype, device);
+        let clusters = device.is_some_and(|d| d.compute_capability == (9, 0));
+        if clusters && c.variant.is_split() && dtype == DType::F32 {
+            return Self::cluster_backward(p).unwrap_or(c);
+        }
+        c
+    }
+
+    /// The backward's cluster form for `p`, where at most [`MAX_CLUSTER`] blocks cover N:
+    /// blocks of 256 threads keeping two features each (a 512-feature share of the row), two
+    /// blocks an SM where the registers allow (2D). The H100 sweep's best at f32 3D B4096 N777
+    /// and 1024, B8192 N1024, B3000 N1536 and 2D B3000 N1536, 1.06-1.17x faster fwd+bwd than
+    /// the split form (bench/results/clifcluster-146f60779b9e/); bf16 was slower there in
+    /// every 3D row (N777 0.422 against 0.324 ms), so 16-bit rows keep the split form.
+    pub fn cluster_backward(p: &Clifford) -> Option<CliffordConfig> {
+        let cluster = p.n.max(1).div_ceil(512).max(2);
+        (cluster <= MAX_CLUSTER as usize).then(|| CliffordConfig {
+            threads: 256,
+            rows_per_block: 1,
+            variant: RowVariant { vec: false, vpt: 2, stream_w: false },
+            blocks_per_sm: 2,
+            cpu_rows: (4096 / p.n.max(1)).max(1),
+            cluster: cluster as u32,
+        })
+    }
+
+    /// [`CliffordConfig::backward_heuristic`] without the cluster form (any GPU).
+    pub(super) fn backward_heuristic_unclustered(
+        p: &Clifford,
+        dtype: DType,
+        device: Option<&DeviceInfo>,
+    ) -> CliffordConfig {
         let max_threads = device.map_or(1024, |d| d.max_threads_per_block);
         if dtype != DType::F32 && p.dim == 2 && p.n >= 512 {
             let team = p.n / 4;
@@ -504,7 +540,10 @@ impl CliffordConfig {
                 self.cluster, self.threads, v.vpt, p.n
             ));
         }
+        // (0, 0): a device described by its limits only (the tuner's), whose launch checks the
+        // loaded module instead.
         if let Some(d) = device
+            && d.compute_capability != (0, 0)
             && d.compute_capability.0 < 9
         {
             return bad(format!(
@@ -609,6 +648,57 @@ mod tests {
         // 512 features keep the one-pass kernel, two features a thread.
         let b = CliffordConfig::backward_heuristic(&Clifford::new(3, 4096, 512, true), DType::F32, None);
         assert_eq!((b.team(), b.variant.vpt, b.variant.stream_w), (256, 2, false));
+    }
+
+    /// An H100-like device of compute capability `cc`.
+    fn device(cc: (i32, i32)) -> DeviceInfo {
+        DeviceInfo {
+            ordinal: 0,
+            name: "test".into(),
+            compute_capability: cc,
+            sm_count: 132,
+            global_mem_bytes: 80 << 30,
+            l2_bytes: 50 << 20,
+            shared_mem_per_block: 48 << 10,
+            shared_mem_per_block_optin: 227 << 10,
+            shared_mem_per_sm: 228 << 10,
+            max_threads_per_block: 1024,
+            max_threads_per_sm: 2048,
+            registers_per_sm: 65536,
+            clock_khz: 1_980_000,
+            memory_clock_khz: 2_619_000,
+            memory_bus_bits: 5120,
+            driver_version: 12080,
+        }
+    }
+
+    #[test]
+    fn the_backward_takes_clusters_for_f32_rows_the_split_form_would_take() {
+        let h100 = device((9, 0));
+        let bwd = |dim, n, dt, d: Option<&DeviceInfo>| {
+            CliffordConfig::backward_heuristic(&Clifford::new(dim, 4096, n, true), dt, d)
+        };
+        // f32 rows past one block's registers, up to 8 blocks of 512 features.
+        for (dim, n, k) in
+            [(3, 513, 2), (3, 777, 2), (3, 1024, 2), (3, 1536, 3), (2, 1025, 3), (2, 1536, 3), (3, 4096, 8)]
+        {
+            let c = bwd(dim, n, DType::F32, Some(&h100));
+            assert_eq!((c.cluster, c.threads, c.variant.vpt, c.rows_per_block), (k, 256, 2, 1), "{dim}D N {n}: {c:?}");
+            let p = Clifford::new(dim, 4096, n, true);
+            c.validate_backward(&p, Some(&h100)).unwrap_or_else(|e| panic!("{dim}D N {n}: {e}"));
+            // Without a device (the CPU) or on a GPU without clusters, the split form.
+            assert!(bwd(dim, n, DType::F32, None).variant.is_split());
+            assert!(bwd(dim, n, DType::F32, Some(&device((8, 0)))).variant.is_split());
+        }
+        // Rows one block holds keep the one-pass form; longer rows than 8 blocks and 16-bit
+        // rows keep the split form.
+        assert_eq!(bwd(3, 512, DType::F32, Some(&h100)).cluster, 1);
+        assert_eq!(bwd(2, 1024, DType::F32, Some(&h100)).cluster, 1);
+        assert!(bwd(3, 4097, DType::F32, Some(&h100)).variant.is_split());
+        assert!(bwd(3, 100_000, DType::F32, Some(&h100)).variant.is_split());
+        for dt in [DType::Bf16, DType::F16] {
+            assert!(bwd(3, 777, dt, Some(&h100)).variant.is_split(), "{dt:?}");
+        }
     }
 
     #[test]

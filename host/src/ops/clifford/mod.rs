@@ -26,7 +26,7 @@ mod sgp_bwd_cluster;
 mod sgp_bwd_split;
 mod sgp_fwd;
 
-pub use choice::{backward_choice, backward_config, backward_entry, choice_in, forward_choice};
+pub use choice::{backward_choice, backward_config, backward_entry, backward_entry_of, choice_in, forward_choice};
 pub use config::CliffordConfig;
 pub use fcgp::{FcgpWorkspace, fcgp_forward_gemms, fused_gelu_fcgp_norm, run_fcgp_forward};
 pub use fcgp_bwd::{fused_gelu_fcgp_norm_backward, run_fcgp_backward};
