@@ -290,19 +290,28 @@ impl CliffordConfig {
     }
 
     /// The backward's cluster form for `p`, where at most [`MAX_CLUSTER`] blocks cover N:
-    /// blocks of 256 threads keeping two features each (a 512-feature share of the row), two
-    /// blocks an SM where the registers allow (2D). The H100 sweep's best at f32 3D B4096 N777
-    /// and 1024, B8192 N1024, B3000 N1536 and 2D B3000 N1536, 1.06-1.17x faster fwd+bwd than
-    /// the split form (bench/results/clifcluster-146f60779b9e/); bf16 was slower there in
-    /// every 3D row (N777 0.422 against 0.324 ms), so 16-bit rows keep the split form.
+    /// blocks keeping two features a thread, of 256 threads (a 512-feature share of the row)
+    /// unless, in 3D, 128-thread blocks cover N with fewer feature slots (N 600 and 640: 768
+    /// slots against 1,024), two blocks an SM where the registers allow (2D; a 3D SM holds
+    /// 256 of these threads either way). From the H100 sweeps
+    /// (bench/results/clifcluster-146f60779b9e/): f32 3D B4096 N777 and 1024, B8192 N1024,
+    /// B3000 N1536, 2D B3000 N1536 and 2048 x 2500 fwd+bwd 1.06-1.17x faster than the split
+    /// form; in 3D at N600 and 640 128-thread blocks 1.11-1.13x faster than 256-thread ones,
+    /// at N 777-1536 256-thread blocks 0.3-4% faster; in 2D 256-thread blocks 1.29x faster at
+    /// N1536. bf16 was slower than the split form in every 3D row (N777 0.422 against 0.324
+    /// ms), so 16-bit rows keep the split form.
     pub fn cluster_backward(p: &Clifford) -> Option<CliffordConfig> {
-        let cluster = p.n.max(1).div_ceil(512).max(2);
+        let n = p.n.max(1);
+        let blocks = |threads: usize| n.div_ceil(2 * threads).max(2);
+        let small = p.dim == 3 && blocks(128) * 256 < blocks(256) * 512 && blocks(128) <= MAX_CLUSTER as usize;
+        let threads = if small { 128 } else { 256 };
+        let cluster = blocks(threads);
         (cluster <= MAX_CLUSTER as usize).then(|| CliffordConfig {
-            threads: 256,
+            threads: threads as u32,
             rows_per_block: 1,
             variant: RowVariant { vec: false, vpt: 2, stream_w: false },
             blocks_per_sm: 2,
-            cpu_rows: (4096 / p.n.max(1)).max(1),
+            cpu_rows: (4096 / n).max(1),
             cluster: cluster as u32,
         })
     }
@@ -678,12 +687,26 @@ mod tests {
         let bwd = |dim, n, dt, d: Option<&DeviceInfo>| {
             CliffordConfig::backward_heuristic(&Clifford::new(dim, 4096, n, true), dt, d)
         };
-        // f32 rows past one block's registers, up to 8 blocks of 512 features.
-        for (dim, n, k) in
-            [(3, 513, 2), (3, 777, 2), (3, 1024, 2), (3, 1536, 3), (2, 1025, 3), (2, 1536, 3), (3, 4096, 8)]
-        {
+        // f32 rows past one block's registers, up to 8 blocks of 512 features; in 3D blocks of
+        // 128 threads where they leave fewer slots empty.
+        for (dim, n, k, threads) in [
+            (3, 513, 3, 128),
+            (3, 640, 3, 128),
+            (3, 777, 2, 256),
+            (3, 1024, 2, 256),
+            (3, 1100, 5, 128),
+            (3, 1536, 3, 256),
+            (2, 1025, 3, 256),
+            (2, 1536, 3, 256),
+            (2, 2500, 5, 256),
+            (3, 4096, 8, 256),
+        ] {
             let c = bwd(dim, n, DType::F32, Some(&h100));
-            assert_eq!((c.cluster, c.threads, c.variant.vpt, c.rows_per_block), (k, 256, 2, 1), "{dim}D N {n}: {c:?}");
+            assert_eq!(
+                (c.cluster, c.threads, c.variant.vpt, c.rows_per_block),
+                (k, threads, 2, 1),
+                "{dim}D N {n}: {c:?}"
+            );
             let p = Clifford::new(dim, 4096, n, true);
             c.validate_backward(&p, Some(&h100)).unwrap_or_else(|e| panic!("{dim}D N {n}: {e}"));
             // Without a device (the CPU) or on a GPU without clusters, the split form.
