@@ -4,7 +4,6 @@
 //! to 8 blocks with idle threads in the last one, one or two blocks an SM; the same bits on a
 //! second call; and its config rules on the CPU.
 
-use ferrotune::device::DeviceInfo;
 use ferrotune::ops::clifford::{Clifford, CliffordConfig, CliffordVariant};
 use ferrotune::{Backend, DType, Scalar, bf16, f16};
 use ferrotune_testkit::{Rng, cpu_backend, cuda_backend};
@@ -136,34 +135,6 @@ fn cluster_configs_are_checked() {
     let fwd = CliffordConfig { cluster: 2, ..CliffordConfig::heuristic(&p, DType::F32, None) };
     let e = fwd.validate(&p, None).unwrap_err().to_string();
     assert!(e.contains("backward's cluster form only"), "{e}");
-    // A device without clusters says so.
-    let mut info = device((8, 0));
-    let e = ok.validate_backward(&p, Some(&info)).unwrap_err().to_string();
-    assert!(e.contains("compute capability 9.0"), "{e}");
-    info = device((9, 0));
-    assert!(ok.validate_backward(&p, Some(&info)).is_ok());
-}
-
-/// An H100-like device of compute capability `cc`.
-fn device(cc: (i32, i32)) -> DeviceInfo {
-    DeviceInfo {
-        ordinal: 0,
-        name: "test".into(),
-        compute_capability: cc,
-        sm_count: 132,
-        global_mem_bytes: 80 << 30,
-        l2_bytes: 50 << 20,
-        shared_mem_per_block: 48 << 10,
-        shared_mem_per_block_optin: 227 << 10,
-        shared_mem_per_sm: 228 << 10,
-        max_threads_per_block: 1024,
-        max_threads_per_sm: 2048,
-        registers_per_sm: 65536,
-        clock_khz: 1_980_000,
-        memory_clock_khz: 2_619_000,
-        memory_bus_bits: 5120,
-        driver_version: 12080,
-    }
 }
 
 /// On the CPU a cluster config runs the CPU backward (the cluster is a GPU launch shape): the

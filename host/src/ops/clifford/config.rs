@@ -722,6 +722,13 @@ mod tests {
         for dt in [DType::Bf16, DType::F16] {
             assert!(bwd(3, 777, dt, Some(&h100)).variant.is_split(), "{dt:?}");
         }
+        // A cluster config on a device without clusters says so; a device described by its
+        // limits only (the tuner's, capability 0.0) leaves it to the launch.
+        let p = Clifford::new(3, 4096, 777, true);
+        let c = bwd(3, 777, DType::F32, Some(&h100));
+        let e = c.validate_backward(&p, Some(&device((8, 0)))).unwrap_err().to_string();
+        assert!(e.contains("compute capability 9.0"), "{e}");
+        assert!(c.validate_backward(&p, Some(&device((0, 0)))).is_ok());
     }
 
     #[test]
