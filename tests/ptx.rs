@@ -31,8 +31,10 @@ fn every_entry_the_host_launches_is_in_the_ptx() {
                 assert!(ptx.contains(&decl), "{arch}: {name}: no `{decl}`");
                 wanted.push(name);
             }
-            // The streaming small-M kernel's bulk copies exist on sm_90a only.
+            // The streaming small-M kernel's bulk copies and the Clifford backward's clusters
+            // exist on sm_90a only.
             wanted.extend(ferrotune_kernels::gemv_stream::NAMES.iter().map(|n| n.to_string()));
+            wanted.extend(ferrotune::ops::clifford::cluster_entries());
         }
         for out in DType::ALL {
             wanted.push(ferrotune_kernels::splitk::reduce_entry(out).to_string());

@@ -123,6 +123,20 @@ pub fn all_entries() -> Vec<String> {
     v
 }
 
+/// The cluster backward's entry points (`ft_clifford_bwd_d{2,3}_{dt}_v1_p{n}c`), compiled into
+/// the sm_90a module only.
+pub fn cluster_entries() -> Vec<String> {
+    let mut v = Vec::new();
+    for dim in [2, 3] {
+        for dt in DType::ALL {
+            for vpt in kc::BWD_CLUSTER_VPT {
+                v.push(kc::bwd_cluster_entry_name(dim, dt, vpt).as_str().to_string());
+            }
+        }
+    }
+    v
+}
+
 fn check_backend(s: &Stream, what: &'static str, got: &'static str) -> Result<()> {
     if got != s.backend_name() {
         return Err(Error::BackendMismatch { op: OP, what, expected: s.backend_name(), got });
