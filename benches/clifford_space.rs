@@ -9,8 +9,34 @@ use ferrotune::ops::clifford::{Clifford, CliffordConfig};
 /// that covers N (up to 1024), blocks of 128..=1024 threads, 0, 1 and 2 blocks per SM, the
 /// two-pass form of the forward heuristic (1- and 4-feature accesses, 1 or 2 blocks per SM),
 /// the split form (blocks of 64 to 256 features, 0, 2, 4 or 8 blocks per SM) and the cluster
-/// form (a row over the fewest blocks of 128 or 256 threads that cover it, up to 8).
+/// form (a row over the fewest blocks of 32 to 256 threads that cover it, up to 16).
+/// `FERROTUNE_SWEEP_FORMS` (a comma list of `one-pass`, `two-pass`, `split`, `cluster`) keeps
+/// only those forms besides the first config (a sweep of one form in a short device call).
 pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
+    let v = bwd_space_all(p);
+    match std::env::var("FERROTUNE_SWEEP_FORMS") {
+        Ok(forms) => {
+            let keep: Vec<&str> = forms.split(',').map(str::trim).collect();
+            v.iter().enumerate().filter(|(i, c)| *i == 0 || keep.contains(&form_of(c))).map(|(_, c)| *c).collect()
+        }
+        Err(_) => v,
+    }
+}
+
+/// The backward form a config runs, as `FERROTUNE_SWEEP_FORMS` names it.
+fn form_of(c: &CliffordConfig) -> &'static str {
+    if c.cluster > 1 {
+        "cluster"
+    } else if c.variant.is_split() {
+        "split"
+    } else if c.variant.vpt == 0 {
+        "two-pass"
+    } else {
+        "one-pass"
+    }
+}
+
+fn bwd_space_all(p: &Clifford) -> Vec<CliffordConfig> {
     let mut v = vec![CliffordConfig::heuristic(p, DType::F32, None).backward_form()];
     // The two-pass kernels with 1- and 4-feature accesses, one or two blocks per SM.
     for vec in [false, true] {
@@ -36,12 +62,13 @@ pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
         }
     }
     // The cluster form: one-feature accesses kept in registers (1 or 2 a thread), blocks of
-    // 128 or 256 threads, the fewest blocks per cluster (2 to 8) that cover N, one cluster per
-    // SM's worth of blocks or two blocks an SM.
+    // 32 to 256 threads, the fewest blocks per cluster (2 to 16) that cover N; two blocks an
+    // SM, or as many as the SM's 2,048 threads (the launch caps both at what the registers
+    // let the device hold).
     for vpt in ferrotune_kernels::clifford::BWD_CLUSTER_VPT {
-        for threads in [128u32, 256] {
+        for threads in [32u32, 64, 128, 256] {
             let cluster = p.n.max(1).div_ceil((threads * vpt) as usize).max(2);
-            for blocks_per_sm in [0, 2] {
+            for blocks_per_sm in [2, 2048 / threads] {
                 let c = CliffordConfig {
                     threads,
                     rows_per_block: 1,
@@ -50,7 +77,7 @@ pub fn bwd_sweep_space(p: &Clifford) -> Vec<CliffordConfig> {
                     cpu_rows: 16,
                     cluster: cluster.min(u32::MAX as usize) as u32,
                 };
-                if c.validate_backward(p, None).is_ok() {
+                if c.validate_backward(p, None).is_ok() && !v.contains(&c) {
                     v.push(c);
                 }
             }

@@ -1,7 +1,8 @@
 //! The cluster SGP backward (a row shared by the blocks of a thread-block cluster, sm_90a):
 //! its gradients against the CPU backward (itself checked against finite differences in
 //! `clifford.rs`) on edge and long rows, every dtype, with and without the norm, clusters of 2
-//! to 8 blocks with idle threads in the last one, one or two blocks an SM; the same bits on a
+//! to 16 blocks (past 8 the non-portable sizes) with idle threads in the last one, two to
+//! eight blocks an SM; the same bits on a
 //! second call; and its config rules on the CPU.
 
 use ferrotune::ops::clifford::{Clifford, CliffordConfig, CliffordVariant};
@@ -23,7 +24,7 @@ const SHAPES: [(usize, usize, bool); 8] = [
 ];
 
 /// The cluster config of `threads` blocks keeping `vpt` features a thread, with the fewest
-/// blocks (2 to 8) that cover N.
+/// blocks (2 to 16) that cover N.
 fn cluster(p: &Clifford, threads: u32, vpt: u32, blocks_per_sm: u32) -> CliffordConfig {
     let k = p.n.max(1).div_ceil((threads * vpt) as usize).max(2) as u32;
     CliffordConfig {
@@ -48,7 +49,7 @@ fn gpu_cluster_typed<T: Scalar>(gpu: &Backend) -> usize {
             let go: Vec<T> = Rng::new(70 + i as u64).vec(case.x.len(), -1.0, 1.0);
             let (cx, cy, cw) = run_backward(&cpu_backend(), &case, &go, None).unwrap();
             let mut cfgs = Vec::new();
-            for (threads, vpt, bps) in [(128, 2, 0), (32, 1, 2), (256, 1, 0), (64, 2, 2)] {
+            for (threads, vpt, bps) in [(128, 2, 0), (32, 1, 2), (256, 1, 0), (64, 2, 2), (32, 2, 8)] {
                 let c = cluster(&p, threads, vpt, bps);
                 if c.validate_backward(&p, None).is_ok() && !cfgs.contains(&c) {
                     cfgs.push(c);
@@ -127,10 +128,14 @@ fn cluster_configs_are_checked() {
         let e = err(CliffordConfig { variant, cluster: 4, ..ok }, &p);
         assert!(e.contains("is not compiled"), "{variant:?}: {e}");
     }
-    // At most 8 blocks (the portable cluster size).
+    // At most 16 blocks (the H100's non-portable cluster size).
     let long = Clifford::new(2, 4, 100_000, true);
     let e = err(cluster(&long, 1024, 2, 0), &long);
-    assert!(e.contains("must be in 1..=8"), "{e}");
+    assert!(e.contains("must be in 1..=16"), "{e}");
+    let wide = Clifford::new(3, 4, 1025, true);
+    assert!(cluster(&wide, 64, 2, 0).validate_backward(&wide, None).is_ok(), "9 blocks of 64 x 2");
+    let e = err(cluster(&wide, 32, 2, 0), &wide);
+    assert!(e.contains("cluster 17 must be in 1..=16"), "{e}");
     // The forward has no cluster form.
     let fwd = CliffordConfig { cluster: 2, ..CliffordConfig::heuristic(&p, DType::F32, None) };
     let e = fwd.validate(&p, None).unwrap_err().to_string();

@@ -8,7 +8,7 @@ use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::sync::Mutex;
 
-use cudarc::driver::sys::{self, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig};
+use cudarc::driver::sys::{self, CUfunction_attribute, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchConfig};
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, DriverError, LaunchConfig};
 
 /// A kernel's arguments in parameter order: the address of each value, borrowed for as long as
@@ -79,6 +79,16 @@ pub unsafe fn launch(
     // SAFETY: `c` and the attribute it points to live across the call; the argument pointers
     // are borrowed from live values (`ClusterArgs`); the rest is the caller's.
     unsafe { sys::cuLaunchKernelEx(&c, f.cu_function(), args.ptrs.as_mut_ptr(), std::ptr::null_mut()).result() }
+}
+
+/// Lets `f` run in clusters of more than the portable 8 blocks (the H100 takes 16): sets the
+/// function's `NON_PORTABLE_CLUSTER_SIZE_ALLOWED`, which both the occupancy query and the
+/// launch of such a cluster need. Clusters of up to 8 blocks need nothing.
+pub fn allow_cluster(f: &CudaFunction, cluster_x: u32) -> Result<(), DriverError> {
+    if cluster_x > 8 {
+        f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)?;
+    }
+    Ok(())
 }
 
 /// How many clusters of `cluster_x` blocks of `f` (with `cfg`'s block and shared memory) the

@@ -23,8 +23,8 @@ pub use fcgp_cpu::{fcgp_assemble_rows, fcgp_products_rows};
 pub use tables::{Algebra, CL2, CL3, Cl2, Cl3, Tables, Term, tables_of};
 pub use variants::{
     BWD_CLUSTER_VPT, BWD_SPLIT, BWD_VARIANTS, CLUSTER_SLOT_BYTES, CliffordKernel, FWD_STREAM_VARIANTS, MAX_CLUSTER,
-    ROW_VARIANTS, RowVariant, SPLIT_COEFS, bwd_cluster_entry_name, bwd_entry_name, fwd_variants, launch_bounds,
-    row_entry_name, split_entry_names,
+    PORTABLE_CLUSTER, ROW_VARIANTS, RowVariant, SPLIT_COEFS, bwd_cluster_entry_name, bwd_entry_name, fwd_variants,
+    launch_bounds, row_entry_name, split_entry_names,
 };
 
 /// Warps of a `ft_clifford_dw_reduce_*` block, each summing one slice of the weight-gradient

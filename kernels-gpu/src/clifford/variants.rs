@@ -152,8 +152,13 @@ pub fn bwd_entry_name(dim: u32, dtype: DType, v: RowVariant) -> crate::gemm::Ent
 /// a row shared by the blocks of a thread-block cluster.
 pub const BWD_CLUSTER_VPT: [u32; 2] = [1, 2];
 
-/// Most blocks in a cluster of the cluster backward (the portable cluster size).
-pub const MAX_CLUSTER: u32 = 8;
+/// Most blocks in a cluster of the cluster backward: the H100's non-portable cluster size
+/// (clusters past [`PORTABLE_CLUSTER`] blocks need the function's opt-in, which the launch
+/// sets, and a device that has them: `cuOccupancyMaxActiveClusters` says 0 where not).
+pub const MAX_CLUSTER: u32 = 16;
+
+/// The cluster size every device with clusters runs without an opt-in.
+pub const PORTABLE_CLUSTER: u32 = 8;
 
 /// Bytes of one block's slot of row sums in the cluster backward (`2 * MAX_G` f32); the
 /// kernel's dynamic shared memory is the team-sum scratch and two slots.

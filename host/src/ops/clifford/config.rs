@@ -1,7 +1,9 @@
 //! [`CliffordConfig`]: how the Clifford row kernels and the backward are launched, the
 //! built-in heuristic, validation, and the space the tuner sweeps.
 
-use ferrotune_kernels::clifford::{BWD_CLUSTER_VPT, BWD_VARIANTS, MAX_CLUSTER, RowVariant, fwd_variants};
+use ferrotune_kernels::clifford::{
+    BWD_CLUSTER_VPT, BWD_VARIANTS, MAX_CLUSTER, PORTABLE_CLUSTER, RowVariant, fwd_variants,
+};
 
 use super::{Clifford, OP};
 use crate::DType;
@@ -303,10 +305,10 @@ impl CliffordConfig {
     pub fn cluster_backward(p: &Clifford) -> Option<CliffordConfig> {
         let n = p.n.max(1);
         let blocks = |threads: usize| n.div_ceil(2 * threads).max(2);
-        let small = p.dim == 3 && blocks(128) * 256 < blocks(256) * 512 && blocks(128) <= MAX_CLUSTER as usize;
+        let small = p.dim == 3 && blocks(128) * 256 < blocks(256) * 512 && blocks(128) <= PORTABLE_CLUSTER as usize;
         let threads = if small { 128 } else { 256 };
         let cluster = blocks(threads);
-        (cluster <= MAX_CLUSTER as usize).then(|| CliffordConfig {
+        (cluster <= PORTABLE_CLUSTER as usize).then(|| CliffordConfig {
             threads: threads as u32,
             rows_per_block: 1,
             variant: RowVariant { vec: false, vpt: 2, stream_w: false },

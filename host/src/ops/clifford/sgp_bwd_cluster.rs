@@ -72,6 +72,7 @@ pub unsafe fn launch(
     let cl = cfg.cluster;
     let block = (cfg.threads, 1, 1);
     let probe = LaunchConfig { grid_dim: (cl, 1, 1), block_dim: block, shared_mem_bytes: smem };
+    cluster::allow_cluster(&kernel.func, cl).ctx(|| format!("allowing clusters of {cl} blocks of {name}"))?;
     let fit = cluster::max_active_clusters_cached(cs, &kernel.func, probe, cl)
         .ctx(|| format!("querying the clusters of {name} the device holds"))?;
     if fit == 0 {
