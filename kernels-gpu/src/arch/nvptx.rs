@@ -94,6 +94,21 @@ pub unsafe fn shfl_xor_f32(v: f32, lane_mask: u32) -> f32 {
     r
 }
 
+/// Lane `src`'s value to every lane of the warp (`shfl.sync.idx.b32`).
+///
+/// # Safety
+/// All 32 lanes of the warp must execute this call together.
+#[inline(always)]
+pub unsafe fn shfl_idx_f32(v: f32, src: u32) -> f32 {
+    let r: f32;
+    // SAFETY: the caller guarantees full-warp convergence, which the 0xffffffff mask states.
+    unsafe {
+        asm!("shfl.sync.idx.b32 {r}, {v}, {s}, 0x1f, 0xffffffff;",
+             r = out(reg32) r, v = in(reg32) v, s = in(reg32) src)
+    };
+    r
+}
+
 /// Shuffle down across the full warp (`shfl.sync.down.b32`).
 ///
 /// # Safety

@@ -10,10 +10,11 @@
 //! The row's statistics: each block sums its features' (`team_sum`), thread 0 writes the sums
 //! to the block's slot in shared memory, one cluster barrier, and every thread adds the K
 //! blocks' slots in rank order through distributed shared memory (the same order in every
-//! block, so all K blocks get the same coefficients). The slots alternate by row parity: a
-//! slot is written again two rows later, after every block has passed the next row's barrier,
-//! which comes after its reads of this one. A last barrier keeps any block from exiting while
-//! another may still read its slots.
+//! block, so all K blocks get the same coefficients): lane q of each warp sums statistic q
+//! over the ranks and the warp takes the sums from those lanes by shuffles. The slots
+//! alternate by row parity: a slot is written again two rows later, after every block has
+//! passed the next row's barrier, which comes after its reads of this one. A last barrier
+//! keeps any block from exiting while another may still read its slots.
 //!
 //! Clusters walk the rows in a grid-stride loop (`%clusterid.x`, `%nclusterid.x`); at the end
 //! each block writes its features' weight gradient to the cluster's partial
@@ -22,7 +23,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::clifford_io::{SCRATCH, each_dim_dtype, ld_mv, st_mv, team_sum, weights_of};
-use crate::arch::nvptx::{block_dim_x, dyn_smem_addr, st_shared_f32, thread_idx_x};
+use crate::arch::nvptx::{block_dim_x, dyn_smem_addr, shfl_idx_f32, st_shared_f32, thread_idx_x};
 use crate::arch::sm90::{
     cluster_ctarank, cluster_id_x, cluster_nctarank, cluster_sync, ld_shared_cluster_f32, n_cluster_id_x,
 };
@@ -114,15 +115,24 @@ unsafe fn bwd_cluster<T: Element, A: Algebra, const VPT: usize>(p: &Problem<T>) 
             }
             // SAFETY: every thread of every block of the cluster reaches it once per row.
             unsafe { cluster_sync() };
-            let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
-            for r in 0..ranks {
-                for g in 0..A::G {
+            // Lane q of each warp sums statistic q (q < 2 * MAX_G) over the ranks, in rank
+            // order; then every lane takes the sums from those lanes. One remote load an issue
+            // per rank for the warp, instead of 2 * G per thread.
+            let q = tid as u32 % 32;
+            let mut total = 0.0f32;
+            if q < 2 * MAX_G as u32 && (q as usize % MAX_G) < A::G {
+                for r in 0..ranks {
                     // SAFETY: block r wrote its slot before the barrier just passed; it is
                     // written again only after the next row's barrier (module docs).
-                    unsafe {
-                        ss[g] += ld_shared_cluster_f32(slot + 4 * g as u32, r);
-                        dot[g] += ld_shared_cluster_f32(slot + 4 * (MAX_G + g) as u32, r);
-                    }
+                    total += unsafe { ld_shared_cluster_f32(slot + 4 * q, r) };
+                }
+            }
+            let (mut ss, mut dot) = ([0.0f32; MAX_G], [0.0f32; MAX_G]);
+            for g in 0..A::G {
+                // SAFETY: every lane of the warp is here (the branch above has rejoined).
+                unsafe {
+                    ss[g] = shfl_idx_f32(total, g as u32);
+                    dot[g] = shfl_idx_f32(total, (MAX_G + g) as u32);
                 }
             }
             coefs = norm_backward_coefs::<A>(&ss, &dot, n);
