@@ -7,7 +7,7 @@
 //! strategy.
 
 use ferrotune::DeviceInfo;
-use ferrotune::ops::clifford::{CliffordConfig, CliffordVariant, backward_entry, row_entry};
+use ferrotune::ops::clifford::{CliffordConfig, CliffordVariant, backward_entry, backward_entry_of, row_entry};
 use ferrotune::tuned::CliffordPass;
 use ferrotune_kernels::clifford::{BWD_SPLIT, BWD_VARIANTS, CliffordKernel, fwd_variants};
 
@@ -44,6 +44,22 @@ pub fn entry(shape: &Shape, v: CliffordVariant) -> String {
     }
 }
 
+/// [`entry`] of a whole config: the cluster form's own entry where `cfg.cluster > 1`.
+pub fn entry_of(shape: &Shape, cfg: &CliffordConfig) -> String {
+    match shape.pass {
+        CliffordPass::Forward => entry(shape, cfg.variant),
+        CliffordPass::Backward => backward_entry_of(shape.problem.dim, shape.dtype, cfg),
+    }
+}
+
+/// Whether the machine `d` describes runs the backward's cluster form for `shape`: its module
+/// has the cluster entries (the sm_90a build, loaded on compute capability 9.0).
+pub fn has_clusters(d: &Description, shape: &Shape) -> bool {
+    let variant = CliffordVariant { vec: false, vpt: 2, stream_w: false };
+    let probe = CliffordConfig { threads: 256, rows_per_block: 1, variant, blocks_per_sm: 0, cpu_rows: 1, cluster: 2 };
+    shape.pass == CliffordPass::Backward && d.clifford_resources_of(&entry_of(shape, &probe)).is_some()
+}
+
 /// The device as the host's config checks see it, from the limits the worker reported.
 pub fn device_info(l: &Limits) -> DeviceInfo {
     DeviceInfo {
@@ -77,13 +93,17 @@ pub fn space(d: &Description, shape: &Shape) -> Space {
             constraints: vec![Constraint::AtLeast { param: Param::CpuRows, min: 1 }, Constraint::HostAccepts],
         };
     };
+    let mut domains = vec![
+        Domain { param: Param::Variant, values: (0..variants(shape.pass).len() as u64).collect() },
+        Domain { param: Param::Threads, values: THREADS.to_vec() },
+        Domain { param: Param::RowsPerBlock, values: ROWS_PER_BLOCK.to_vec() },
+        Domain { param: Param::BlocksPerSm, values: BLOCKS_PER_SM.to_vec() },
+    ];
+    if has_clusters(d, shape) {
+        domains.push(Domain { param: Param::Cluster, values: vec![0, 1] });
+    }
     Space {
-        domains: vec![
-            Domain { param: Param::Variant, values: (0..variants(shape.pass).len() as u64).collect() },
-            Domain { param: Param::Threads, values: THREADS.to_vec() },
-            Domain { param: Param::RowsPerBlock, values: ROWS_PER_BLOCK.to_vec() },
-            Domain { param: Param::BlocksPerSm, values: BLOCKS_PER_SM.to_vec() },
-        ],
+        domains,
         constraints: vec![
             Constraint::AtMost { param: Param::Threads, max: u64::from(l.max_threads_per_block.min(1024)) },
             Constraint::RegisterLimit,
@@ -93,9 +113,10 @@ pub fn space(d: &Description, shape: &Shape) -> Space {
     }
 }
 
-/// The config a point stands for (parameters the point lacks keep `base`'s values; a point
-/// with a variant has no cluster).
-pub fn to_config(pass: CliffordPass, p: &Point, base: CliffordConfig) -> CliffordConfig {
+/// The config a point stands for on rows of `n` features (parameters the point lacks keep
+/// `base`'s values; a point with a variant has no cluster unless its `Cluster` is 1: then the
+/// fewest blocks that cover the row).
+pub fn to_config(pass: CliffordPass, n: usize, p: &Point, base: CliffordConfig) -> CliffordConfig {
     let mut c = base;
     if let Some(v) = p.get(Param::Variant).and_then(|i| variants(pass).get(i as usize).copied()) {
         c.variant = v;
@@ -115,6 +136,10 @@ pub fn to_config(pass: CliffordPass, p: &Point, base: CliffordConfig) -> Cliffor
     if let Some(r) = p.get(Param::CpuRows) {
         c.cpu_rows = r as usize;
     }
+    if p.get(Param::Cluster) == Some(1) {
+        let per_block = c.threads.max(1) as usize * c.variant.vpt.max(1) as usize;
+        c.cluster = n.max(1).div_ceil(per_block).max(2).min(u32::MAX as usize) as u32;
+    }
     c
 }
 
@@ -123,12 +148,13 @@ pub fn to_config(pass: CliffordPass, p: &Point, base: CliffordConfig) -> Cliffor
 pub fn candidates(d: &Description, shape: &Shape, base: CliffordConfig) -> (Vec<CliffordConfig>, Vec<Pruned>) {
     let vars = variants(shape.pass);
     let info = d.limits.as_ref().map(device_info);
+    let n = shape.problem.n;
     let res = |p: &Point| {
-        let v = p.get(Param::Variant).and_then(|i| vars.get(i as usize))?;
-        d.clifford_resources_of(&entry(shape, *v))
+        p.get(Param::Variant).and_then(|i| vars.get(i as usize))?;
+        d.clifford_resources_of(&entry_of(shape, &to_config(shape.pass, n, p, base)))
     };
     let host = |p: &Point| {
-        let c = to_config(shape.pass, p, base);
+        let c = to_config(shape.pass, n, p, base);
         shape.pass.validate(&c, &shape.problem, info.as_ref()).map_err(|e| e.to_string())
     };
     let ctx = Context { limits: d.limits, resources: &res, host: &host };
@@ -137,7 +163,7 @@ pub fn candidates(d: &Description, shape: &Shape, base: CliffordConfig) -> (Vec<
     if shape.pass.validate(&base, &shape.problem, info.as_ref()).is_ok() {
         out.push(base);
     }
-    for c in keep.iter().map(|p| to_config(shape.pass, p, base)) {
+    for c in keep.iter().map(|p| to_config(shape.pass, n, p, base)) {
         if !out.contains(&c) {
             out.push(c);
         }
@@ -174,13 +200,14 @@ pub fn predict_ms(d: &Description, shape: &Shape, cfg: &CliffordConfig) -> f64 {
         return (t * imbalance.max(1.0) + tasks * 5e-6 / threads) * 1e3;
     };
     let v = cfg.variant;
-    let res = d.clifford_resources_of(&entry(shape, v)).unwrap_or(KernelResources {
+    let res = d.clifford_resources_of(&entry_of(shape, cfg)).unwrap_or(KernelResources {
         registers: 128,
         max_threads: 512,
         ..KernelResources::default()
     });
     let lanes = if v.vec { 4.0 } else { 1.0 };
-    let team = f64::from(cfg.team().max(1));
+    // A cluster's blocks share one row: its team is all of their threads.
+    let team = f64::from(cfg.team().max(1)) * f64::from(cfg.cluster.max(1));
     let per_pass = team * lanes * f64::from(v.vpt.max(1));
     let passes = (p.n as f64 / per_pass).ceil().max(1.0);
     let busy = p.n as f64 / (passes * per_pass);
@@ -270,6 +297,36 @@ mod tests {
         assert!(cands.len() > 10, "{} candidates", cands.len());
         assert!(cands[1..].iter().all(|c| c.cluster == 1), "{cands:?}");
         assert!(cands.iter().any(|c| c.variant.is_split()));
+    }
+
+    #[test]
+    fn the_cluster_form_is_in_the_space_where_the_module_has_it() {
+        let s = shape(CliffordPass::Backward, 3, 4096, 777);
+        let mut d = gpu(&s, 64);
+        let base = CliffordConfig::cluster_backward(&s.problem).expect("two blocks cover 777");
+        assert!(!has_clusters(&d, &s), "no cluster entries described");
+        // The sm_90a module's cluster entries (237 registers: 256 threads a block at most).
+        for vpt in ferrotune_kernels::clifford::BWD_CLUSTER_VPT {
+            let c = CliffordConfig { variant: CliffordVariant { vec: false, vpt, stream_w: false }, ..base };
+            let resources = KernelResources { registers: 237, max_threads: 256, ..Default::default() };
+            d.clifford_resources.push(GemmResourceJson { kernel: entry_of(&s, &c), resources });
+        }
+        assert!(has_clusters(&d, &s));
+        let (cands, pruned) = candidates(&d, &s, base);
+        let clustered: Vec<_> = cands.iter().filter(|c| c.cluster > 1).collect();
+        assert!(clustered.len() >= 4, "{clustered:?}");
+        let info = device_info(&d.limits.unwrap());
+        for c in &clustered {
+            // The fewest blocks covering the row, within the cluster entries' register limit.
+            let per_block = (c.threads * c.variant.vpt) as usize;
+            assert_eq!(c.cluster as usize, 777usize.div_ceil(per_block).max(2), "{c:?}");
+            assert!(c.threads <= 256 && c.rows_per_block == 1, "{c:?}");
+            assert!(c.validate_backward(&s.problem, Some(&info)).is_ok(), "{c:?}");
+        }
+        assert!(clustered.iter().any(|c| c.threads == 64 && c.cluster == 7), "64 x 2 in 7 blocks");
+        assert!(pruned.iter().any(|p| p.reason.contains("clusters")), "cluster points the host refuses");
+        // The unclustered points are still there.
+        assert!(cands.iter().any(|c| c.cluster == 1 && c.variant.is_split()));
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub enum Param {
     /// `Threads / RowsPerBlock` threads per row). The Clifford space also uses `Threads`,
     /// `Variant` (into the pass's compiled variants), `BlocksPerSm` and, on the CPU, `CpuRows`.
     RowsPerBlock,
+    /// The Clifford backward's cluster form: 0 off, 1 a row shared by the fewest blocks of a
+    /// thread-block cluster that cover it (`Threads` x the variant's features each; sm_90a).
+    Cluster,
 }
 
 /// A parameter and the values it may take.
