@@ -281,7 +281,7 @@ impl CliffordConfig {
     ///
     /// On a GPU with thread-block clusters (compute capability 9.0, the sm_90a build), f32 rows
     /// that would take the split form take the cluster form instead where at most
-    /// [`MAX_CLUSTER`] blocks cover them ([`CliffordConfig::cluster_backward`]).
+    /// [`PORTABLE_CLUSTER`] blocks cover them ([`CliffordConfig::cluster_backward`]).
     pub fn backward_heuristic(p: &Clifford, dtype: DType, device: Option<&DeviceInfo>) -> CliffordConfig {
         let c = Self::backward_heuristic_unclustered(p, dtype, device);
         let clusters = device.is_some_and(|d| d.compute_capability == (9, 0));
@@ -291,30 +291,34 @@ impl CliffordConfig {
         c
     }
 
-    /// The backward's cluster form for `p`, where at most [`MAX_CLUSTER`] blocks cover N:
-    /// blocks keeping two features a thread, of 256 threads (a 512-feature share of the row)
-    /// unless, in 3D, 128-thread blocks cover N with fewer feature slots (N 600 and 640: 768
-    /// slots against 1,024), two blocks an SM where the registers allow (2D; a 3D SM holds
-    /// 256 of these threads either way). From the H100 sweeps
+    /// The backward's cluster form for `p`, where at most [`PORTABLE_CLUSTER`] blocks cover N:
+    /// blocks keeping two features a thread, the smallest of 64 (N up to 1,024), 128 (N up to
+    /// 2,048) or 256 threads (N up to 4,096) whose portable clusters cover the row. Small
+    /// blocks fill the row's feature slots closely (N777: 7 x 128 = 896 slots against 1,024)
+    /// and let several blocks share an SM, so one block's cluster barrier overlaps another's
+    /// work; 64- and 128-thread blocks as many an SM as its 2,048 threads (the launch caps that
+    /// at what the registers hold); 256-thread blocks two.
+    /// H100 sweep (bench/results/clifcluster-small-c096212bcf37/), f32 fwd+bwd: 3D B4096 N777
+    /// 0.447 ms (64 x 7) against 0.460 (256 x 2, the rule before), N600 0.324 (64 x 5) against
+    /// 0.347 (128 x 3), B3000 N1536 0.682 (128 x 6) against 0.801 (256 x 3), 2D B3000 N1536
+    /// 0.278 against 0.373; within 2.4% of the best cluster point on all 10 rows swept (3D
+    /// N1000: 64 x 8 0.487 against 256 x 2 0.478). Earlier sweeps
     /// (bench/results/clifcluster-146f60779b9e/): f32 3D B4096 N777 and 1024, B8192 N1024,
     /// B3000 N1536, 2D B3000 N1536 and 2048 x 2500 fwd+bwd 1.06-1.17x faster than the split
-    /// form; in 3D at N600 and 640 128-thread blocks 1.11-1.13x faster than 256-thread ones,
-    /// at N 777-1536 256-thread blocks 0.3-4% faster; in 2D 256-thread blocks 1.29x faster at
-    /// N1536. bf16 was slower than the split form in every 3D row (N777 0.422 against 0.324
+    /// form; bf16 was slower than the split form in every 3D row (N777 0.422 against 0.324
     /// ms), so 16-bit rows keep the split form.
     pub fn cluster_backward(p: &Clifford) -> Option<CliffordConfig> {
         let n = p.n.max(1);
-        let blocks = |threads: usize| n.div_ceil(2 * threads).max(2);
-        let small = p.dim == 3 && blocks(128) * 256 < blocks(256) * 512 && blocks(128) <= PORTABLE_CLUSTER as usize;
-        let threads = if small { 128 } else { 256 };
-        let cluster = blocks(threads);
-        (cluster <= PORTABLE_CLUSTER as usize).then(|| CliffordConfig {
+        let portable = PORTABLE_CLUSTER as usize;
+        let threads = [64usize, 128, 256].into_iter().find(|&t| n.div_ceil(2 * t) <= portable)?;
+        let blocks_per_sm = if threads == 256 { 2 } else { (2048 / threads) as u32 };
+        Some(CliffordConfig {
             threads: threads as u32,
             rows_per_block: 1,
             variant: RowVariant { vec: false, vpt: 2, stream_w: false },
-            blocks_per_sm: 2,
+            blocks_per_sm,
             cpu_rows: (4096 / n).max(1),
-            cluster: cluster as u32,
+            cluster: n.div_ceil(2 * threads).max(2) as u32,
         })
     }
 

@@ -92,17 +92,20 @@ fn the_backward_takes_clusters_for_f32_rows_the_split_form_would_take() {
     let bwd = |dim, n, dt, d: Option<&DeviceInfo>| {
         CliffordConfig::backward_heuristic(&Clifford::new(dim, 4096, n, true), dt, d)
     };
-    // f32 rows past one block's registers, up to 8 blocks of 512 features; in 3D blocks of
-    // 128 threads where they leave fewer slots empty.
+    // f32 rows past one block's registers in portable clusters of the smallest blocks of 64,
+    // 128 or 256 threads x 2 features that cover them.
     for (dim, n, k, threads) in [
-        (3, 513, 3, 128),
-        (3, 640, 3, 128),
-        (3, 777, 2, 256),
-        (3, 1024, 2, 256),
+        (3, 513, 5, 64),
+        (3, 640, 5, 64),
+        (3, 777, 7, 64),
+        (3, 1024, 8, 64),
+        (3, 1025, 5, 128),
         (3, 1100, 5, 128),
-        (3, 1536, 3, 256),
-        (2, 1025, 3, 256),
-        (2, 1536, 3, 256),
+        (3, 1536, 6, 128),
+        (3, 2048, 8, 128),
+        (3, 2049, 5, 256),
+        (2, 1025, 5, 128),
+        (2, 1536, 6, 128),
         (2, 2500, 5, 256),
         (3, 4096, 8, 256),
     ] {
