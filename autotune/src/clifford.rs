@@ -9,7 +9,9 @@
 use ferrotune::DeviceInfo;
 use ferrotune::ops::clifford::{CliffordConfig, CliffordVariant, backward_entry, backward_entry_of, row_entry};
 use ferrotune::tuned::CliffordPass;
-use ferrotune_kernels::clifford::{BWD_SPLIT, BWD_VARIANTS, CliffordKernel, fwd_variants};
+use ferrotune_kernels::clifford::{
+    BWD_CLUSTER_VPT, BWD_SPLIT, BWD_VARIANTS, CliffordKernel, bwd_cluster_entry_name, fwd_variants,
+};
 
 use crate::protocol::{CliffordShape as Shape, Description};
 use crate::space::{Constraint, Context, Domain, KernelResources, Limits, Param, Point, Pruned, Space, occupancy};
@@ -52,12 +54,22 @@ pub fn entry_of(shape: &Shape, cfg: &CliffordConfig) -> String {
     }
 }
 
+/// The backward's cluster-form entries for `shape` (one per `BWD_CLUSTER_VPT`; none for the
+/// forward), whose resources the worker describes where its module has them.
+pub fn cluster_entries(shape: &Shape) -> Vec<String> {
+    if shape.pass != CliffordPass::Backward {
+        return Vec::new();
+    }
+    BWD_CLUSTER_VPT
+        .iter()
+        .map(|&vpt| bwd_cluster_entry_name(shape.problem.dim, shape.dtype, vpt).as_str().to_string())
+        .collect()
+}
+
 /// Whether the machine `d` describes runs the backward's cluster form for `shape`: its module
 /// has the cluster entries (the sm_90a build, loaded on compute capability 9.0).
 pub fn has_clusters(d: &Description, shape: &Shape) -> bool {
-    let variant = CliffordVariant { vec: false, vpt: 2, stream_w: false };
-    let probe = CliffordConfig { threads: 256, rows_per_block: 1, variant, blocks_per_sm: 0, cpu_rows: 1, cluster: 2 };
-    shape.pass == CliffordPass::Backward && d.clifford_resources_of(&entry_of(shape, &probe)).is_some()
+    cluster_entries(shape).iter().any(|e| d.clifford_resources_of(e).is_some())
 }
 
 /// The device as the host's config checks see it, from the limits the worker reported.

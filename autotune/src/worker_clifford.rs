@@ -11,7 +11,7 @@ use ferrotune::{Backend, Buffer, DType, Error, Scalar, Stream, bf16, f16};
 use ferrotune_testkit::{Rng, Tolerance, cpu_backend, poison};
 use rayon::prelude::*;
 
-use crate::clifford::{entry, entry_of, variants};
+use crate::clifford::{cluster_entries, entry, variants};
 use crate::measure::{Repeat, Stats, time_on_stream};
 use crate::protocol::{
     CliffordConfigJson, CliffordDefaultJson, CliffordShape, ConfigJson, EvalOutcome, GemmResourceJson, Shape,
@@ -105,21 +105,7 @@ pub(crate) fn describe(
             continue;
         }
         // Every variant's entry, and the backward's cluster entries where the module has them.
-        let mut names: Vec<String> = variants(c.pass).into_iter().map(|v| entry(c, v)).collect();
-        if c.pass == CliffordPass::Backward {
-            for vpt in ferrotune_kernels::clifford::BWD_CLUSTER_VPT {
-                let variant = cl::CliffordVariant { vec: false, vpt, stream_w: false };
-                let k = CliffordConfig {
-                    threads: 256,
-                    rows_per_block: 1,
-                    variant,
-                    blocks_per_sm: 0,
-                    cpu_rows: 1,
-                    cluster: 2,
-                };
-                names.push(entry_of(c, &k));
-            }
-        }
+        let names = variants(c.pass).into_iter().map(|v| entry(c, v)).chain(cluster_entries(c));
         for name in names {
             if resources.iter().any(|r| r.kernel == name) {
                 continue;

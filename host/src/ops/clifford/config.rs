@@ -292,21 +292,16 @@ impl CliffordConfig {
     }
 
     /// The backward's cluster form for `p`, where at most [`PORTABLE_CLUSTER`] blocks cover N:
-    /// blocks keeping two features a thread, the smallest of 64 (N up to 1,024), 128 (N up to
-    /// 2,048) or 256 threads (N up to 4,096) whose portable clusters cover the row. Small
-    /// blocks fill the row's feature slots closely (N777: 7 x 128 = 896 slots against 1,024)
-    /// and let several blocks share an SM, so one block's cluster barrier overlaps another's
-    /// work; 64- and 128-thread blocks as many an SM as its 2,048 threads (the launch caps that
-    /// at what the registers hold); 256-thread blocks two.
-    /// H100 sweep (bench/results/clifcluster-small-c096212bcf37/), f32 fwd+bwd: 3D B4096 N777
-    /// 0.447 ms (64 x 7) against 0.460 (256 x 2, the rule before), N600 0.324 (64 x 5) against
-    /// 0.347 (128 x 3), B3000 N1536 0.682 (128 x 6) against 0.801 (256 x 3), 2D B3000 N1536
-    /// 0.278 against 0.373; within 2.4% of the best cluster point on all 10 rows swept (3D
-    /// N1000: 64 x 8 0.487 against 256 x 2 0.478). Earlier sweeps
-    /// (bench/results/clifcluster-146f60779b9e/): f32 3D B4096 N777 and 1024, B8192 N1024,
-    /// B3000 N1536, 2D B3000 N1536 and 2048 x 2500 fwd+bwd 1.06-1.17x faster than the split
-    /// form; bf16 was slower than the split form in every 3D row (N777 0.422 against 0.324
-    /// ms), so 16-bit rows keep the split form.
+    /// two features a thread in the smallest of 64 (N up to 1,024), 128 (up to 2,048) or 256
+    /// threads (up to 4,096) whose portable clusters cover the row: small blocks fill the row's
+    /// slots closely (N777: 7 x 128 = 896) and share an SM, so one block's cluster barrier
+    /// overlaps another's work; 64- and 128-thread blocks as many an SM as 2,048 threads make
+    /// (the launch caps that at what the registers hold), 256-thread blocks two. H100, f32
+    /// fwd+bwd (bench/results/clifcluster-small-c096212bcf37/): 3D B4096 N777 0.447 ms against
+    /// 0.460 for the rule before, B3000 N1536 0.682 against 0.801, 2D B3000 N1536 0.278 against
+    /// 0.373; within 2.4% of the best cluster point on the 6 f32 rows swept. bf16 lost to the
+    /// split form in every 3D row (bench/results/clifcluster-146f60779b9e/), so 16-bit rows
+    /// keep it.
     pub fn cluster_backward(p: &Clifford) -> Option<CliffordConfig> {
         let n = p.n.max(1);
         let portable = PORTABLE_CLUSTER as usize;
