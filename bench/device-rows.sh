@@ -20,7 +20,9 @@
 # FERROTUNE_SM90_TILE=N, pN: FERROTUNE_SM90_SPLIT=N (Hopper tile N, N K slices); a0:
 # FERROTUNE_SMALL_M_ALIGNED_HOPPER=0 (aligned 17-64 rows of short K stay small-M); q1:
 # FERROTUNE_SMALL_M_ROWS_WIDE_K=1 (17-32 rows of long K on large weights back on the row
-# kernel); dN: FERROTUNE_SMALL_M_ROWS_STAGE=N (the row kernel stages x N vectors deep); tokens join
+# kernel); dN: FERROTUNE_SMALL_M_ROWS_STAGE=N (the row kernel stages x N vectors deep); f1:
+# FERROTUNE_SM90_FEW_ROWS_SPLIT=1 (9-32 rows on the Hopper streaming tile in short K slices);
+# FN: FERROTUNE_SM90_FEW_ROWS_MIN_KT=N (those slices' least k-tiles); tokens join
 # with '+' (m0+t9+p4); a trailing b repeats a column later in the call), torch in the same call, then a table ($OUT/rows-table-<dtype>.md;
 # DTYPES, default bf16 f16).
 # PART=suite: the irregular suite with torch (bench/device-irregular.sh).
@@ -30,7 +32,7 @@ set -uo pipefail
 source bench/device-lib.sh
 SHAPES=${SHAPES:-1x4097x777,4x4097x777,8x4097x777,1x8000x600,1x5000x801,2x11008x999,7x12001x513,1x3000x1000,3x5x7,8x3000x65,1x1x777,5x777x333,1x50000x255,6x6000x100,33x1023x777,9x4097x777,17x2049x513,40x700x1001,12x5000x150,24x600x2999,16x4097x1023,1x8193x4099,5x3000x1999,8x12288x4099}
 COLS=${COLS:-plan r0 r1 planb r0b}
-AB_VARS="FERROTUNE_SMALL_M_ALIGNED_HOPPER FERROTUNE_SMALL_M_ROWS_WIDE_K FERROTUNE_SMALL_M_ROWS_STAGE FERROTUNE_SM90_TILE FERROTUNE_SM90_SPLIT FERROTUNE_SMALL_M_ROWS_R FERROTUNE_SMALL_M_ROWS FERROTUNE_SMALL_M_STREAM FERROTUNE_SMALL_M_ROWS_BATCHES FERROTUNE_SMALL_M_X_COPIES FERROTUNE_SMALL_M_BESIDE_HOPPER FERROTUNE_SMALL_M FERROTUNE_SMALL_M_SHORT_K_HOPPER"
+AB_VARS="FERROTUNE_SM90_FEW_ROWS_SPLIT FERROTUNE_SM90_FEW_ROWS_MIN_KT FERROTUNE_SMALL_M_ALIGNED_HOPPER FERROTUNE_SMALL_M_ROWS_WIDE_K FERROTUNE_SMALL_M_ROWS_STAGE FERROTUNE_SM90_TILE FERROTUNE_SM90_SPLIT FERROTUNE_SMALL_M_ROWS_R FERROTUNE_SMALL_M_ROWS FERROTUNE_SMALL_M_STREAM FERROTUNE_SMALL_M_ROWS_BATCHES FERROTUNE_SMALL_M_X_COPIES FERROTUNE_SMALL_M_BESIDE_HOPPER FERROTUNE_SMALL_M FERROTUNE_SMALL_M_SHORT_K_HOPPER"
 if [[ "$PART" == *ab* ]]; then
   for dt in ${DTYPES:-bf16 f16}; do
     mkdir -p $R/$dt
@@ -48,6 +50,7 @@ if [[ "$PART" == *ab* ]]; then
           t[0-9]*) export FERROTUNE_SM90_TILE=${c#t};; p[0-9]*) export FERROTUNE_SM90_SPLIT=${c#p};;
           a0) export FERROTUNE_SMALL_M_ALIGNED_HOPPER=0;; q1) export FERROTUNE_SMALL_M_ROWS_WIDE_K=1;;
           d[0-9]*) export FERROTUNE_SMALL_M_ROWS_STAGE=${c#d};;
+          f1) export FERROTUNE_SM90_FEW_ROWS_SPLIT=1;; F[0-9]*) export FERROTUNE_SM90_FEW_ROWS_MIN_KT=${c#F};;
           R[0-9]*) export FERROTUNE_SMALL_M_ROWS_R=${c#R};; esac
       done
       timeout $(cap 70) $X bench --ops gemm --shape-suite irregular --shapes $SHAPES --dtypes $dt \

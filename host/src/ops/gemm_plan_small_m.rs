@@ -118,13 +118,19 @@ pub(super) fn small_m_of(cfg: &GemmConfig) -> (usize, usize) {
 /// 17x4096x4096, 24x2048x8192); re-measured as built (bench/results/rows17-32-1e4e30fa25e0/).
 /// Unaligned weights follow their own limit (`gemv::reads_unaligned_in_place`: read in place
 /// up to 40 rows, since packing them for Hopper copies the whole weight first).
-/// `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` sets one threshold of n rows for every weight (A/B runs).
+/// `FERROTUNE_SMALL_M_BESIDE_HOPPER=n` sets one threshold of n rows for every weight (A/B runs);
+/// `FERROTUNE_SM90_FEW_ROWS_SPLIT=1` sends 9 to 32 rows to the Hopper tiles whatever the weight
+/// (`gemm_sm90_class::few_rows_split`, a candidate rule).
 pub(super) fn hopper_rows(g: &Gemm) -> bool {
     match std::env::var("FERROTUNE_SMALL_M_BESIDE_HOPPER").ok().and_then(|v| v.parse::<usize>().ok()) {
         Some(n) => g.m > n,
         None => {
             let w = g.n.saturating_mul(g.k);
-            g.m > 32 || (g.m > 16 && w > HOPPER_WEIGHT_ABOVE_16_ROWS) || (g.m > 8 && w >= HOPPER_WEIGHT_ABOVE_8_ROWS)
+            let few_rows = g.m > 8 && super::gemm_sm90_class::few_rows_split(g);
+            g.m > 32
+                || few_rows
+                || (g.m > 16 && w > HOPPER_WEIGHT_ABOVE_16_ROWS)
+                || (g.m > 8 && w >= HOPPER_WEIGHT_ABOVE_8_ROWS)
         }
     }
 }

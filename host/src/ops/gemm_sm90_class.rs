@@ -105,15 +105,25 @@ pub fn split_for(g: &Gemm, sm_count: u32, tile: u8, dtype: DType) -> Sm90Split {
     if g.batch != 1 || g.split_k.is_some() {
         return Sm90Split::NONE;
     }
+    if let Some(s) = std::env::var("FERROTUNE_SM90_SPLIT").ok().and_then(|v| v.parse::<usize>().ok()) {
+        let t = k90::TILES[tile as usize];
+        return Sm90Split::new(g.k.div_ceil(t.bk(dtype.size_bytes())), s);
+    }
+    split_rule(g, sm_count, tile, dtype, few_rows_split(g).then(few_rows_min_kt))
+}
+
+/// [`split_for`]'s cost rule for a single matrix, with the streaming tile's slices as short as
+/// `few_min_kt` k-tiles where that is given ([`few_rows_split`]).
+pub fn split_rule(g: &Gemm, sm_count: u32, tile: u8, dtype: DType, few_min_kt: Option<usize>) -> Sm90Split {
     let t = k90::TILES[tile as usize];
     // Blocks per slice: a cluster's grid rounds the row tiles up to whole clusters.
     let tiles = g.m.div_ceil(t.bm()).next_multiple_of(t.cluster) * g.n.div_ceil(t.bn);
     let ktiles = g.k.div_ceil(t.bk(dtype.size_bytes()));
-    if let Some(s) = std::env::var("FERROTUNE_SM90_SPLIT").ok().and_then(|v| v.parse::<usize>().ok()) {
-        return Sm90Split::new(ktiles, s);
-    }
     let slots = sm_count.max(1) as usize * t.blocks_per_sm();
-    let (fill, min_kt) = split_fill(tile);
+    let (fill, min_kt) = match few_min_kt.filter(|_| is_streaming(tile)) {
+        Some(kt) => (split_fill(tile).0, kt.max(1)),
+        None => split_fill(tile),
+    };
     if tiles == 0 || tiles > slots || (fill * tiles > slots && !splits_past_fill(g, tile, tiles, slots)) {
         return Sm90Split::NONE;
     }
@@ -138,6 +148,31 @@ fn splits_past_fill(g: &Gemm, tile: u8, tiles: usize, slots: usize) -> bool {
 /// half the slots, [`MIN_KT_PER_SLICE`].
 pub fn split_fill(tile: u8) -> (usize, usize) {
     if is_streaming(tile) { (4, 64) } else { (2, MIN_KT_PER_SLICE) }
+}
+
+/// Whether the streaming tile cuts K into slices as short as [`few_rows_min_kt`] k-tiles for
+/// `g`, and whether the plan sends `g`'s 9 to 32 rows to the Hopper tiles whatever the
+/// weight's size (`gemm_plan_small_m::hopper_rows`): at most [`FEW_ROWS`] rows of x, so the
+/// weight's bytes are nearly all the traffic, each slice streams its own part of them once and
+/// the partials the join adds are a few rows. Off unless `FERROTUNE_SM90_FEW_ROWS_SPLIT=1`: a
+/// candidate rule for the 17-32-row shapes on 4096 x 4096-class weights where both families
+/// run at 0.57-0.75x the best peer (bench/results/rows17-32-1e4e30fa25e0/: the streaming tile
+/// ran them unsplit, its 28-32 tiles on a quarter of the SMs), to be timed against the plan in
+/// one call before it becomes the default.
+pub fn few_rows_split(g: &Gemm) -> bool {
+    g.m <= FEW_ROWS && g.batch == 1 && std::env::var("FERROTUNE_SM90_FEW_ROWS_SPLIT").is_ok_and(|v| v == "1")
+}
+
+/// Rows of x up to which [`few_rows_split`] applies.
+pub const FEW_ROWS: usize = 32;
+
+/// Least k-tiles per K slice of the streaming tile under [`few_rows_split`]:
+/// `FERROTUNE_SM90_FEW_ROWS_MIN_KT` (at least 1), else [`MIN_KT_PER_SLICE`].
+pub fn few_rows_min_kt() -> usize {
+    std::env::var("FERROTUNE_SM90_FEW_ROWS_MIN_KT")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(MIN_KT_PER_SLICE, |v| v.max(1))
 }
 
 /// Whether `tile` is the streaming tile, in clusters or not.
@@ -213,4 +248,39 @@ pub fn split_reason(g: &Gemm, tile: u8, split: Sm90Split, sm_count: u32) -> Stri
         split.kt_per,
         split.workspace_bytes(tiles, t.bm() * t.bn).div_ceil(1024)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::gemm::Layout;
+
+    fn rc(m: usize, n: usize, k: usize) -> Gemm {
+        Gemm::new(m, n, k).layouts(Layout::Row, Layout::Col).resolved()
+    }
+
+    /// The few-rows candidate: the streaming tile's slices may be as short as the given k-tiles,
+    /// filling the SMs where K is too short for slices of 64; without it those shapes stay whole.
+    #[test]
+    fn few_rows_slices_fill_the_sms() {
+        let r = |g: Gemm, few| split_rule(&g, 132, STREAM_TILE, DType::Bf16, few);
+        // 32x4096x4096: 32 tiles of 64 k-tiles.
+        assert_eq!(r(rc(32, 4096, 4096), None), Sm90Split::NONE);
+        assert_eq!(r(rc(32, 4096, 4096), Some(16)), Sm90Split { slices: 4, kt_per: 16 });
+        // 24x3584x3584: 28 tiles of 56 k-tiles; 4 slots a tile, 3 slices of at least 16.
+        assert_eq!(r(rc(24, 3584, 3584), Some(16)), Sm90Split { slices: 3, kt_per: 19 });
+        assert_eq!(r(rc(24, 3584, 3584), Some(8)), Sm90Split { slices: 4, kt_per: 14 });
+        // 24x2048x8192: 16 tiles of 128 k-tiles, already split by the rule, more under it.
+        assert_eq!(r(rc(24, 2048, 8192), None).slices, 2);
+        assert_eq!(r(rc(24, 2048, 8192), Some(16)).slices, 8);
+        // Other tiles keep their own rule.
+        assert_eq!(
+            split_rule(&rc(32, 4096, 4096), 132, SPLIT_TILE, DType::Bf16, Some(1)),
+            split_rule(&rc(32, 4096, 4096), 132, SPLIT_TILE, DType::Bf16, None)
+        );
+        // Off by default: the rule reads the variable only.
+        if std::env::var("FERROTUNE_SM90_FEW_ROWS_SPLIT").is_err() {
+            assert!(!few_rows_split(&rc(24, 3584, 3584)));
+        }
+    }
 }
